@@ -1,0 +1,17 @@
+//! Owns the process exit codes: one enum, documented in README.md ("Exit codes").
+
+/// What the process tells its caller (a factory script, systemd) through its exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Exit {
+    /// Everything ran and every verdict passed.
+    Pass = 0,
+    /// Everything ran, and at least one verdict failed (e.g. a USB link below its expected speed).
+    VerdictFailed = 1,
+    /// The command line or a configuration file is wrong: nothing was tested.
+    Usage = 2,
+    /// The run was interrupted (SIGINT/SIGTERM) or could not finish: results are incomplete.
+    Incomplete = 3,
+    /// The tool could not do its job (unreadable sysfs, I/O error outside a test, internal bug).
+    Error = 4,
+}

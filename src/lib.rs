@@ -1,0 +1,9 @@
+//! usbperf: storage inventory, USB link checks and an I/O test matrix for embedded Linux boards.
+//!
+//! The binary `usbperf-matrix` is a thin shell over these modules; each module owns one concern
+//! and says so in its first line.
+
+pub mod cli;
+pub mod discover;
+pub mod exit;
+pub mod units;
