@@ -140,7 +140,18 @@ pub fn disk(sys: &SysfsRoot, node: &dyn DevNode<'_>, mounts: &[MountEntry]) -> D
     d.partitions = partitions(sys, &devpath, mounts);
 
     if d.class == DeviceClass::Usb {
-        d.usb = Some(usb_link(&ancestors, &subsystems, &mut gaps));
+        let mut link = usb_link(&ancestors, &subsystems, &mut gaps);
+        if link.driver.is_none() {
+            // udev exports often lack the interface device; udev's own ID_USB_DRIVER names it.
+            link.driver = node.property("ID_USB_DRIVER").filter(|s| !s.is_empty());
+        }
+        if link.driver.is_none() {
+            gaps.note(
+                "usb.driver",
+                "no driver bound to the mass-storage interface and no ID_USB_DRIVER".into(),
+            );
+        }
+        d.usb = Some(link);
     }
     if d.class == DeviceClass::Sata {
         d.sata = sata_link(sys, &devpath, &mut gaps);
@@ -248,12 +259,6 @@ fn usb_link(
             Some("usb_interface") if link.interface.is_none() && usb_devices.is_empty() => {
                 link.interface = Some(a.sysname());
                 link.driver = a.driver();
-                if link.driver.is_none() {
-                    gaps.note(
-                        "usb.driver",
-                        format!("{}: no driver bound to the interface", a.devpath()),
-                    );
-                }
             }
             Some("usb_device") => usb_devices.push(i),
             _ => {}

@@ -174,3 +174,111 @@ pub fn cause(expected: f64, usb: &UsbLink) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discover::model::UsbHop;
+
+    fn disk(name: &str, port: &str, speed: Option<f64>, hubs: &[(&str, f64)], root: f64) -> Disk {
+        let hubs: Vec<UsbHop> = hubs
+            .iter()
+            .map(|(p, s)| UsbHop {
+                port_path: p.to_string(),
+                speed_mbps: Some(*s),
+                ..UsbHop::default()
+            })
+            .collect();
+        let mut speeds: Vec<Option<f64>> = vec![speed];
+        speeds.extend(hubs.iter().map(|h| h.speed_mbps));
+        speeds.push(Some(root));
+        Disk {
+            name: name.into(),
+            usb: Some(UsbLink {
+                port_path: port.into(),
+                speed_mbps: speed,
+                min_chain_speed_mbps: if speeds.iter().all(Option::is_some) {
+                    speeds.iter().flatten().copied().reduce(f64::min)
+                } else {
+                    None
+                },
+                hubs,
+                root_hub: Some(UsbHop {
+                    port_path: "usb1".into(),
+                    speed_mbps: Some(root),
+                    ..UsbHop::default()
+                }),
+                ..UsbLink::default()
+            }),
+            ..Disk::default()
+        }
+    }
+
+    fn exp(s: &str) -> PortExpectation {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn parses_expectations() {
+        assert_eq!(
+            exp("usb:1-1.2=480"),
+            PortExpectation {
+                port: "usb:1-1.2".into(),
+                min_speed_mbps: 480.0
+            }
+        );
+        assert_eq!(exp("usb:2-1=5000M").min_speed_mbps, 5000.0);
+        assert!(matches!(
+            "1-1=480".parse::<PortExpectation>(),
+            Err(ExpectationError::Port(_))
+        ));
+        assert!(matches!(
+            "usb:1-1".parse::<PortExpectation>(),
+            Err(ExpectationError::Syntax(_))
+        ));
+        assert!(matches!(
+            "usb:1-1=fast".parse::<PortExpectation>(),
+            Err(ExpectationError::Speed(..))
+        ));
+    }
+
+    #[test]
+    fn verdicts_and_causes() {
+        let disks = vec![
+            disk("sda", "1-1", Some(480.0), &[], 480.0),
+            disk("sdb", "2-1", Some(12.0), &[], 12.0),
+            disk("sdc", "3-1", Some(480.0), &[], 5000.0),
+            disk("sdd", "1-2.4", Some(480.0), &[("1-2", 12.0)], 480.0),
+            disk("sde", "1-3", None, &[], 480.0),
+        ];
+        let table: &[(&str, bool, &str)] = &[
+            ("usb:1-1=480", true, ""),
+            ("usb:1-1=12", true, ""),
+            ("usb:2-1=480", false, "bad cable or connector"),
+            ("usb:3-1=5000", false, "SuperSpeed pairs did not connect"),
+            ("usb:1-2.4=480", false, "1-2 on the way to the root hub runs at 12M"),
+            ("usb:1-3=480", false, "cannot be verified"),
+            ("usb:9-9=480", false, "no USB storage device found on port usb:9-9"),
+        ];
+        for (e, pass, cause) in table {
+            let f = &check_links(&disks, &[exp(e)])[0];
+            assert_eq!(f.pass, *pass, "{e}: {f:?}");
+            assert!(f.cause.contains(cause), "{e}: cause {:?}", f.cause);
+        }
+    }
+
+    #[test]
+    fn id_path_prefix_matches_whole_components_only() {
+        let mut d = disk("sda", "1-1", Some(480.0), &[], 480.0);
+        d.id_path = Some("platform-xhci-hcd.1.auto-usb-0:1:1.0-scsi-0:0:0:0".into());
+        let f = check_links(
+            &[d.clone()],
+            &[exp("id_path:platform-xhci-hcd.1.auto-usb-0:1=480")],
+        );
+        assert!(f[0].pass && f[0].disks == ["sda"], "{f:?}");
+        // `usb-0:1` must not match a device on `usb-0:10`.
+        d.id_path = Some("platform-xhci-hcd.1.auto-usb-0:10:1.0-scsi-0:0:0:0".into());
+        let f = check_links(&[d], &[exp("id_path:platform-xhci-hcd.1.auto-usb-0:1=480")]);
+        assert!(!f[0].pass && f[0].disks.is_empty(), "{f:?}");
+    }
+}

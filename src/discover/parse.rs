@@ -60,9 +60,10 @@ fn unescape_octal(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'\\' && i + 3 < b.len() {
-            let oct = &s[i + 1..i + 4];
-            if oct.len() == 3 && oct.bytes().all(|c| (b'0'..=b'7').contains(&c)) {
-                if let Ok(v) = u8::from_str_radix(oct, 8) {
+            let oct = &b[i + 1..i + 4];
+            if oct.iter().all(|c| (b'0'..=b'7').contains(c)) {
+                let v = oct.iter().fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
+                if let Ok(v) = u8::try_from(v) {
                     out.push(v);
                     i += 4;
                     continue;
@@ -82,8 +83,9 @@ pub fn udev_unescape(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' {
-            if let Ok(v) = u8::from_str_radix(&s[i + 2..i + 4], 16) {
-                out.push(v);
+            let hex = |c: u8| (c as char).to_digit(16);
+            if let (Some(h), Some(l)) = (hex(b[i + 2]), hex(b[i + 3])) {
+                out.push((h * 16 + l) as u8);
                 i += 4;
                 continue;
             }
@@ -275,5 +277,177 @@ pub fn human_bytes(b: u64) -> String {
         format!("{b} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usb_speeds_from_the_sysfs_abi() {
+        // Documentation/ABI/testing/sysfs-bus-usb: speed in Mbit/s.
+        let table: &[(&str, Option<f64>)] = &[
+            ("1.5\n", Some(1.5)),
+            ("12\n", Some(12.0)),
+            ("480\n", Some(480.0)),
+            ("5000", Some(5000.0)),
+            ("10000", Some(10000.0)),
+            ("20000", Some(20000.0)),
+            ("", None),
+            ("unknown", None),
+            ("-1", None),
+        ];
+        for (input, want) in table {
+            assert_eq!(usb_speed_mbps(input), *want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn usb_versions_keep_bcd_form() {
+        let table = [
+            (" 2.00", Some("2.00")),
+            (" 3.20\n", Some("3.20")),
+            ("1.10", Some("1.10")),
+            ("2", None),
+            ("x.00", None),
+        ];
+        for (input, want) in table {
+            assert_eq!(usb_version(input).as_deref(), want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn root_hub_generation_from_product() {
+        let table = [
+            ("1d6b/2/606", Some(480.0)),
+            ("1d6b/3/606", Some(5000.0)),
+            ("1d6b/1/510", Some(12.0)),
+            ("1D6B/0002/0510", Some(480.0)),
+            ("30de/6544/1", None),
+            ("garbage", None),
+        ];
+        for (input, want) in table {
+            assert_eq!(root_hub_speed_from_product(input), want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn sata_link_speeds() {
+        let table = [
+            ("1.5 Gbps", Some(1.5)),
+            ("3.0 Gbps\n", Some(3.0)),
+            ("6.0 Gbps", Some(6.0)),
+            ("<unknown>", None),
+            ("", None),
+        ];
+        for (input, want) in table {
+            assert_eq!(sata_spd_gbps(input), want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn emmc_areas_by_name() {
+        let table = [
+            ("mmcblk0", Some(EmmcArea::User)),
+            ("mmcblk2boot0", Some(EmmcArea::Boot0)),
+            ("mmcblk0boot1", Some(EmmcArea::Boot1)),
+            ("mmcblk0rpmb", Some(EmmcArea::Rpmb)),
+            ("mmcblk0gp3", Some(EmmcArea::General(3))),
+            ("mmcblk0p1", None),
+            ("mmcblk", None),
+            ("sda", None),
+        ];
+        for (input, want) in table {
+            assert_eq!(emmc_area(input), want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn mountinfo_lines() {
+        // Lines as proc(5) documents them, including an escaped space and optional fields.
+        let text = "\
+22 1 253:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+36 22 8:1 / /media/usb\\040stick ro,nosuid shared:20 - vfat /dev/sda1 ro,fmask=0022
+40 22 0:5 / /dev rw - devtmpfs udev rw
+broken line
+";
+        let m = mountinfo(text);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[0].devnum, "253:0");
+        assert_eq!(m[0].mountpoint, "/");
+        assert!(!m[0].read_only);
+        assert_eq!(m[1].mountpoint, "/media/usb stick");
+        assert_eq!(m[1].fstype, "vfat");
+        assert_eq!(m[1].source, "/dev/sda1");
+        assert!(m[1].read_only);
+    }
+
+    #[test]
+    fn udev_escapes() {
+        assert_eq!(udev_unescape("Flash\\x20Disk"), "Flash Disk");
+        assert_eq!(udev_unescape("a\\x2"), "a\\x2");
+        assert_eq!(udev_unescape("caf\u{e9}\\x21"), "caf\u{e9}!");
+        assert_eq!(udev_unescape("\\xzz"), "\\xzz");
+    }
+
+    #[test]
+    fn mmc_debugfs_ios() {
+        // Format of drivers/mmc/core/debugfs.c mmc_ios_show().
+        let ios = "clock:\t\t200000000 Hz\nactual clock:\t200000000 Hz\nvdd:\t\t21 (3.3 ~ 3.4 V)\n\
+                   bus mode:\t2 (push-pull)\nchip select:\t0 (don't care)\npower mode:\t2 (on)\n\
+                   bus width:\t3 (8 bits)\ntiming spec:\t10 (mmc HS400 enhanced strobe)\n";
+        assert_eq!(mmc_ios_timing(ios).as_deref(), Some("mmc HS400 enhanced strobe"));
+        assert_eq!(mmc_ios_clock_hz(ios), Some(200_000_000));
+        assert_eq!(mmc_ios_timing("clock: 0 Hz"), None);
+    }
+
+    #[test]
+    fn classification_rules() {
+        let sig = |name, devpath, subs: Vec<&'static str>, mmc, bus, vendor| ClassSignals {
+            name,
+            devpath,
+            ancestor_subsystems: subs,
+            mmc_type: mmc,
+            id_bus: bus,
+            scsi_vendor: vendor,
+        };
+        let table = [
+            // A USB-SATA bridge is judged by its USB link.
+            (sig("sda", "/devices/pci/usb1/1-1/1-1:1.0/host0/t/0:0:0:0/block/sda",
+                 vec!["scsi", "scsi", "scsi", "usb", "usb", "usb", "pci"], None, None,
+                 Some("ATA")), DeviceClass::Usb),
+            (sig("sdb", "/devices/pci/0000:00:1f.2/ata1/host0/t/0:0:0:0/block/sdb",
+                 vec!["scsi", "scsi", "scsi", "pci"], None, None, Some("ATA")), DeviceClass::Sata),
+            (sig("sda", "/devices/x/block/sda", vec![], None, Some("ata"), None),
+             DeviceClass::Sata),
+            (sig("mmcblk0", "/devices/x/mmc0:0001/block/mmcblk0", vec!["mmc", "mmc_host"],
+                 Some("MMC"), None, None), DeviceClass::Emmc),
+            (sig("mmcblk1", "/devices/x/mmc1:aaaa/block/mmcblk1", vec!["mmc", "mmc_host"],
+                 Some("SD"), None, None), DeviceClass::Sd),
+            (sig("nvme0n1", "/devices/pci/nvme/nvme0/nvme0n1", vec!["nvme", "pci"], None,
+                 None, None), DeviceClass::Nvme),
+            (sig("vda", "/devices/pci/virtio0/block/vda", vec!["virtio", "pci"], None, None,
+                 None), DeviceClass::Virtio),
+            (sig("sdc", "/devices/pci/host2/t/2:0:0:0/block/sdc", vec!["scsi", "scsi", "scsi"],
+                 None, None, Some("QEMU")), DeviceClass::Scsi),
+            (sig("loop0", "/devices/virtual/block/loop0", vec![], None, None, None),
+             DeviceClass::Loop),
+            (sig("zram0", "/devices/virtual/block/zram0", vec![], None, None, None),
+             DeviceClass::Other),
+        ];
+        for (s, want) in table {
+            assert_eq!(classify(&s), want, "{}", s.devpath);
+        }
+    }
+
+    #[test]
+    fn labels() {
+        assert_eq!(speed_label(1.5), "1.5M");
+        assert_eq!(speed_label(480.0), "480M");
+        assert_eq!(human_bytes(67_108_864), "64.0 MiB");
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(devnum("8:16\n"), Some((8, 16)));
+        assert_eq!(devnum("8"), None);
     }
 }

@@ -31,7 +31,9 @@ impl<'a> DevNode<'a> for UdevNode<'a> {
         s(self.dev.devtype())
     }
     fn driver(&self) -> Option<String> {
-        s(self.dev.driver())
+        // The kernel also names the driver in uevent's DRIVER (kept in recordings where the
+        // `driver` link was not); the sysfs walker reads both, so must this.
+        s(self.dev.driver()).or_else(|| self.property("DRIVER"))
     }
     fn attr(&self, name: &str) -> Result<String, AttrError> {
         match self.dev.attribute_value(name) {

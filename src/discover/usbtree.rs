@@ -116,3 +116,15 @@ pub fn port_number(port_path: &str) -> Option<u32> {
         .next()
         .and_then(|s| s.parse().ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::port_number;
+
+    #[test]
+    fn port_numbers() {
+        for (p, want) in [("1-1", Some(1)), ("1-1.4", Some(4)), ("3-10.2.7", Some(7)), ("usb1", None)] {
+            assert_eq!(port_number(p), want, "{p}");
+        }
+    }
+}
