@@ -149,10 +149,19 @@ fn table() -> Vec<(&'static str, Vec<Want>)> {
             ],
         ),
         ("export/INTEL_NUC_SNAPPY", emmc4()),
-        ("export/LENOVO_T430S", vec![d("sr0", "sata"), d("sda", "sata")]),
-        ("export/NXP_S32G_DEV_BOARD", vec![d("mmcblk0", "sd").mmc("SD", None)]),
+        (
+            "export/LENOVO_T430S",
+            vec![d("sr0", "sata"), d("sda", "sata")],
+        ),
+        (
+            "export/NXP_S32G_DEV_BOARD",
+            vec![d("mmcblk0", "sd").mmc("SD", None)],
+        ),
         ("export/QEMU_KVM", vec![d("vda", "virtio")]),
-        ("export/RPI2_WITH_CAMERA", vec![d("mmcblk0", "sd").mmc("SD", None)]),
+        (
+            "export/RPI2_WITH_CAMERA",
+            vec![d("mmcblk0", "sd").mmc("SD", None)],
+        ),
         (
             "export/RPI3B",
             vec![
@@ -163,7 +172,10 @@ fn table() -> Vec<(&'static str, Vec<Want>)> {
         // The ready-made umockdev files and a fresh conversion must say the same.
         ("export/DELL_VOSTRO_270", vostro),
         ("export/EMMC_AS_MAIN_DRIVE", emmc4()),
-        ("export/HP_ELITEBOOK_835_13_INCH_G10_RECOVERY_USB_CONNECTED", hp),
+        (
+            "export/HP_ELITEBOOK_835_13_INCH_G10_RECOVERY_USB_CONNECTED",
+            hp,
+        ),
         ("export/KIOXIA_TransMemory", kioxia),
         ("export/PANDABOARD", panda),
         ("export/RPI4B4G", rpi4),
@@ -182,7 +194,11 @@ fn fixture_file(id: &str, tmp: &Path) -> PathBuf {
             .arg(fx.join(format!("udevadm-export/{name}.txt")))
             .output()
             .expect("python3 is needed to convert udevadm exports");
-        assert!(conv.status.success(), "{}", String::from_utf8_lossy(&conv.stderr));
+        assert!(
+            conv.status.success(),
+            "{}",
+            String::from_utf8_lossy(&conv.stderr)
+        );
         std::fs::write(&out, conv.stdout).unwrap();
         out
     } else {
@@ -195,7 +211,10 @@ fn disks(v: &Value) -> &Vec<Value> {
 }
 
 fn check(id: &str, got: &Value, want: &[Want]) {
-    let names: Vec<&str> = disks(got).iter().map(|d| d["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = disks(got)
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
     let want_names: Vec<&str> = want.iter().map(|w| w.name).collect();
     assert_eq!(names, want_names, "{id}: the disks found");
     for (g, w) in disks(got).iter().zip(want) {
@@ -205,9 +224,17 @@ fn check(id: &str, got: &Value, want: &[Want]) {
         assert_eq!(usb["speed_mbps"].as_f64(), w.speed, "{ctx}: usb speed");
         assert_eq!(usb["driver"].as_str(), w.driver, "{ctx}: usb driver");
         assert_eq!(usb["port_path"].as_str(), w.port, "{ctx}: usb port");
-        assert_eq!(g["mmc"]["card_type"].as_str(), w.mmc_type, "{ctx}: mmc type");
+        assert_eq!(
+            g["mmc"]["card_type"].as_str(),
+            w.mmc_type,
+            "{ctx}: mmc type"
+        );
         assert_eq!(g["mmc"]["area"].as_str(), w.emmc_area, "{ctx}: emmc area");
-        assert_eq!(g["sata"]["sata_spd_gbps"].as_f64(), w.sata_spd, "{ctx}: sata_spd");
+        assert_eq!(
+            g["sata"]["sata_spd_gbps"].as_f64(),
+            w.sata_spd,
+            "{ctx}: sata_spd"
+        );
         if w.speed.is_none() && w.port.is_some() {
             // An absent speed must come with its reason.
             let missing = g["missing"].as_array().cloned().unwrap_or_default();
@@ -263,7 +290,11 @@ fn every_fixture_classified_and_the_sysfs_fallback_agrees() {
             &["list", "--all", "--format", "json", "--backend", "sysfs"],
         ));
         assert_eq!(sysfs["backend"], "sysfs", "{id}");
-        assert_eq!(comparable(&sysfs), comparable(&udev), "{id}: sysfs walker vs libudev");
+        assert_eq!(
+            comparable(&sysfs),
+            comparable(&udev),
+            "{id}: sysfs walker vs libudev"
+        );
 
         // ...and on a plain tree given with --sysfs-root.
         let dest = tmp.path().join(format!("tree{i}"));
@@ -279,7 +310,11 @@ fn every_fixture_classified_and_the_sysfs_fallback_agrees() {
             None,
             &["list", "--all", "--format", "json", "--sysfs-root", &root],
         ));
-        assert_eq!(comparable(&tree), comparable(&udev), "{id}: --sysfs-root vs libudev");
+        assert_eq!(
+            comparable(&tree),
+            comparable(&udev),
+            "{id}: --sysfs-root vs libudev"
+        );
     }
 }
 

@@ -87,7 +87,10 @@ fn link_col(d: &Disk) -> String {
             s.push_str(t);
         }
         if let Some(a) = &m.area {
-            s.push_str(&format!(" area={}", serde_json::to_value(a).unwrap_or_default()));
+            s.push_str(&format!(
+                " area={}",
+                serde_json::to_value(a).unwrap_or_default()
+            ));
         }
         return s;
     }

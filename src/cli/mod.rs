@@ -96,20 +96,19 @@ pub(crate) fn inventory(cli: &Cli) -> anyhow::Result<Inventory> {
         Some(dir) => SysfsRoot::at(dir),
         None => SysfsRoot::live(),
     };
-    let backend = match (cli.backend, cli.sysfs_root.is_some()) {
-        // libudev always reads the live /sys: a copied tree can only be walked directly.
-        (BackendArg::Udev, true) => {
-            return Err(UsageError(
+    let backend =
+        match (cli.backend, cli.sysfs_root.is_some()) {
+            // libudev always reads the live /sys: a copied tree can only be walked directly.
+            (BackendArg::Udev, true) => return Err(UsageError(
                 "--backend udev reads the live /sys only; with --sysfs-root use --backend sysfs \
                  (or run under umockdev-run to give libudev a recorded tree)"
                     .into(),
             )
-            .into())
-        }
-        (_, true) | (BackendArg::Sysfs, false) => Backend::Sysfs,
-        (BackendArg::Udev, false) => Backend::Udev,
-        (BackendArg::Auto, false) => Backend::Auto,
-    };
+            .into()),
+            (_, true) | (BackendArg::Sysfs, false) => Backend::Sysfs,
+            (BackendArg::Udev, false) => Backend::Udev,
+            (BackendArg::Auto, false) => Backend::Auto,
+        };
     discover::discover(&sys, backend).map_err(|e| match e {
         discover::DiscoverError::NotSysfs(_) | discover::DiscoverError::UdevNotBuilt => {
             UsageError(e.to_string()).into()

@@ -180,13 +180,20 @@ pub fn disk(sys: &SysfsRoot, node: &dyn DevNode<'_>, mounts: &[MountEntry]) -> D
                 m.timing = parse::mmc_ios_timing(ios);
                 m.clock_hz = parse::mmc_ios_clock_hz(ios);
             }
-            gaps.take("mmc.timing", &format!("/kernel/debug/{h}/ios"), ios.map(|_| ()));
+            gaps.take(
+                "mmc.timing",
+                &format!("/kernel/debug/{h}/ios"),
+                ios.map(|_| ()),
+            );
         }
         m.host = host;
         if m.card_type.is_none() {
             gaps.note(
                 "mmc.card_type",
-                format!("{}: attribute type and property MMC_TYPE absent", card.devpath()),
+                format!(
+                    "{}: attribute type and property MMC_TYPE absent",
+                    card.devpath()
+                ),
             );
         }
         d.mmc = Some(m);
@@ -221,7 +228,10 @@ fn partitions(sys: &SysfsRoot, devpath: &str, mounts: &[MountEntry]) -> Vec<Part
                     .unwrap_or_default(),
                 devnum,
                 number: sys.attr_parse(&p, "partition", |s| s.parse().ok()).ok(),
-                size_bytes: sys.attr_parse(&p, "size", parse::uint).ok().map(|s| s * 512),
+                size_bytes: sys
+                    .attr_parse(&p, "size", parse::uint)
+                    .ok()
+                    .map(|s| s * 512),
                 start_sector: sys.attr_parse(&p, "start", parse::uint).ok(),
                 holders: sys.list(&p, "holders"),
                 name: n,
@@ -233,8 +243,14 @@ fn partitions(sys: &SysfsRoot, devpath: &str, mounts: &[MountEntry]) -> Vec<Part
 fn hop(node: &dyn DevNode<'_>) -> UsbHop {
     UsbHop {
         port_path: node.sysname(),
-        speed_mbps: node.attr("speed").ok().and_then(|s| parse::usb_speed_mbps(&s)),
-        version: node.attr("version").ok().and_then(|s| parse::usb_version(&s)),
+        speed_mbps: node
+            .attr("speed")
+            .ok()
+            .and_then(|s| parse::usb_speed_mbps(&s)),
+        version: node
+            .attr("version")
+            .ok()
+            .and_then(|s| parse::usb_version(&s)),
         vendor_id: nonempty(node.attr("idVendor")).ok(),
         product_id: nonempty(node.attr("idProduct")).ok(),
         product: nonempty(node.attr("product")).ok(),

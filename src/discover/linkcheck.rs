@@ -256,9 +256,17 @@ mod tests {
             ("usb:1-1=12", true, ""),
             ("usb:2-1=480", false, "bad cable or connector"),
             ("usb:3-1=5000", false, "SuperSpeed pairs did not connect"),
-            ("usb:1-2.4=480", false, "1-2 on the way to the root hub runs at 12M"),
+            (
+                "usb:1-2.4=480",
+                false,
+                "1-2 on the way to the root hub runs at 12M",
+            ),
             ("usb:1-3=480", false, "cannot be verified"),
-            ("usb:9-9=480", false, "no USB storage device found on port usb:9-9"),
+            (
+                "usb:9-9=480",
+                false,
+                "no USB storage device found on port usb:9-9",
+            ),
         ];
         for (e, pass, cause) in table {
             let f = &check_links(&disks, &[exp(e)])[0];

@@ -78,7 +78,7 @@ pub fn discover(sys: &SysfsRoot, backend: Backend) -> Result<Inventory, Discover
             .map(|p| build::disk(sys, &SysNode::new(sys, p), &mounts))
             .collect();
     }
-    inv.disks.sort_by(|a, b| natural_key(&a.name).cmp(&natural_key(&b.name)));
+    inv.disks.sort_by_key(|d| natural_key(&d.name));
     Ok(inv)
 }
 

@@ -10,7 +10,11 @@ pub trait DevNode<'a> {
     /// Kernel device path (`/devices/...`), the same for every backend.
     fn devpath(&self) -> String;
     fn sysname(&self) -> String {
-        self.devpath().rsplit('/').next().unwrap_or_default().to_string()
+        self.devpath()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string()
     }
     fn subsystem(&self) -> Option<String>;
     fn devtype(&self) -> Option<String>;

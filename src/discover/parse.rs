@@ -62,7 +62,9 @@ fn unescape_octal(s: &str) -> String {
         if b[i] == b'\\' && i + 3 < b.len() {
             let oct = &b[i + 1..i + 4];
             if oct.iter().all(|c| (b'0'..=b'7').contains(c)) {
-                let v = oct.iter().fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
+                let v = oct
+                    .iter()
+                    .fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
                 if let Ok(v) = u8::try_from(v) {
                     out.push(v);
                     i += 4;
@@ -155,16 +157,18 @@ pub fn flag(s: &str) -> Option<bool> {
     }
 }
 
-/// The bus timing line of the MMC debugfs `ios` file (`timing spec:	9 (mmc HS400 enhanced
+/// The bus timing line of the MMC debugfs `ios` file (`timing spec: 9 (mmc HS400 enhanced
 /// strobe)`, drivers/mmc/core/debugfs.c) → `mmc HS400 enhanced strobe`.
 pub fn mmc_ios_timing(s: &str) -> Option<String> {
-    let line = s.lines().find(|l| l.trim_start().starts_with("timing spec:"))?;
+    let line = s
+        .lines()
+        .find(|l| l.trim_start().starts_with("timing spec:"))?;
     let open = line.find('(')?;
     let close = line.rfind(')')?;
     (close > open).then(|| line[open + 1..close].to_string())
 }
 
-/// The MMC bus clock from the same `ios` file (`clock:		200000000 Hz`).
+/// The MMC bus clock from the same `ios` file (`clock: 200000000 Hz`).
 pub fn mmc_ios_clock_hz(s: &str) -> Option<u64> {
     let line = s.lines().find(|l| l.trim_start().starts_with("clock:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
@@ -208,7 +212,7 @@ pub struct ClassSignals<'a> {
 /// Decides the device class. USB comes first: a USB card reader or a USB-SATA bridge is
 /// limited by its USB link, and that link is what the factory test has to judge.
 pub fn classify(s: &ClassSignals<'_>) -> DeviceClass {
-    let has = |sub: &str| s.ancestor_subsystems.iter().any(|a| *a == sub);
+    let has = |sub: &str| s.ancestor_subsystems.contains(&sub);
     if s.name.starts_with("loop") {
         return DeviceClass::Loop;
     }
@@ -397,7 +401,10 @@ broken line
         let ios = "clock:\t\t200000000 Hz\nactual clock:\t200000000 Hz\nvdd:\t\t21 (3.3 ~ 3.4 V)\n\
                    bus mode:\t2 (push-pull)\nchip select:\t0 (don't care)\npower mode:\t2 (on)\n\
                    bus width:\t3 (8 bits)\ntiming spec:\t10 (mmc HS400 enhanced strobe)\n";
-        assert_eq!(mmc_ios_timing(ios).as_deref(), Some("mmc HS400 enhanced strobe"));
+        assert_eq!(
+            mmc_ios_timing(ios).as_deref(),
+            Some("mmc HS400 enhanced strobe")
+        );
         assert_eq!(mmc_ios_clock_hz(ios), Some(200_000_000));
         assert_eq!(mmc_ios_timing("clock: 0 Hz"), None);
     }
@@ -414,27 +421,116 @@ broken line
         };
         let table = [
             // A USB-SATA bridge is judged by its USB link.
-            (sig("sda", "/devices/pci/usb1/1-1/1-1:1.0/host0/t/0:0:0:0/block/sda",
-                 vec!["scsi", "scsi", "scsi", "usb", "usb", "usb", "pci"], None, None,
-                 Some("ATA")), DeviceClass::Usb),
-            (sig("sdb", "/devices/pci/0000:00:1f.2/ata1/host0/t/0:0:0:0/block/sdb",
-                 vec!["scsi", "scsi", "scsi", "pci"], None, None, Some("ATA")), DeviceClass::Sata),
-            (sig("sda", "/devices/x/block/sda", vec![], None, Some("ata"), None),
-             DeviceClass::Sata),
-            (sig("mmcblk0", "/devices/x/mmc0:0001/block/mmcblk0", vec!["mmc", "mmc_host"],
-                 Some("MMC"), None, None), DeviceClass::Emmc),
-            (sig("mmcblk1", "/devices/x/mmc1:aaaa/block/mmcblk1", vec!["mmc", "mmc_host"],
-                 Some("SD"), None, None), DeviceClass::Sd),
-            (sig("nvme0n1", "/devices/pci/nvme/nvme0/nvme0n1", vec!["nvme", "pci"], None,
-                 None, None), DeviceClass::Nvme),
-            (sig("vda", "/devices/pci/virtio0/block/vda", vec!["virtio", "pci"], None, None,
-                 None), DeviceClass::Virtio),
-            (sig("sdc", "/devices/pci/host2/t/2:0:0:0/block/sdc", vec!["scsi", "scsi", "scsi"],
-                 None, None, Some("QEMU")), DeviceClass::Scsi),
-            (sig("loop0", "/devices/virtual/block/loop0", vec![], None, None, None),
-             DeviceClass::Loop),
-            (sig("zram0", "/devices/virtual/block/zram0", vec![], None, None, None),
-             DeviceClass::Other),
+            (
+                sig(
+                    "sda",
+                    "/devices/pci/usb1/1-1/1-1:1.0/host0/t/0:0:0:0/block/sda",
+                    vec!["scsi", "scsi", "scsi", "usb", "usb", "usb", "pci"],
+                    None,
+                    None,
+                    Some("ATA"),
+                ),
+                DeviceClass::Usb,
+            ),
+            (
+                sig(
+                    "sdb",
+                    "/devices/pci/0000:00:1f.2/ata1/host0/t/0:0:0:0/block/sdb",
+                    vec!["scsi", "scsi", "scsi", "pci"],
+                    None,
+                    None,
+                    Some("ATA"),
+                ),
+                DeviceClass::Sata,
+            ),
+            (
+                sig(
+                    "sda",
+                    "/devices/x/block/sda",
+                    vec![],
+                    None,
+                    Some("ata"),
+                    None,
+                ),
+                DeviceClass::Sata,
+            ),
+            (
+                sig(
+                    "mmcblk0",
+                    "/devices/x/mmc0:0001/block/mmcblk0",
+                    vec!["mmc", "mmc_host"],
+                    Some("MMC"),
+                    None,
+                    None,
+                ),
+                DeviceClass::Emmc,
+            ),
+            (
+                sig(
+                    "mmcblk1",
+                    "/devices/x/mmc1:aaaa/block/mmcblk1",
+                    vec!["mmc", "mmc_host"],
+                    Some("SD"),
+                    None,
+                    None,
+                ),
+                DeviceClass::Sd,
+            ),
+            (
+                sig(
+                    "nvme0n1",
+                    "/devices/pci/nvme/nvme0/nvme0n1",
+                    vec!["nvme", "pci"],
+                    None,
+                    None,
+                    None,
+                ),
+                DeviceClass::Nvme,
+            ),
+            (
+                sig(
+                    "vda",
+                    "/devices/pci/virtio0/block/vda",
+                    vec!["virtio", "pci"],
+                    None,
+                    None,
+                    None,
+                ),
+                DeviceClass::Virtio,
+            ),
+            (
+                sig(
+                    "sdc",
+                    "/devices/pci/host2/t/2:0:0:0/block/sdc",
+                    vec!["scsi", "scsi", "scsi"],
+                    None,
+                    None,
+                    Some("QEMU"),
+                ),
+                DeviceClass::Scsi,
+            ),
+            (
+                sig(
+                    "loop0",
+                    "/devices/virtual/block/loop0",
+                    vec![],
+                    None,
+                    None,
+                    None,
+                ),
+                DeviceClass::Loop,
+            ),
+            (
+                sig(
+                    "zram0",
+                    "/devices/virtual/block/zram0",
+                    vec![],
+                    None,
+                    None,
+                    None,
+                ),
+                DeviceClass::Other,
+            ),
         ];
         for (s, want) in table {
             assert_eq!(classify(&s), want, "{}", s.devpath);

@@ -111,9 +111,7 @@ impl SysfsRoot {
     /// the target itself need not exist.
     pub fn link_name(&self, devpath: &str, name: &str) -> Option<String> {
         let target = fs::read_link(self.dir(devpath).join(name)).ok()?;
-        target
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
+        target.file_name().map(|s| s.to_string_lossy().into_owned())
     }
 
     /// Resolves a path inside the tree that may cross symlinks (e.g. `/class/block/sda`) to a

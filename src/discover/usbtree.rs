@@ -40,7 +40,10 @@ pub fn build(disks: &[Disk]) -> Vec<Bus> {
             port_path: "usb?".into(),
             ..UsbHop::default()
         });
-        let bi = match buses.iter().position(|b| b.root.hop.port_path == root_hop.port_path) {
+        let bi = match buses
+            .iter()
+            .position(|b| b.root.hop.port_path == root_hop.port_path)
+        {
             Some(i) => i,
             None => {
                 buses.push(Bus {
@@ -123,7 +126,12 @@ mod tests {
 
     #[test]
     fn port_numbers() {
-        for (p, want) in [("1-1", Some(1)), ("1-1.4", Some(4)), ("3-10.2.7", Some(7)), ("usb1", None)] {
+        for (p, want) in [
+            ("1-1", Some(1)),
+            ("1-1.4", Some(4)),
+            ("3-10.2.7", Some(7)),
+            ("usb1", None),
+        ] {
             assert_eq!(port_number(p), want, "{p}");
         }
     }

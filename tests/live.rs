@@ -1,0 +1,130 @@
+//! Discovery on this machine's real `/sys`: the root disk and a loop device made for the
+//! test, through libudev and the sysfs walker, in every output format.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+/// A loop device over a file, detached on drop.
+struct Loop {
+    dev: String,
+    _dir: TempDir,
+}
+
+impl Loop {
+    fn new(size_bytes: u64) -> Loop {
+        require_root("losetup needs root");
+        require_tool("losetup", "mount");
+        let dir = TempDir::new("loop");
+        let img = dir.path().join("disk.img");
+        let f = std::fs::File::create(&img).unwrap();
+        f.set_len(size_bytes).unwrap();
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "losetup failed (is the loop module available?): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Loop {
+            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            _dir: dir,
+        }
+    }
+    fn name(&self) -> &str {
+        self.dev.trim_start_matches("/dev/")
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+fn holds_root(d: &Value) -> bool {
+    let mounted_at_root = |ms: &Value| {
+        ms.as_array()
+            .map(|a| a.iter().any(|m| m["mountpoint"] == "/"))
+            .unwrap_or(false)
+    };
+    mounted_at_root(&d["mounts"])
+        || d["partitions"]
+            .as_array()
+            .map(|ps| ps.iter().any(|p| mounted_at_root(&p["mounts"])))
+            .unwrap_or(false)
+}
+
+#[test]
+fn lists_the_root_disk_and_a_loop_device_with_both_backends() {
+    let lo = Loop::new(48 * 1024 * 1024);
+    for backend in ["udev", "sysfs"] {
+        let out = run(None, &["list", "--format", "json", "--backend", backend]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = stdout_json(&out);
+        assert_eq!(v["backend"], backend);
+        let disks = v["disks"].as_array().unwrap();
+        let root: Vec<&Value> = disks.iter().filter(|d| holds_root(d)).collect();
+        assert_eq!(
+            root.len(),
+            1,
+            "[{backend}] exactly one disk must hold / (overlay or tmpfs roots are not disks): {disks:#?}"
+        );
+        let l = disks
+            .iter()
+            .find(|d| d["name"] == lo.name())
+            .unwrap_or_else(|| panic!("[{backend}] {} not listed", lo.dev));
+        assert_eq!(l["class"], "loop");
+        assert_eq!(l["size_bytes"], 48 * 1024 * 1024);
+        assert_eq!(l["dev_node"], lo.dev.as_str());
+        assert_eq!(l["logical_block_size_bytes"], 512);
+    }
+}
+
+#[test]
+fn yaml_and_table_outputs_on_the_live_system() {
+    let lo = Loop::new(16 * 1024 * 1024);
+    let out = run(None, &["list", "--format", "yaml"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_norway::from_slice(&out.stdout).expect("list --format yaml is YAML");
+    assert!(v["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["name"] == lo.name() && d["class"] == "loop"));
+
+    let out = run(None, &["list"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("NAME"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(lo.name()) && l.contains(" loop ")),
+        "{text}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = run(None, &["list", "--format", "xml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(None, &["list", "--sysfs-root", "/nonexistent/dir"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not look like a sysfs tree"), "{err}");
+    let out = run(None, &["list", "--expect", "1-1=480"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(None, &["list", "--backend", "udev", "--sysfs-root", "/sys"]);
+    assert_eq!(out.status.code(), Some(2));
+}
