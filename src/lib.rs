@@ -6,4 +6,5 @@
 pub mod cli;
 pub mod discover;
 pub mod exit;
+pub mod safety;
 pub mod units;
