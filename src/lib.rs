@@ -6,5 +6,6 @@
 pub mod cli;
 pub mod discover;
 pub mod exit;
+pub mod report;
 pub mod safety;
 pub mod units;

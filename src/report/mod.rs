@@ -1,0 +1,5 @@
+//! Owns the factory report: its versioned schema types, the unit's identity, and durable
+//! (atomic) writing after every finished cell.
+
+pub mod unit;
+pub mod write;
