@@ -5,5 +5,8 @@
 
 pub mod cli;
 pub mod discover;
+pub mod engine;
 pub mod exit;
+pub mod stats;
 pub mod units;
+pub mod workload;
