@@ -5,7 +5,10 @@
 
 pub mod cli;
 pub mod discover;
+pub mod engine;
 pub mod exit;
 pub mod report;
 pub mod safety;
+pub mod stats;
 pub mod units;
+pub mod workload;
