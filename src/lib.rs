@@ -7,6 +7,7 @@ pub mod cli;
 pub mod discover;
 pub mod engine;
 pub mod exit;
+pub mod matrix;
 pub mod report;
 pub mod safety;
 pub mod stats;
