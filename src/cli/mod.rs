@@ -1,6 +1,7 @@
 //! Owns the command line: clap definitions, dispatch to one file per subcommand, error printing.
 
 mod list;
+mod run;
 mod tree;
 
 use std::path::PathBuf;
@@ -40,6 +41,8 @@ pub enum BackendArg {
 pub enum Command {
     /// List block devices with bus, class, identity, size and USB/SATA/MMC link data.
     List(list::ListArgs),
+    /// The factory run: test every configured device, judge it, write the YAML report.
+    Run(run::RunArgs),
     /// Show USB storage as a tree from each root hub (like `lsusb -t`), with speeds and drivers.
     Tree(tree::TreeArgs),
 }
@@ -74,6 +77,7 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
     match &cli.command {
         Command::List(args) => list::run(cli, args),
         Command::Tree(args) => tree::run(cli, args),
+        Command::Run(args) => run::run(cli, args),
     }
 }
 

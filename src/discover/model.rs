@@ -56,7 +56,7 @@ pub enum EmmcArea {
 }
 
 /// The complete inventory of one system.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Inventory {
     /// Which enumerator produced it: `udev` (libudev) or `sysfs`.
     pub backend: String,
@@ -70,7 +70,7 @@ pub struct Inventory {
 }
 
 /// One whole block device (not a partition).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Disk {
     /// Kernel name (`sda`, `mmcblk0`).
     pub name: String,
@@ -136,7 +136,7 @@ pub struct Mount {
     pub read_only: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Partition {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -494,9 +494,11 @@ pub fn load_profile(
     Ok(layers)
 }
 
-/// Loads a config file and everything it extends.
+/// Loads a config file and everything it extends; `base` replaces the file's own `profile:`
+/// (what `--profile` does: the file's other keys still apply on top).
 pub fn load_file(
     path: &Path,
+    base: Option<&str>,
     search: &[PathBuf],
 ) -> Result<Vec<(String, ConfigFile)>, ConfigError> {
     let file = path.display().to_string();
@@ -504,7 +506,10 @@ pub fn load_file(
         file: file.clone(),
         err,
     })?;
-    let cf = parse(&text, &file)?;
+    let mut cf = parse(&text, &file)?;
+    if let Some(b) = base {
+        cf.profile = Some(b.to_string());
+    }
     let mut layers = match &cf.profile {
         Some(base) => load_profile(base, search, &mut vec![file.clone()])?,
         None => Vec::new(),

@@ -2,3 +2,5 @@
 //! (selection and targets), and thresholds turned into verdicts with reasons.
 
 pub mod config;
+pub mod select;
+pub mod verdict;
