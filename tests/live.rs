@@ -3,50 +3,8 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 use serde_json::Value;
-
-/// A loop device over a file, detached on drop.
-struct Loop {
-    dev: String,
-    _dir: TempDir,
-}
-
-impl Loop {
-    fn new(size_bytes: u64) -> Loop {
-        require_root("losetup needs root");
-        require_tool("losetup", "mount");
-        let dir = TempDir::new("loop");
-        let img = dir.path().join("disk.img");
-        let f = std::fs::File::create(&img).unwrap();
-        f.set_len(size_bytes).unwrap();
-        let out = Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&img)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "losetup failed (is the loop module available?): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Loop {
-            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
-            _dir: dir,
-        }
-    }
-    fn name(&self) -> &str {
-        self.dev.trim_start_matches("/dev/")
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
-    }
-}
 
 fn holds_root(d: &Value) -> bool {
     let mounted_at_root = |ms: &Value| {

@@ -591,6 +591,8 @@ fn run_device(
                     res.iops,
                     res.all.latency.p99_ns as f64 / 1e6
                 ));
+                // The result carries the parameters; keep them once.
+                cell.params = None;
                 cell.result = Some(res);
             }
             Err(e) => {

@@ -231,6 +231,8 @@ pub enum WorkloadError {
     NeedSize(PathBuf),
     #[error("{0} is neither a regular file nor a block device: point --target at a file or a /dev/sdX-like device")]
     NotATarget(PathBuf),
+    #[error("{0} is a symbolic link to a file: refusing to follow it (a test file path must not be a link); remove the link or point --target at the real file")]
+    Symlink(PathBuf),
     #[error("{0} is a block device and this workload writes to it, destroying its data: add --allow-write-device if that is intended")]
     DeviceWriteRefused(PathBuf),
     #[error("{0} does not support O_DIRECT (tmpfs, some FUSE file systems): use --cache fdatasync or buffered, or a target on a real device")]

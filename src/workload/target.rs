@@ -86,7 +86,19 @@ impl Target {
         allow_write_device: bool,
         keep: bool,
     ) -> Result<Self, WorkloadError> {
-        let created = match std::fs::metadata(path) {
+        // lstat, not stat: a symlink planted where a test file will be must never redirect our
+        // writes into someone else's file. A symlink to a block device (/dev/disk/by-id/...)
+        // is how devices are named, so that one is followed.
+        let created = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to_device = std::fs::metadata(path)
+                    .map(|t| t.file_type().is_block_device())
+                    .unwrap_or(false);
+                if !to_device {
+                    return Err(WorkloadError::Symlink(path.to_path_buf()));
+                }
+                false
+            }
             Ok(_) => false,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let size = size_bytes.ok_or_else(|| WorkloadError::NeedSize(path.to_path_buf()))?;
@@ -112,6 +124,10 @@ impl Target {
             return Err(WorkloadError::DeviceWriteRefused(path.to_path_buf()));
         }
         let mut flags = libc::O_CLOEXEC;
+        if kind == TargetKind::File {
+            // Closes the window between the lstat above and this open.
+            flags |= libc::O_NOFOLLOW;
+        }
         if mode.direct {
             flags |= libc::O_DIRECT;
         }

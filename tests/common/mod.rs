@@ -87,3 +87,123 @@ pub fn stdout_json(out: &Output) -> serde_json::Value {
         )
     })
 }
+
+/// A loop device over a sparse file, detached on drop.
+pub struct Loop {
+    pub dev: String,
+    pub dir: TempDir,
+}
+
+impl Loop {
+    pub fn new(size_bytes: u64) -> Loop {
+        require_root("losetup needs root");
+        require_tool("losetup", "mount");
+        let dir = TempDir::new("loop");
+        let img = dir.path().join("disk.img");
+        let f = std::fs::File::create(&img).unwrap();
+        f.set_len(size_bytes).unwrap();
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "losetup failed (is the loop module available?): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Loop {
+            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            dir,
+        }
+    }
+    pub fn name(&self) -> &str {
+        self.dev.trim_start_matches("/dev/")
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+/// A loop device with a fresh filesystem mounted on a temporary directory; unmounted and
+/// detached on drop.
+pub struct Mounted {
+    pub lo: Loop,
+    pub mnt: TempDir,
+}
+
+impl Mounted {
+    pub fn new(size_bytes: u64, fstype: &str) -> Mounted {
+        let lo = Loop::new(size_bytes);
+        let mkfs = format!("mkfs.{fstype}");
+        let package = match fstype {
+            "vfat" => "dosfstools",
+            "xfs" => "xfsprogs",
+            _ => "e2fsprogs",
+        };
+        require_tool(&mkfs, package);
+        let mut cmd = Command::new(&mkfs);
+        if fstype.starts_with("ext") || fstype == "xfs" {
+            cmd.arg("-q");
+        }
+        let out = cmd.arg(&lo.dev).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{mkfs}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mnt = TempDir::new("mnt");
+        let out = Command::new("mount")
+            .arg(&lo.dev)
+            .arg(mnt.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mount: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Mounted { lo, mnt }
+    }
+    pub fn path(&self) -> &Path {
+        self.mnt.path()
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.mnt.path()).status();
+    }
+}
+
+/// Files left in `dir` whose name marks them as usbperf test files.
+pub fn test_files_in(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .map(|n| n.to_string_lossy().starts_with(".usbperf-testfile-"))
+                        .unwrap_or(false)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Validates reports against docs/report.schema.json (scripts/validate-report).
+pub fn validate_reports(paths: &[PathBuf]) {
+    require_tool("python3", "python3");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/validate-report");
+    let out = Command::new(script).args(paths).output().unwrap();
+    assert!(
+        out.status.success(),
+        "report invalid against docs/report.schema.json:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
