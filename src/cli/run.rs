@@ -286,6 +286,14 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
     let inv = wait_for_devices(&sys, backend, &cfg, &flag, &progress)?;
     let facts = SystemFacts::live();
     let (chosen, missing) = select::choose(&inv, &cfg.devices, &facts);
+    if chosen.is_empty() {
+        progress.line(
+            "usbperf-matrix: no device matches the configuration's selectors (by default every \
+             non-system disk: system disks, loop and virtual devices are never picked): nothing \
+             to test; plug in a device or select one in the config"
+                .into(),
+        );
+    }
     let selected_engine = engine::select(cfg.engine).context("cannot start the I/O engine")?;
     progress.line(format!("usbperf-matrix: {}", selected_engine.reason));
 

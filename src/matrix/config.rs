@@ -690,3 +690,30 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+#[cfg(test)]
+mod board_profiles {
+    use super::*;
+
+    /// The example board profiles in the repository parse, extend `quick`, and every
+    /// threshold they set names a workload the matrix runs.
+    #[test]
+    fn example_board_profiles_resolve() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/boards");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let layers = load_file(&p, None, &[]).unwrap_or_else(|e| panic!("{e}"));
+            let c = resolve(layers);
+            assert_eq!(c.sources[0], "builtin:quick", "{}", p.display());
+            assert!(!c.thresholds.is_empty() && !c.devices.is_empty());
+            for t in &c.thresholds {
+                if let Some(w) = t.workload {
+                    assert!(c.tests.iter().any(|s| s.workload == w), "{}: {w:?}", p.display());
+                }
+            }
+            n += 1;
+        }
+        assert_eq!(n, 2);
+    }
+}
