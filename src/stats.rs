@@ -139,8 +139,14 @@ mod tests {
         assert_eq!(fig.iops, 501.0);
         assert_eq!(fig.latency.min_ns, 1000);
         // The 1002 values put the median near 501 µs; 3 significant digits keep it within 0.5 %.
-        assert!((fig.latency.p50_ns as f64 - 501_000.0).abs() < 2500.0, "{fig:?}");
-        assert!((fig.latency.p90_ns as f64 - 902_000.0).abs() < 4500.0, "{fig:?}");
+        assert!(
+            (fig.latency.p50_ns as f64 - 501_000.0).abs() < 2500.0,
+            "{fig:?}"
+        );
+        assert!(
+            (fig.latency.p90_ns as f64 - 902_000.0).abs() < 4500.0,
+            "{fig:?}"
+        );
         assert_eq!(fig.stalls.over_1s, 2);
         assert_eq!(fig.stalls.over_5s, 1);
         assert!(fig.stalls.longest_ns >= 6 * STALL_NS);

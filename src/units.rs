@@ -62,7 +62,11 @@ pub fn format_size(bytes: u64) -> String {
     for (name, shift) in SIZE_SUFFIXES.iter().rev() {
         let unit = 1u64 << shift;
         if *shift > 0 && bytes % unit == 0 {
-            return format!("{}{}", bytes / unit, name.to_ascii_uppercase().replace('K', "k"));
+            return format!(
+                "{}{}",
+                bytes / unit,
+                name.to_ascii_uppercase().replace('K', "k")
+            );
         }
     }
     bytes.to_string()

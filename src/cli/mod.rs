@@ -1,5 +1,6 @@
 //! Owns the command line: clap definitions, dispatch to one file per subcommand, error printing.
 
+mod bench;
 mod list;
 mod tree;
 
@@ -40,6 +41,8 @@ pub enum Command {
     List(list::ListArgs),
     /// Show USB storage as a tree from each root hub (like `lsusb -t`), with speeds and drivers.
     Tree(tree::TreeArgs),
+    /// Run one storage test (fio-like): a workload on a file or block device.
+    Bench(bench::BenchArgs),
 }
 
 /// Parses the command line, runs it, prints any error with its causes, returns the exit code.
@@ -72,6 +75,7 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
     match &cli.command {
         Command::List(args) => list::run(cli, args),
         Command::Tree(args) => tree::run(cli, args),
+        Command::Bench(args) => bench::run(cli, args),
     }
 }
 

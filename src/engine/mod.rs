@@ -189,10 +189,7 @@ impl Progress {
     }
 
     pub fn total_bytes(&self) -> u64 {
-        self.jobs
-            .iter()
-            .map(|c| c.0.load(Ordering::Relaxed))
-            .sum()
+        self.jobs.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
     }
 
     fn job(&self, index: usize) -> &AtomicU64 {
@@ -435,7 +432,9 @@ pub fn process_cpu_ns() -> (u64, u64) {
 /// Runs every job of `spec` on its own thread with `engine`, and merges the results.
 pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineError> {
     if spec.jobs.is_empty() {
-        return Err(EngineError::BadPlan("no jobs: give --jobs 1 or more".into()));
+        return Err(EngineError::BadPlan(
+            "no jobs: give --jobs 1 or more".into(),
+        ));
     }
     for plan in &spec.jobs {
         if plan.block_bytes == 0 || plan.queue_depth == 0 {

@@ -97,8 +97,16 @@ impl UringEngine {
             }
         }
         drop(ring);
-        let flags = [RingFlags::DeferTaskrun, RingFlags::CoopTaskrun]
-            .into_iter()
+        // USBPERF_URING_SETUP=defer|coop|plain caps the flags tried: a knob to compare kernels'
+        // behaviour or to work around a kernel bug in one of them.
+        let candidates: &[RingFlags] = match std::env::var("USBPERF_URING_SETUP").as_deref() {
+            Ok("plain") => &[],
+            Ok("coop") => &[RingFlags::CoopTaskrun],
+            _ => &[RingFlags::DeferTaskrun, RingFlags::CoopTaskrun],
+        };
+        let flags = candidates
+            .iter()
+            .copied()
             .find(|&f| build_ring(f, 4).is_ok())
             .unwrap_or(RingFlags::Plain);
         Ok(UringEngine { flags })
@@ -130,8 +138,8 @@ impl Engine for UringEngine {
         let plan = ctx.plan;
         let depth = plan.queue_depth;
         let len = plan.block_bytes;
-        let len_u32 = u32::try_from(len)
-            .map_err(|_| EngineError::BadPlan("--bs must be below 4G".into()))?;
+        let len_u32 =
+            u32::try_from(len).map_err(|_| EngineError::BadPlan("--bs must be below 4G".into()))?;
         let limit = plan.io_limit.unwrap_or(u64::MAX);
         // Declared before the ring so it is dropped after it: the kernel may still hold it.
         let mut buffer = AlignedBuffer::new(len, depth).ok_or(EngineError::Setup {
@@ -141,8 +149,8 @@ impl Engine for UringEngine {
         for slot in 0..depth {
             fill_random(buffer.slot_mut(slot, len), plan.seed ^ slot as u64);
         }
-        let entries = u32::try_from(depth)
-            .map_err(|_| EngineError::BadPlan("--qd is too large".into()))?;
+        let entries =
+            u32::try_from(depth).map_err(|_| EngineError::BadPlan("--qd is too large".into()))?;
         let mut ring = build_ring(self.flags, entries).map_err(|e| EngineError::Setup {
             what: "creating the io_uring",
             source: e,
@@ -157,8 +165,8 @@ impl Engine for UringEngine {
             })
             .collect();
         // SAFETY: the iovecs point into `buffer`, which outlives the ring.
-        let fixed_buffers =
-            depth <= usize::from(u16::MAX) && unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
+        let fixed_buffers = depth <= usize::from(u16::MAX)
+            && unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
 
         let mut slots = vec![
             Slot {
@@ -204,17 +212,17 @@ impl Engine for UringEngine {
                                         .offset(offset)
                                         .build()
                                 }
-                                (OpKind::Read, false) => opcode::Read::new($fd, ptr, len_u32)
-                                    .offset(offset)
-                                    .build(),
+                                (OpKind::Read, false) => {
+                                    opcode::Read::new($fd, ptr, len_u32).offset(offset).build()
+                                }
                                 (OpKind::Write, true) => {
                                     opcode::WriteFixed::new($fd, ptr, len_u32, slot as u16)
                                         .offset(offset)
                                         .build()
                                 }
-                                (OpKind::Write, false) => opcode::Write::new($fd, ptr, len_u32)
-                                    .offset(offset)
-                                    .build(),
+                                (OpKind::Write, false) => {
+                                    opcode::Write::new($fd, ptr, len_u32).offset(offset).build()
+                                }
                             }
                         };
                     }

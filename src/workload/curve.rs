@@ -155,7 +155,10 @@ mod tests {
         let knee_mb = knee.cumulative_mib * 1048576.0 / 1e6;
         assert!((150.0..=200.0).contains(&knee_mb), "{knee:?}");
         let mib = 1e6 / 1048576.0;
-        assert!((knee.before_mib_per_s - 23.32 * mib).abs() < 1.5, "{knee:?}");
+        assert!(
+            (knee.before_mib_per_s - 23.32 * mib).abs() < 1.5,
+            "{knee:?}"
+        );
         assert!((knee.after_mib_per_s - 12.5 * mib).abs() < 0.5, "{knee:?}");
         assert!(knee.drop_percent > 40.0, "{knee:?}");
     }

@@ -235,7 +235,9 @@ pub enum WorkloadError {
     DeviceWriteRefused(PathBuf),
     #[error("{0} does not support O_DIRECT (tmpfs, some FUSE file systems): use --cache fdatasync or buffered, or a target on a real device")]
     DirectUnsupported(PathBuf),
-    #[error("{path} holds {actual_bytes} bytes, less than --size {wanted_bytes}: give a smaller --size")]
+    #[error(
+        "{path} holds {actual_bytes} bytes, less than --size {wanted_bytes}: give a smaller --size"
+    )]
     TooSmall {
         path: PathBuf,
         actual_bytes: u64,
@@ -276,7 +278,9 @@ fn validate(params: &WorkloadParams) -> Result<(), WorkloadError> {
     if params.time_based && params.runtime_ms.is_none() {
         return bad("--time-based needs a --runtime to stop at");
     }
-    if params.workload == WorkloadKind::Verify && (params.block_bytes as usize) < verify::HEADER_BYTES {
+    if params.workload == WorkloadKind::Verify
+        && (params.block_bytes as usize) < verify::HEADER_BYTES
+    {
         return bad("verify needs --bs of at least 512 bytes to hold its block header");
     }
     if params.direct() && params.block_bytes % 512 != 0 {
@@ -320,14 +324,7 @@ fn plans(
                 )));
             }
             Ok((0..jobs)
-                .map(|j| {
-                    plan(
-                        j,
-                        j * slice_blocks * bs,
-                        slice_blocks * bs,
-                        slice_blocks,
-                    )
-                })
+                .map(|j| plan(j, j * slice_blocks * bs, slice_blocks * bs, slice_blocks))
                 .collect())
         }
         Access::Random | Access::Spread { .. } => {
@@ -492,7 +489,9 @@ pub fn run(
                         next += interval;
                     }
                     // Short naps keep the sample times close to the interval grid.
-                    std::thread::sleep((next.saturating_sub(start.elapsed())).min(Duration::from_millis(20)));
+                    std::thread::sleep(
+                        (next.saturating_sub(start.elapsed())).min(Duration::from_millis(20)),
+                    );
                 }
                 let outcome = handle.join().unwrap_or(Err(EngineError::Panicked));
                 (outcome, points)
@@ -529,8 +528,7 @@ pub fn run(
         }
     }
 
-    if writes && params.cache == CacheMode::Fdatasync && params.workload != WorkloadKind::Verify
-    {
+    if writes && params.cache == CacheMode::Fdatasync && params.workload != WorkloadKind::Verify {
         let t0 = engine::now_ns();
         target.flush().map_err(|e| WorkloadError::Flush {
             path: target.path.clone(),

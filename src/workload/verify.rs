@@ -104,7 +104,9 @@ impl PatternHook {
     }
 
     fn payload_word(&self, offset: u64, index: usize) -> u64 {
-        mix64(self.seed ^ offset.rotate_left(32) ^ (index as u64).wrapping_mul(0xA076_1D64_78BD_642F))
+        mix64(
+            self.seed ^ offset.rotate_left(32) ^ (index as u64).wrapping_mul(0xA076_1D64_78BD_642F),
+        )
     }
 
     fn record(&self, offset: u64, kind: MismatchKind) {
