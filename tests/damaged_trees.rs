@@ -44,7 +44,7 @@ fn absent_unreadable_and_malformed_attributes_are_reported_not_fatal() {
     fs::write(mmc_card.join("uevent"), stripped).unwrap();
 
     let root = sys.to_string_lossy().into_owned();
-    let out = run(
+    let out = run_bin(
         None,
         &[
             "list",

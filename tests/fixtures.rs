@@ -260,7 +260,7 @@ fn comparable(v: &Value) -> Value {
 fn acceptance_systemd_storage_usb_over_libudev() {
     require_tool("umockdev-run", "umockdev");
     let f = fixtures().join("umockdev/systemd-storage-usb.umockdev");
-    let v = stdout_json(&run(Some(&f), &["list", "--format", "json"]));
+    let v = stdout_json(&run_bin(Some(&f), &["list", "--format", "json"]));
     assert_eq!(v["backend"], "udev");
     let sdb = disks(&v).iter().find(|d| d["name"] == "sdb").unwrap();
     assert_eq!(sdb["class"], "usb");
@@ -280,12 +280,15 @@ fn every_fixture_classified_and_the_sysfs_fallback_agrees() {
     let materialize = fixtures().join("qemu/tools/materialize.sh");
     for (i, (id, want)) in table().into_iter().enumerate() {
         let file = fixture_file(id, tmp.path());
-        let udev = stdout_json(&run(Some(&file), &["list", "--all", "--format", "json"]));
+        let udev = stdout_json(&run_bin(
+            Some(&file),
+            &["list", "--all", "--format", "json"],
+        ));
         assert_eq!(udev["backend"], "udev", "{id}");
         check(&format!("{id} [libudev]"), &udev, &want);
 
         // The pure-sysfs walker on the same umockdev testbed...
-        let sysfs = stdout_json(&run(
+        let sysfs = stdout_json(&run_bin(
             Some(&file),
             &["list", "--all", "--format", "json", "--backend", "sysfs"],
         ));
@@ -306,7 +309,7 @@ fn every_fixture_classified_and_the_sysfs_fallback_agrees() {
             .unwrap();
         assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
         let root = dest.to_string_lossy().into_owned();
-        let tree = stdout_json(&run(
+        let tree = stdout_json(&run_bin(
             None,
             &["list", "--all", "--format", "json", "--sysfs-root", &root],
         ));
@@ -322,7 +325,7 @@ fn every_fixture_classified_and_the_sysfs_fallback_agrees() {
 fn link_check_names_the_full_speed_port() {
     require_tool("umockdev-run", "umockdev");
     let f = fixtures().join("qemu/x86-mixed.umockdev");
-    let out = run(
+    let out = run_bin(
         Some(&f),
         &[
             "list",
@@ -353,7 +356,7 @@ fn link_check_names_the_full_speed_port() {
 fn tree_shows_hubs_ports_speeds_and_disks() {
     require_tool("umockdev-run", "umockdev");
     let f = fixtures().join("qemu/x86-mixed.umockdev");
-    let out = run(Some(&f), &["tree"]);
+    let out = run_bin(Some(&f), &["tree"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     for line in [

@@ -23,7 +23,7 @@ fn holds_root(d: &Value) -> bool {
 fn lists_the_root_disk_and_a_loop_device_with_both_backends() {
     let lo = Loop::new(48 * 1024 * 1024);
     for backend in ["udev", "sysfs"] {
-        let out = run(None, &["list", "--format", "json", "--backend", backend]);
+        let out = run_bin(None, &["list", "--format", "json", "--backend", backend]);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -53,7 +53,7 @@ fn lists_the_root_disk_and_a_loop_device_with_both_backends() {
 #[test]
 fn yaml_and_table_outputs_on_the_live_system() {
     let lo = Loop::new(16 * 1024 * 1024);
-    let out = run(None, &["list", "--format", "yaml"]);
+    let out = run_bin(None, &["list", "--format", "yaml"]);
     assert_eq!(out.status.code(), Some(0));
     let v: Value = serde_norway::from_slice(&out.stdout).expect("list --format yaml is YAML");
     assert!(v["disks"]
@@ -62,7 +62,7 @@ fn yaml_and_table_outputs_on_the_live_system() {
         .iter()
         .any(|d| d["name"] == lo.name() && d["class"] == "loop"));
 
-    let out = run(None, &["list"]);
+    let out = run_bin(None, &["list"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("NAME"), "{text}");
@@ -75,14 +75,14 @@ fn yaml_and_table_outputs_on_the_live_system() {
 
 #[test]
 fn usage_errors_exit_2() {
-    let out = run(None, &["list", "--format", "xml"]);
+    let out = run_bin(None, &["list", "--format", "xml"]);
     assert_eq!(out.status.code(), Some(2));
-    let out = run(None, &["list", "--sysfs-root", "/nonexistent/dir"]);
+    let out = run_bin(None, &["list", "--sysfs-root", "/nonexistent/dir"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("does not look like a sysfs tree"), "{err}");
-    let out = run(None, &["list", "--expect", "1-1=480"]);
+    let out = run_bin(None, &["list", "--expect", "1-1=480"]);
     assert_eq!(out.status.code(), Some(2));
-    let out = run(None, &["list", "--backend", "udev", "--sysfs-root", "/sys"]);
+    let out = run_bin(None, &["list", "--backend", "udev", "--sysfs-root", "/sys"]);
     assert_eq!(out.status.code(), Some(2));
 }

@@ -189,7 +189,7 @@ fn json_report_and_thresholds_that_fail() {
 fn raw_writes_to_mounted_or_system_disks_are_refused() {
     let ext4 = Mounted::new(64 << 20, "ext4");
     // The disk holding / on this machine, from the inventory.
-    let inv = stdout_json(&run(None, &["list", "--format", "json"]));
+    let inv = stdout_json(&run_bin(None, &["list", "--format", "json"]));
     let root = inv["disks"]
         .as_array()
         .unwrap()

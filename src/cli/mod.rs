@@ -1,5 +1,6 @@
 //! Owns the command line: clap definitions, dispatch to one file per subcommand, error printing.
 
+mod bench;
 mod list;
 mod run;
 mod tree;
@@ -45,6 +46,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Show USB storage as a tree from each root hub (like `lsusb -t`), with speeds and drivers.
     Tree(tree::TreeArgs),
+    /// Run one storage test (fio-like): a workload on a file or block device.
+    Bench(bench::BenchArgs),
 }
 
 /// Parses the command line, runs it, prints any error with its causes, returns the exit code.
@@ -78,6 +81,7 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::List(args) => list::run(cli, args),
         Command::Tree(args) => tree::run(cli, args),
         Command::Run(args) => run::run(cli, args),
+        Command::Bench(args) => bench::run(cli, args),
     }
 }
 

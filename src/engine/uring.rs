@@ -97,8 +97,16 @@ impl UringEngine {
             }
         }
         drop(ring);
-        let flags = [RingFlags::DeferTaskrun, RingFlags::CoopTaskrun]
-            .into_iter()
+        // USBPERF_URING_SETUP=defer|coop|plain caps the flags tried: a knob to compare kernels'
+        // behaviour or to work around a kernel bug in one of them.
+        let candidates: &[RingFlags] = match std::env::var("USBPERF_URING_SETUP").as_deref() {
+            Ok("plain") => &[],
+            Ok("coop") => &[RingFlags::CoopTaskrun],
+            _ => &[RingFlags::DeferTaskrun, RingFlags::CoopTaskrun],
+        };
+        let flags = candidates
+            .iter()
+            .copied()
             .find(|&f| build_ring(f, 4).is_ok())
             .unwrap_or(RingFlags::Plain);
         Ok(UringEngine { flags })

@@ -709,7 +709,11 @@ mod board_profiles {
             assert!(!c.thresholds.is_empty() && !c.devices.is_empty());
             for t in &c.thresholds {
                 if let Some(w) = t.workload {
-                    assert!(c.tests.iter().any(|s| s.workload == w), "{}: {w:?}", p.display());
+                    assert!(
+                        c.tests.iter().any(|s| s.workload == w),
+                        "{}: {w:?}",
+                        p.display()
+                    );
                 }
             }
             n += 1;

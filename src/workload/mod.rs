@@ -502,9 +502,12 @@ pub fn run(
             measured.add(&outcome);
             let mut points = points;
             let end_s = outcome.elapsed_ns as f64 / 1e9;
-            if points.last().map_or(true, |p| end_s > p.0 + 0.05) {
-                points.push((end_s, outcome.write.bytes));
+            // The last point is the end of the run with every drained byte; a sample taken
+            // just before it would make a uselessly short interval, so it gives way.
+            if points.len() > 1 && points.last().is_some_and(|p| end_s < p.0 + 0.05) {
+                points.pop();
             }
+            points.push((end_s, outcome.write.bytes));
             let samples = curve::samples_from_progress(&points);
             let knee = curve::detect_knee(&samples);
             curve_report = Some(CurveReport {

@@ -1,9 +1,15 @@
-//! Shared helpers of the integration tests: the built binary, the shared fixtures, and
-//! preconditions that fail loudly (a test that cannot run must never pass).
+//! Shared helpers of the integration tests: the built binary, the shared fixtures, loop
+//! devices and mounted filesystems, scratch paths on a real filesystem, one-call workload
+//! runs, and preconditions that fail loudly (a test that cannot run must never pass).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use usbperf::engine::{self, EngineRequest};
+use usbperf::workload::{
+    self, BenchResult, RunOptions, WorkloadError, WorkloadKind, WorkloadParams,
+};
 
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_usbperf-matrix"))
@@ -61,7 +67,7 @@ impl Drop for TempDir {
 }
 
 /// Runs the binary with `args`, optionally under `umockdev-run --device FILE`.
-pub fn run(umockdev: Option<&Path>, args: &[&str]) -> Output {
+pub fn run_bin(umockdev: Option<&Path>, args: &[&str]) -> Output {
     let mut cmd = match umockdev {
         Some(f) => {
             let mut c = Command::new("umockdev-run");
@@ -206,4 +212,46 @@ pub fn validate_reports(paths: &[PathBuf]) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+// ---- workload helpers ----
+
+/// A path in a scratch directory on the disk under test, deleted (with the directory) on drop.
+pub struct Scratch {
+    pub dir: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(name: &str) -> Self {
+        // CARGO_TARGET_TMPDIR is on the build disk (a real file system), unlike /tmp on tmpfs.
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let dir = base.join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch { dir }
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn params(kind: WorkloadKind, target: &Path) -> WorkloadParams {
+    WorkloadParams::defaults(kind, target.to_path_buf())
+}
+
+pub fn run(params: &WorkloadParams, engine: EngineRequest) -> Result<BenchResult, WorkloadError> {
+    let selected = engine::select(engine).expect("engine selection");
+    workload::run(params, &selected, &RunOptions::default())
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
 }
