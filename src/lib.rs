@@ -5,5 +5,6 @@
 
 pub mod cli;
 pub mod discover;
+pub mod events;
 pub mod exit;
 pub mod units;

@@ -1,0 +1,695 @@
+//! Owns recognising kernel log lines that matter to a storage test: which kind of event a
+//! line reports, how bad it is, and which devices (disks, USB ports, SCSI addresses, hosts)
+//! it names. Pure: text in, `KernelEvent` out.
+//!
+//! Every rule below matches a format string of the Linux kernel (cited at the rule), with
+//! the `dev_printk` prefix `"<driver or bus> <device name>: "` (drivers/base/core.c
+//! `__dev_printk`) and the SCSI prefix `"[<disk>] tag#<n> "` (drivers/scsi/scsi_logging.c
+//! `sdev_format_header`) taken apart first.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::kmsg::KmsgRecord;
+
+/// What a kernel line reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// Block layer or buffer cache I/O error (block/blk-mq.c, fs/buffer.c, loop).
+    IoError,
+    /// USB device reset by the hub driver (drivers/usb/core/hub.c `hub_port_init`).
+    UsbReset,
+    /// USB device gone (drivers/usb/core/hub.c `usb_disconnect`).
+    UsbDisconnect,
+    /// Enumeration or port failure: descriptor reads, addressing, EMI, over-current.
+    UsbEnumerationError,
+    /// A USB device enumerated (informational: the link came up, or came back).
+    UsbNewDevice,
+    /// The device was bound to usb-storage (BOT) instead of uas
+    /// (drivers/usb/storage/uas-detect.h).
+    UasFallback,
+    /// UAS command error, abort or reset (drivers/usb/storage/uas.c).
+    UasError,
+    /// SCSI command failure, timeout, abort, reset or sense data (drivers/scsi).
+    ScsiError,
+    /// The SCSI device was taken offline (drivers/scsi/scsi_error.c, scsi_lib.c, sd.c).
+    DeviceOffline,
+    /// libata exception, link reset or link down (drivers/ata/libata-eh.c).
+    AtaError,
+    /// Filesystem error (fs/ext4, fs/fat, fs/exfat, fs/jbd2).
+    FsError,
+    /// Filesystem switched to read-only after an error.
+    FsReadOnly,
+    /// MMC/SD transfer or host error (drivers/mmc/core/block.c, drivers/mmc/host).
+    MmcError,
+    /// MMC/SD card removed (drivers/mmc/core/bus.c `mmc_remove_card`).
+    MmcRemoved,
+    /// An MMC/SD card was initialised (informational).
+    MmcNewCard,
+    /// The block device disappeared from sysfs (not a kernel line; see `watch`).
+    DeviceRemoved,
+    /// Kernel log records were overwritten before they were read: errors may be missing.
+    RecordsLost,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::IoError => "io_error",
+            EventKind::UsbReset => "usb_reset",
+            EventKind::UsbDisconnect => "usb_disconnect",
+            EventKind::UsbEnumerationError => "usb_enumeration_error",
+            EventKind::UsbNewDevice => "usb_new_device",
+            EventKind::UasFallback => "uas_fallback",
+            EventKind::UasError => "uas_error",
+            EventKind::ScsiError => "scsi_error",
+            EventKind::DeviceOffline => "device_offline",
+            EventKind::AtaError => "ata_error",
+            EventKind::FsError => "fs_error",
+            EventKind::FsReadOnly => "fs_read_only",
+            EventKind::MmcError => "mmc_error",
+            EventKind::MmcRemoved => "mmc_removed",
+            EventKind::MmcNewCard => "mmc_new_card",
+            EventKind::DeviceRemoved => "device_removed",
+            EventKind::RecordsLost => "records_lost",
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether an event attributed to the device under test fails it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Fatal,
+    Info,
+}
+
+/// A device a kernel line names. Serialised as `kind:name` (`disk:sda`, `usb:1-1.2`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum EventKey {
+    /// Block device name as printed: a disk (`sda`, `mmcblk0`, `dm-0`) or a partition
+    /// (`sda1`, `mmcblk0p1`).
+    Disk(String),
+    /// USB device by kernel name: `1-1.2`, or a root hub `usb1`.
+    UsbPort(String),
+    /// SCSI device `host:channel:target:lun` (`0:0:0:0`).
+    ScsiAddress(String),
+    /// SCSI host (`host0`).
+    ScsiHost(String),
+    /// MMC host (`mmc0`).
+    MmcHost(String),
+    /// libata port (`ata1`).
+    AtaPort(String),
+    /// Block device number `major:minor` from the record's ` DEVICE=b8:0` dictionary.
+    Devnum(String),
+}
+
+impl EventKey {
+    fn parts(&self) -> (&'static str, &str) {
+        match self {
+            EventKey::Disk(s) => ("disk", s),
+            EventKey::UsbPort(s) => ("usb", s),
+            EventKey::ScsiAddress(s) => ("scsi", s),
+            EventKey::ScsiHost(s) => ("scsi_host", s),
+            EventKey::MmcHost(s) => ("mmc_host", s),
+            EventKey::AtaPort(s) => ("ata", s),
+            EventKey::Devnum(s) => ("devnum", s),
+        }
+    }
+
+    /// The device name without its kind (`sda`, `1-1.2`).
+    pub fn name(&self) -> &str {
+        self.parts().1
+    }
+}
+
+impl fmt::Display for EventKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (k, v) = self.parts();
+        write!(f, "{k}:{v}")
+    }
+}
+
+impl FromStr for EventKey {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (k, v) = s
+            .split_once(':')
+            .ok_or_else(|| format!("event key {s:?} is not kind:name"))?;
+        let v = v.to_string();
+        Ok(match k {
+            "disk" => EventKey::Disk(v),
+            "usb" => EventKey::UsbPort(v),
+            "scsi" => EventKey::ScsiAddress(v),
+            "scsi_host" => EventKey::ScsiHost(v),
+            "mmc_host" => EventKey::MmcHost(v),
+            "ata" => EventKey::AtaPort(v),
+            "devnum" => EventKey::Devnum(v),
+            _ => return Err(format!("event key {s:?}: unknown kind {k:?}")),
+        })
+    }
+}
+
+impl TryFrom<String> for EventKey {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<EventKey> for String {
+    fn from(k: EventKey) -> String {
+        k.to_string()
+    }
+}
+
+/// A kernel line that matters, with the devices it names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelEvent {
+    pub kind: EventKind,
+    pub severity: Severity,
+    /// Every device the line names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<EventKey>,
+    /// The keys that tied it to the device under test (`disk:sda1`, `usb:1-1 (upstream
+    /// hub)`); empty until attributed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys_matched: Vec<String>,
+    /// The kernel's line, verbatim (escapes undone, as dmesg shows it).
+    pub line: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ts_usec: Option<u64>,
+}
+
+impl KernelEvent {
+    pub fn is_fatal(&self) -> bool {
+        self.severity == Severity::Fatal
+    }
+
+    fn new(kind: EventKind, severity: Severity, line: &str, keys: Vec<EventKey>) -> Self {
+        let mut k: Vec<EventKey> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if !k.contains(&key) {
+                k.push(key);
+            }
+        }
+        KernelEvent {
+            kind,
+            severity,
+            keys: k,
+            keys_matched: Vec::new(),
+            line: line.to_string(),
+            seq: None,
+            ts_usec: None,
+        }
+    }
+}
+
+/// Classifies one record: its message, plus the device its ` DEVICE=` dictionary names.
+pub fn classify_record(rec: &KmsgRecord) -> Option<KernelEvent> {
+    let mut ev = classify(&rec.message)?;
+    ev.seq = Some(rec.seq);
+    ev.ts_usec = Some(rec.ts_usec);
+    if let Some(key) = rec.device.as_deref().and_then(dict_device_key) {
+        if !ev.keys.contains(&key) {
+            ev.keys.push(key);
+        }
+    }
+    Some(ev)
+}
+
+/// The device a ` DEVICE=` value names, when it is one attribution can use
+/// (Documentation/ABI/testing/dev-kmsg: `b8:0`, `c189:1`, `n8`, `+subsystem:name`).
+fn dict_device_key(dev: &str) -> Option<EventKey> {
+    if let Some(devnum) = dev.strip_prefix('b') {
+        let (ma, mi) = devnum.split_once(':')?;
+        return (is_digits(ma) && is_digits(mi)).then(|| EventKey::Devnum(devnum.to_string()));
+    }
+    let (subsys, name) = dev.strip_prefix('+')?.split_once(':')?;
+    match subsys {
+        "scsi" if is_scsi_address(name) => Some(EventKey::ScsiAddress(name.to_string())),
+        "scsi" | "scsi_host" if is_scsi_host(name) => Some(EventKey::ScsiHost(name.to_string())),
+        "usb" => usb_key_of_dev_name(name),
+        "mmc_host" if is_mmc_host(name) => Some(EventKey::MmcHost(name.to_string())),
+        _ => None,
+    }
+}
+
+/// Classifies one kernel message (without timestamp). `None`: not a line usbperf cares
+/// about.
+pub fn classify(message: &str) -> Option<KernelEvent> {
+    use EventKind::*;
+    use Severity::*;
+    let m = message.trim_end_matches(['\n', '\r']);
+
+    // block/blk-mq.c `blk_print_req_error` (5.16+):
+    //   "%s error, dev %s, sector %llu op 0x%x:(%s) flags 0x%x phys_seg %u prio class %u"
+    // block/blk-core.c before 5.16 prefixed "blk_update_request: " / "print_req_error: ";
+    // before 5.0 only "%s: %s error, dev %s, sector %llu". The error name comes from
+    // `blk_errors[]` ("I/O", "critical medium", "timeout", "recoverable transport", ...).
+    if let Some(rest) = after(m, "error, dev ") {
+        let (name, tail) = split_name(rest, ',');
+        if tail.starts_with(", sector ") {
+            return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
+        }
+    }
+    // fs/buffer.c `buffer_io_error`: "Buffer I/O error on dev %pg, logical block %llu%s" and
+    // `mark_buffer_write_io_error`: "..., lost async page write" / "lost sync page write".
+    if let Some(rest) = after(m, "Buffer I/O error on dev ") {
+        let (name, _) = split_name(rest, ',');
+        return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
+    }
+    // drivers/block/loop.c `lo_write_bvec`: "loop%d: Write error at byte offset %llu, length %i."
+    if let Some((name, body)) = m.split_once(": ") {
+        if name.starts_with("loop") && is_block_name(name) && body.contains(" error at byte") {
+            return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
+        }
+    }
+    if let Some(ev) = classify_fs(m) {
+        return Some(ev);
+    }
+    if let Some(ev) = classify_mmc(m) {
+        return Some(ev);
+    }
+    if let Some(ev) = classify_ata(m) {
+        return Some(ev);
+    }
+    let (driver, dev, body) = dev_prefix(m)?;
+    let mut keys: Vec<EventKey> = usb_key_of_dev_name(dev).into_iter().collect();
+    if is_scsi_address(dev) {
+        keys.push(EventKey::ScsiAddress(dev.to_string()));
+    }
+    if driver == "scsi" && is_scsi_host(dev) {
+        keys.push(EventKey::ScsiHost(dev.to_string()));
+    }
+    // drivers/scsi/scsi_logging.c `sdev_format_header`: "[%s] " disk name, "tag#%d ".
+    let mut body = body;
+    if let Some(rest) = body.strip_prefix('[') {
+        if let Some((disk, tail)) = rest.split_once("] ") {
+            if is_block_name(disk) {
+                keys.push(EventKey::Disk(disk.to_string()));
+                body = tail;
+            }
+        }
+    }
+    if let Some(rest) = body.strip_prefix("tag#") {
+        let (n, tail) = split_name(rest, ' ');
+        if is_digits(n) {
+            body = tail.trim_start();
+        }
+    }
+    let ev = |kind, sev| Some(KernelEvent::new(kind, sev, m, keys.clone()));
+
+    // drivers/usb/storage/uas-detect.h `uas_use_uas_driver`:
+    //   "UAS is ignored for this device, using usb-storage instead" (older: "blacklisted"),
+    //   "The driver for the USB controller %s does not support scatter-gather which is" /
+    //   "required by the UAS driver. Please try an other USB controller if you wish to use UAS.",
+    //   "USB controller %s does not support streams, which are required by the UAS driver."
+    if body.contains("for this device, using usb-storage instead")
+        || body.contains("does not support scatter-gather")
+        || body.contains("required by the UAS driver")
+    {
+        return ev(UasFallback, Fatal);
+    }
+    // drivers/usb/storage/uas.c `uas_log_cmd_state`:
+    //   "%s %d uas-tag %d inflight:%s%s..." (prefix "uas_eh_abort_handler", "data cmplt err",
+    //   "cmd cmplt err", ...); `uas_eh_device_reset_handler`: "%s start" / "%s FAILED to
+    //   get lock err %d" / "%s FAILED err %d" / "%s success"; `uas_stat_cmplt`:
+    //   "stat urb: no pending cmd for uas-tag %d".
+    if body.contains("uas-tag") || body.starts_with("uas_eh_") {
+        return ev(UasError, Fatal);
+    }
+
+    if driver == "usb" && keys.iter().any(|k| matches!(k, EventKey::UsbPort(_))) {
+        // drivers/usb/core/hub.c `hub_port_init`: "%s %s USB device number %d using %s" with
+        // "reset"/"new" and the speed ("high-speed", "SuperSpeed", "SuperSpeed Plus Gen 2x1").
+        if body.contains(" USB device number ") {
+            if body.starts_with("reset ") {
+                return ev(UsbReset, Fatal);
+            }
+            if body.starts_with("new ") {
+                return ev(UsbNewDevice, Info);
+            }
+        }
+        // drivers/usb/core/hub.c `usb_disconnect`: "USB disconnect, device number %d".
+        if body.starts_with("USB disconnect, device number") {
+            return ev(UsbDisconnect, Fatal);
+        }
+        // drivers/usb/core/hub.c: "device descriptor read/%s, error %d", "device not accepting
+        // address %d, error %d", "unable to enumerate USB device", "Cannot enable. Maybe the
+        // USB cable is bad?", "attempt power cycle", "disabled by hub (EMI?),
+        // re-enabling...", "over-current condition"; drivers/usb/core/config.c
+        // "can't read configurations, error %d", "unable to read config index %d descriptor/%s".
+        const ENUM: [&str; 9] = [
+            "device descriptor read/",
+            "device not accepting address",
+            "unable to enumerate USB device",
+            "Cannot enable",
+            "attempt power cycle",
+            "disabled by hub (EMI?)",
+            "over-current condition",
+            "can't read configurations",
+            "unable to read config index",
+        ];
+        if ENUM.iter().any(|p| body.contains(p)) {
+            return ev(UsbEnumerationError, Fatal);
+        }
+        return None;
+    }
+    // drivers/usb/core/hub.c, hub interface ("hub 1-1:1.0: ..."): `hub_ext_port_status`
+    // "%s failed (err = %d)", `hub_port_reset` "cannot reset port %d (err = %d)",
+    // `hub_port_disable` "cannot disable port %d (err = %d)". A port number names the device
+    // on that port; otherwise the hub itself fails, and everything below it.
+    if driver == "hub" {
+        let failing = ["port_status failed", "cannot reset port", "cannot disable port"];
+        if failing.iter().any(|p| body.contains(p)) {
+            if let Some(port) = after(body, "port ").map(|r| split_name(r, ' ').0) {
+                if let (true, Some(EventKey::UsbPort(hub))) = (is_digits(port), keys.first()) {
+                    let child = EventKey::UsbPort(child_port(hub, port));
+                    return Some(KernelEvent::new(UsbEnumerationError, Fatal, m, vec![child]));
+                }
+            }
+            return ev(UsbEnumerationError, Fatal);
+        }
+        return None;
+    }
+
+    let scsi = keys
+        .iter()
+        .any(|k| matches!(k, EventKey::ScsiAddress(_) | EventKey::ScsiHost(_)));
+    if !scsi {
+        return None;
+    }
+    // drivers/scsi/scsi_error.c `scsi_eh_offline_sdevs`: "Device offlined - not ready after
+    // error recovery"; scsi_lib.c `scsi_device_state_check`: "rejecting I/O to offline
+    // device" (older "rejecting I/O to dead device"); sd.c `sd_eh_action`: "Medium access
+    // timeout failure. Offlining disk!".
+    if body.contains("Device offlined")
+        || body.starts_with("rejecting I/O to ")
+        || body.contains("Offlining disk")
+    {
+        return ev(DeviceOffline, Fatal);
+    }
+    // drivers/scsi/scsi_logging.c `scsi_print_result`: "%s Result: hostbyte=%s driverbyte=%s"
+    // with the disposition ("FAILED", ...); sd.c `sd_print_result`: "%s: Result: ..." after
+    // "Synchronize Cache(10) failed", "Read Capacity(10) failed", "Start/Stop Unit failed".
+    // scsi_lib.c `scsi_cmd_runtime_exceeced`: "timing out command, waited %lus".
+    if body.contains("FAILED Result: ")
+        || body.contains("failed: Result: ")
+        || body.starts_with("timing out command")
+        || body.to_ascii_lowercase().contains("abort")
+    {
+        return ev(ScsiError, Fatal);
+    }
+    // drivers/scsi/scsi_error.c `scsi_report_sense`: unit attention ASC 0x29, "Power-on or
+    // device reset occurred". Normal while sd probes a new device (the fixtures show it);
+    // during a test it means the device reset itself (a brown-out, or a reset the host did).
+    if body.starts_with("Power-on or device reset occurred") {
+        return ev(ScsiError, Fatal);
+    }
+    // drivers/scsi/scsi_logging.c `scsi_print_sense_hdr`: "Sense Key : %s [%s]%s" then
+    // "Add. Sense: %s"; `scsi_print_command`: "CDB: %s". sd completes RECOVERED ERROR as
+    // success but still prints it (scsi_lib.c `scsi_io_completion_nz_result`): not fatal.
+    if let Some(rest) = body.strip_prefix("Sense Key : ") {
+        let benign = rest.starts_with("Recovered Error") || rest.starts_with("No Sense");
+        return ev(ScsiError, if benign { Info } else { Fatal });
+    }
+    if body.starts_with("Add. Sense: ") || body.starts_with("CDB: ") {
+        return ev(ScsiError, Info);
+    }
+    None
+}
+
+/// Filesystem lines (fs/ext4/super.c, fs/fat/misc.c, fs/exfat/misc.c, fs/jbd2/journal.c).
+fn classify_fs(m: &str) -> Option<KernelEvent> {
+    use EventKind::*;
+    use Severity::*;
+    // fs/ext4/super.c `__ext4_error`: "EXT4-fs error (device %s): %s:%d: comm %s: %pV";
+    // `__ext4_warning`: "EXT4-fs warning (device %s): %s:%d: %pV" (fs/ext4/page-io.c
+    // `ext4_end_bio` warns "I/O error %d writing to inode %lu starting block %llu)").
+    for pat in ["EXT4-fs ", "EXT3-fs ", "EXT2-fs "] {
+        let Some(rest) = m.strip_prefix(pat) else {
+            continue;
+        };
+        for (what, always) in [("error (device ", true), ("warning (device ", false)] {
+            if let Some(r) = rest.strip_prefix(what) {
+                let (dev, tail) = split_name(r, ')');
+                if always || tail.contains("I/O error") {
+                    return Some(KernelEvent::new(FsError, Fatal, m, disk_keys(dev)));
+                }
+                return None;
+            }
+        }
+    }
+    // ext4_msg: "EXT4-fs (%s): %pV" ("Remounting filesystem read-only", "I/O error while
+    // writing superblock", "previous I/O error to superblock detected"); fat_msg:
+    // "FAT-fs (%s): %pV" ("error, %pV", "Filesystem has been set read-only", "Directory
+    // bread(block %llu) failed"); exfat_err: "exFAT-fs (%s): %pV" with the same texts.
+    for pat in [
+        "EXT4-fs (",
+        "EXT3-fs (",
+        "EXT2-fs (",
+        "FAT-fs (",
+        "exFAT-fs (",
+    ] {
+        let Some(rest) = m.strip_prefix(pat) else {
+            continue;
+        };
+        let (dev, tail) = split_name(rest, ')');
+        let body = tail.strip_prefix("): ").unwrap_or(tail);
+        let keys = disk_keys(dev);
+        if body.contains("read-only")
+            && (body.contains("Remounting") || body.contains("has been set"))
+        {
+            return Some(KernelEvent::new(FsReadOnly, Fatal, m, keys));
+        }
+        if body.starts_with("error")
+            || body.contains("I/O error")
+            || body.contains("bread(")
+            || body.contains("unable to read")
+        {
+            return Some(KernelEvent::new(FsError, Fatal, m, keys));
+        }
+        return None;
+    }
+    // fs/jbd2/journal.c: "Aborting journal on device %s." and "JBD2: Error %d detected when
+    // updating journal superblock for %s." (older "JBD2: I/O error ... for %s."); the name is
+    // the block device plus "-<journal inode>" ("sda1-8").
+    let journal_dev = after(m, "Aborting journal on device ").or_else(|| {
+        m.starts_with("JBD2: ")
+            .then(|| after(m, "journal superblock for "))
+            .flatten()
+    });
+    if let Some(rest) = journal_dev {
+        let name = rest.trim_end_matches('.');
+        let dev = match name.rsplit_once('-') {
+            Some((d, ino)) if is_digits(ino) && !d.is_empty() && !d.ends_with("dm") => d,
+            _ => name,
+        };
+        return Some(KernelEvent::new(FsError, Fatal, m, disk_keys(dev)));
+    }
+    None
+}
+
+/// MMC/SD lines, printed with `pr_*("%s: ...", mmc_hostname(host))` or the disk name.
+fn classify_mmc(m: &str) -> Option<KernelEvent> {
+    use EventKind::*;
+    use Severity::*;
+    let (name, body) = m.split_once(": ")?;
+    if is_mmc_host(name) {
+        let keys = vec![EventKey::MmcHost(name.to_string())];
+        // drivers/mmc/core/bus.c `mmc_remove_card`: "%s: card %04x removed".
+        if body.starts_with("card ") && body.ends_with(" removed") {
+            return Some(KernelEvent::new(MmcRemoved, Fatal, m, keys));
+        }
+        // drivers/mmc/core/bus.c `mmc_add_card`: "%s: new %s%s%s%s%s card at address %04x"
+        // ("mmc0: new high speed SD card at address 4567" in the QEMU fixtures).
+        if body.starts_with("new ") && body.contains(" card") && body.contains("at address") {
+            return Some(KernelEvent::new(MmcNewCard, Info, m, keys));
+        }
+        // Host drivers and core: sdhci.c "Timeout waiting for hardware interrupt.",
+        // "Reset 0x%x never completed.", core "error %d whilst initialising SD card",
+        // "tried to HW reset card, got error %d", "cache flush error %d", "Card stuck ...".
+        let lower = body.to_ascii_lowercase();
+        if ["timeout", "error", "failed", "never completed", "stuck"]
+            .iter()
+            .any(|p| lower.contains(p))
+        {
+            return Some(KernelEvent::new(MmcError, Fatal, m, keys));
+        }
+        return None;
+    }
+    if name.starts_with("mmcblk") && is_block_name(name) {
+        // drivers/mmc/core/block.c: "%s: error %d transferring data, sector %u, nr %u, cmd
+        // response %#x, card status %#x", "%s: %s sending %s command, card status %#x",
+        // "%s: recovery failed!", "%s: error %d requesting status".
+        let lower = body.to_ascii_lowercase();
+        if ["error", "failed", "timed out", "timeout"]
+            .iter()
+            .any(|p| lower.contains(p))
+        {
+            return Some(KernelEvent::new(MmcError, Fatal, m, disk_keys(name)));
+        }
+    }
+    None
+}
+
+/// libata lines: `ata_port_printk` "ata%u: ", `ata_dev_printk` "ata%u.%02u: "
+/// (drivers/ata/libata-core.c), texts from drivers/ata/libata-eh.c.
+fn classify_ata(m: &str) -> Option<KernelEvent> {
+    let (name, body) = m.split_once(": ")?;
+    let port = name.split('.').next()?;
+    let digits = port.strip_prefix("ata")?;
+    if !is_digits(digits) {
+        return None;
+    }
+    const BAD: [&str; 10] = [
+        "exception Emask",
+        "failed command",
+        "hard resetting link",
+        "SError:",
+        "COMRESET failed",
+        "link is slow to respond",
+        "SATA link down",
+        "limiting SATA link speed",
+        "status: {",
+        "error: {",
+    ];
+    BAD.iter().any(|p| body.contains(p)).then(|| {
+        KernelEvent::new(
+            EventKind::AtaError,
+            Severity::Fatal,
+            m,
+            vec![EventKey::AtaPort(port.to_string())],
+        )
+    })
+}
+
+/// Splits `"<driver> <device>: <body>"` (drivers/base/core.c `__dev_printk`:
+/// "%s %s: " with `dev_driver_string` and `dev_name`).
+fn dev_prefix(m: &str) -> Option<(&str, &str, &str)> {
+    let (driver, rest) = m.split_once(' ')?;
+    if driver.is_empty()
+        || !driver
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+    {
+        return None;
+    }
+    let (dev, body) = rest.split_once(": ")?;
+    if dev.is_empty() || dev.contains(' ') {
+        return None;
+    }
+    Some((driver, dev, body))
+}
+
+/// The USB device a device name stands for: a device (`1-1.2`), an interface (`1-1.2:1.0`
+/// → `1-1.2`; root hub interface `1-0:1.0` → `usb1`), a hub port (`1-1-port2` → `1-1.2`,
+/// `usb1-port2` → `1-2`), or a root hub (`usb1`). Names from drivers/usb/core/hub.c
+/// `usb_new_device`/`hub_port_init`, message.c `usb_set_configuration`, port.c.
+pub(crate) fn usb_key_of_dev_name(name: &str) -> Option<EventKey> {
+    if is_usb_port_path(name) || is_root_hub(name) {
+        return Some(EventKey::UsbPort(name.to_string()));
+    }
+    if let Some((dev, intf)) = name.split_once(':') {
+        let (cfg, ifnum) = intf.split_once('.')?;
+        if !(is_digits(cfg) && is_digits(ifnum)) {
+            return None;
+        }
+        if let Some(bus) = dev.strip_suffix("-0") {
+            if is_digits(bus) {
+                return Some(EventKey::UsbPort(format!("usb{bus}")));
+            }
+        }
+        return is_usb_port_path(dev).then(|| EventKey::UsbPort(dev.to_string()));
+    }
+    let (hub, port) = name.rsplit_once("-port")?;
+    if !is_digits(port) {
+        return None;
+    }
+    if is_root_hub(hub) || is_usb_port_path(hub) {
+        return Some(EventKey::UsbPort(child_port(hub, port)));
+    }
+    None
+}
+
+/// The kernel name of the device on `port` of hub `hub` (`usb1`+2 → `1-2`, `1-1`+2 → `1-1.2`).
+fn child_port(hub: &str, port: &str) -> String {
+    match hub.strip_prefix("usb") {
+        Some(bus) if is_digits(bus) => format!("{bus}-{port}"),
+        _ => format!("{hub}.{port}"),
+    }
+}
+
+/// `1-1`, `1-1.2`, `3-10.4.1`: bus, dash, dot-separated port numbers.
+pub(crate) fn is_usb_port_path(s: &str) -> bool {
+    match s.split_once('-') {
+        Some((bus, ports)) => {
+            is_digits(bus) && !ports.is_empty() && ports.split('.').all(is_digits)
+        }
+        None => false,
+    }
+}
+
+fn is_root_hub(s: &str) -> bool {
+    s.strip_prefix("usb").is_some_and(is_digits)
+}
+
+pub(crate) fn is_scsi_address(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(':').collect();
+    parts.len() == 4 && parts.iter().all(|p| is_digits(p))
+}
+
+fn is_scsi_host(s: &str) -> bool {
+    s.strip_prefix("host").is_some_and(is_digits)
+}
+
+fn is_mmc_host(s: &str) -> bool {
+    s.strip_prefix("mmc").is_some_and(is_digits)
+}
+
+fn is_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// A plausible block device name (`sda`, `mmcblk0p1`, `dm-0`, `nvme0n1`); blk-mq prints
+/// `?` when a request has no disk.
+fn is_block_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 32
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
+        && s.bytes().next().is_some_and(|c| c.is_ascii_alphabetic())
+}
+
+fn disk_keys(name: &str) -> Vec<EventKey> {
+    if is_block_name(name) {
+        vec![EventKey::Disk(name.to_string())]
+    } else {
+        Vec::new()
+    }
+}
+
+fn after<'a>(s: &'a str, pat: &str) -> Option<&'a str> {
+    s.find(pat).map(|i| &s[i + pat.len()..])
+}
+
+/// `(text before stop, text from stop on)`; all of `s` when `stop` is absent.
+fn split_name(s: &str, stop: char) -> (&str, &str) {
+    match s.find(stop) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    }
+}
