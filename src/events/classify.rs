@@ -693,3 +693,509 @@ fn split_name(s: &str, stop: char) -> (&str, &str) {
         None => (s, ""),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use EventKind::*;
+    use Severity::*;
+
+    /// `(line, expected)`: `None` when the line must not be classified, else the kind, the
+    /// severity and the keys in `kind:name` form.
+    type Case = (
+        &'static str,
+        Option<(EventKind, Severity, &'static [&'static str])>,
+    );
+
+    fn check(cases: &[Case]) {
+        for (line, want) in cases {
+            let got = classify(line).map(|e| {
+                let keys: Vec<String> = e.keys.iter().map(|k| k.to_string()).collect();
+                assert_eq!(e.line, *line, "line must be kept verbatim");
+                assert!(e.keys_matched.is_empty());
+                (e.kind, e.severity, keys)
+            });
+            let want = want.map(|(k, s, keys)| {
+                let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+                (k, s, keys)
+            });
+            assert_eq!(got, want, "{line:?}");
+        }
+    }
+
+    /// Real lines from /work/shared/fixtures/qemu/meta/x86-mixed.console.txt and
+    /// arm64-mixed.console.txt (timestamps cut: /dev/kmsg messages carry none).
+    #[test]
+    fn fixture_boot_lines() {
+        check(&[
+            (
+                "usb 1-1: new high-speed USB device number 2 using ehci-pci",
+                Some((UsbNewDevice, Info, &["usb:1-1"])),
+            ),
+            (
+                "usb 3-1: new full-speed USB device number 2 using uhci_hcd",
+                Some((UsbNewDevice, Info, &["usb:3-1"])),
+            ),
+            (
+                "usb 5-1: new SuperSpeed USB device number 2 using xhci_hcd",
+                Some((UsbNewDevice, Info, &["usb:5-1"])),
+            ),
+            (
+                "usb 1-1: New USB device found, idVendor=46f4, idProduct=0001, bcdDevice= 0.00",
+                None,
+            ),
+            (
+                "usb 3-1: not running at top speed; connect to a high speed hub",
+                None,
+            ),
+            ("usbcore: registered new interface driver uas", None),
+            ("hub 1-0:1.0: USB hub found", None),
+            ("hub 1-0:1.0: 6 ports detected", None),
+            ("scsi host0: usb-storage 1-1:1.0", None),
+            ("scsi host3: uas", None),
+            ("scsi host4: ahci", None),
+            (
+                "sd 0:0:0:0: [sda] 131072 512-byte logical blocks: (67.1 MB/64.0 MiB)",
+                None,
+            ),
+            ("sd 0:0:0:0: [sda] Write Protect is off", None),
+            ("sd 0:0:0:0: [sda] Mode Sense: 63 00 00 08", None),
+            (
+                "sd 0:0:0:0: [sda] Write cache: enabled, read cache: enabled, doesn't support DPO or FUA",
+                None,
+            ),
+            ("sd 4:0:0:0: [sdf] Preferred minimum I/O size 512 bytes", None),
+            ("sd 0:0:0:0: [sda] Attached SCSI removable disk", None),
+            (
+                "sd 3:0:0:0: Power-on or device reset occurred",
+                Some((ScsiError, Fatal, &["scsi:3:0:0:0"])),
+            ),
+            (
+                "ata1: SATA max UDMA/133 abar m4096@0xfebdc000 port 0xfebdc100 irq 27",
+                None,
+            ),
+            ("ata1: SATA link up 1.5 Gbps (SStatus 113 SControl 300)", None),
+            (
+                "ata2: SATA link down (SStatus 0 SControl 300)",
+                Some((AtaError, Fatal, &["ata:ata2"])),
+            ),
+            ("ata1.00: ATA-7: QEMU-SATA-SSD, 2.5+, max UDMA/100", None),
+            ("ata1.00: configured for UDMA/100", None),
+            ("mmc0: SDHCI controller on PCI [0000:00:07.0] using ADMA", None),
+            (
+                "mmc0: new high speed SD card at address 4567",
+                Some((MmcNewCard, Info, &["mmc_host:mmc0"])),
+            ),
+            ("mmcblk0: mmc0:4567 QEMU! 64.0 MiB ", None),
+        ]);
+    }
+
+    #[test]
+    fn block_layer_errors() {
+        check(&[
+            // block/blk-mq.c `blk_print_req_error` (5.16+); recorded on this machine from a
+            // loop device over a write-sealed memfd (tests/kmsg.rs does it again).
+            (
+                "I/O error, dev loop0, sector 0 op 0x1:(WRITE) flags 0x8800 phys_seg 1 prio class 2",
+                Some((IoError, Fatal, &["disk:loop0"])),
+            ),
+            (
+                "critical medium error, dev sdaa, sector 123 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:sdaa"])),
+            ),
+            (
+                "timeout error, dev nvme0n1, sector 8 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:nvme0n1"])),
+            ),
+            // block/blk-core.c `print_req_error` 5.0-5.15, and 4.x `blk_update_request`.
+            (
+                "blk_update_request: I/O error, dev sda, sector 2048 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:sda"])),
+            ),
+            (
+                "blk_update_request: I/O error, dev sdb, sector 2048",
+                Some((IoError, Fatal, &["disk:sdb"])),
+            ),
+            // `?` when the request has no disk: an error nobody can be blamed for.
+            (
+                "I/O error, dev ?, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &[])),
+            ),
+            // A program writing into /dev/kmsg (tests/kmsg.rs): the text is what counts.
+            (
+                "usbperf-test: I/O error, dev sdzz, sector 2048 op 0x1:(WRITE) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:sdzz"])),
+            ),
+            // fs/buffer.c `buffer_io_error` / `mark_buffer_write_io_error`.
+            (
+                "Buffer I/O error on dev sda1, logical block 0, async page read",
+                Some((IoError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "Buffer I/O error on dev mmcblk0p2, logical block 1234, lost async page write",
+                Some((IoError, Fatal, &["disk:mmcblk0p2"])),
+            ),
+            (
+                "Buffer I/O error on dev dm-0, logical block 7, lost sync page write",
+                Some((IoError, Fatal, &["disk:dm-0"])),
+            ),
+            // drivers/block/loop.c `lo_write_bvec`.
+            (
+                "loop0: Write error at byte offset 0, length 4096.",
+                Some((IoError, Fatal, &["disk:loop0"])),
+            ),
+            ("loop0: detected capacity change from 0 to 2048", None),
+        ]);
+    }
+
+    #[test]
+    fn usb_core_lines() {
+        check(&[
+            // drivers/usb/core/hub.c `hub_port_init`: "%s %s USB device number %d using %s".
+            (
+                "usb 1-1.2: reset high-speed USB device number 5 using xhci_hcd",
+                Some((UsbReset, Fatal, &["usb:1-1.2"])),
+            ),
+            (
+                "usb 2-1: reset SuperSpeed USB device number 2 using xhci_hcd",
+                Some((UsbReset, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 2-1: reset SuperSpeed Plus Gen 2x1 USB device number 2 using xhci_hcd",
+                Some((UsbReset, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 1-1.4: new low-speed USB device number 7 using dwc2",
+                Some((UsbNewDevice, Info, &["usb:1-1.4"])),
+            ),
+            // drivers/usb/core/hub.c `usb_disconnect`.
+            (
+                "usb 1-1.2: USB disconnect, device number 5",
+                Some((UsbDisconnect, Fatal, &["usb:1-1.2"])),
+            ),
+            // drivers/usb/core/hub.c enumeration failures; port devices are "usb1-port2"
+            // (root hub) and "1-1-port3" (hub 1-1), drivers/usb/core/port.c.
+            (
+                "usb 1-1: device descriptor read/64, error -71",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb 1-1.2: device not accepting address 6, error -71",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1.2"])),
+            ),
+            (
+                "usb usb1-port2: unable to enumerate USB device",
+                Some((UsbEnumerationError, Fatal, &["usb:1-2"])),
+            ),
+            (
+                "usb 1-1-port3: Cannot enable. Maybe the USB cable is bad?",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1.3"])),
+            ),
+            (
+                "usb usb1-port1: disabled by hub (EMI?), re-enabling...",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb usb2-port1: over-current condition",
+                Some((UsbEnumerationError, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb usb1-port1: attempt power cycle",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            // Hub interface lines: the port number names the device on it.
+            (
+                "hub 1-1:1.0: hub_ext_port_status failed (err = -71)",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "hub 1-1:1.0: cannot reset port 2 (err = -71)",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1.2"])),
+            ),
+            (
+                "hub 1-0:1.0: cannot disable port 1 (err = -32)",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            // Host controller death is not classified (the disconnects that follow are).
+            (
+                "xhci_hcd 0000:00:14.0: xHCI host controller not responding, assume dead",
+                None,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn uas_and_scsi_lines() {
+        check(&[
+            // drivers/usb/storage/uas-detect.h `uas_use_uas_driver`.
+            (
+                "usb 2-1: UAS is ignored for this device, using usb-storage instead",
+                Some((UasFallback, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 2-1: UAS is blacklisted for this device, using usb-storage instead",
+                Some((UasFallback, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 4-1: USB controller 0000:00:04.0 does not support streams, which are required by the UAS driver.",
+                Some((UasFallback, Fatal, &["usb:4-1"])),
+            ),
+            // drivers/usb/storage/uas.c `uas_log_cmd_state` through scmd_printk
+            // (drivers/scsi/scsi_logging.c: "[%s] " and "tag#%d " prefixes).
+            (
+                "sd 0:0:0:0: [sda] tag#12 uas_eh_abort_handler 0 uas-tag 3 inflight: CMD OUT ",
+                Some((UasError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 data cmplt err -71 uas-tag 1 inflight: CMD IN ",
+                Some((UasError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "scsi host0: uas_eh_device_reset_handler start",
+                Some((UasError, Fatal, &["scsi_host:host0"])),
+            ),
+            (
+                "scsi host0: uas_eh_device_reset_handler success",
+                Some((UasError, Fatal, &["scsi_host:host0"])),
+            ),
+            // drivers/scsi/scsi_logging.c `scsi_print_result`, `scsi_print_sense_hdr`,
+            // `scsi_print_command`.
+            (
+                "sd 0:0:0:0: [sda] tag#0 FAILED Result: hostbyte=DID_TIME_OUT driverbyte=DRIVER_OK cmd_age=30s",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 1:0:0:0: [sdb] tag#0 FAILED Result: hostbyte=DID_OK driverbyte=DRIVER_SENSE",
+                Some((ScsiError, Fatal, &["scsi:1:0:0:0", "disk:sdb"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 Sense Key : Medium Error [current] ",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 Sense Key : Recovered Error [current] ",
+                Some((ScsiError, Info, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 Add. Sense: Unrecovered read error",
+                Some((ScsiError, Info, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 CDB: Read(10) 28 00 00 00 08 00 00 00 08 00",
+                Some((ScsiError, Info, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // drivers/scsi/sd.c `sd_print_result` after a failed SYNCHRONIZE CACHE.
+            (
+                "sd 0:0:0:0: [sda] Synchronize Cache(10) failed: Result: hostbyte=DID_NO_CONNECT driverbyte=DRIVER_OK",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // drivers/scsi/scsi_lib.c `scsi_cmd_runtime_exceeced`.
+            (
+                "sd 0:0:0:0: [sda] tag#3 timing out command, waited 180s",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // drivers/scsi/scsi_lib.c, scsi_error.c, sd.c: the device goes offline.
+            (
+                "sd 0:0:0:0: rejecting I/O to offline device",
+                Some((DeviceOffline, Fatal, &["scsi:0:0:0:0"])),
+            ),
+            (
+                "sd 0:0:0:0: Device offlined - not ready after error recovery",
+                Some((DeviceOffline, Fatal, &["scsi:0:0:0:0"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] Medium access timeout failure. Offlining disk!",
+                Some((DeviceOffline, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // libata (drivers/ata/libata-eh.c).
+            (
+                "ata1.00: exception Emask 0x0 SAct 0x0 SErr 0x0 action 0x6 frozen",
+                Some((AtaError, Fatal, &["ata:ata1"])),
+            ),
+            (
+                "ata1.00: failed command: READ DMA EXT",
+                Some((AtaError, Fatal, &["ata:ata1"])),
+            ),
+            (
+                "ata1: hard resetting link",
+                Some((AtaError, Fatal, &["ata:ata1"])),
+            ),
+        ]);
+    }
+
+    #[test]
+    fn filesystem_and_mmc_lines() {
+        check(&[
+            // fs/ext4/super.c `ext4_handle_error` via `ext4_msg`, `__ext4_error`,
+            // `__ext4_warning` (fs/ext4/page-io.c `ext4_end_bio`).
+            (
+                "EXT4-fs (sda1): Remounting filesystem read-only",
+                Some((FsReadOnly, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs error (device sda1): ext4_find_entry:1455: inode #2: comm ls: reading directory lblock 0",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs warning (device sda1): ext4_end_bio:343: I/O error 10 writing to inode 12 starting block 3584)",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs warning (device sda1): ext4_dx_add_entry:2461: Directory (ino: 2) index full, reach max htree level :2",
+                None,
+            ),
+            (
+                "EXT4-fs (sda1): I/O error while writing superblock",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs (sda1): mounted filesystem 0e2e6f9b-2b1c-4d35-9b7d-1f1d1f0c2a11 r/w with ordered data mode. Quota mode: none.",
+                None,
+            ),
+            // fs/fat/misc.c `__fat_fs_error`, fs/exfat/misc.c `__exfat_fs_error`.
+            (
+                "FAT-fs (sda1): Filesystem has been set read-only",
+                Some((FsReadOnly, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "FAT-fs (sda1): error, fat_get_cluster: invalid cluster chain (i_pos 0)",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "FAT-fs (sdb1): Volume was not properly unmounted. Some data may be corrupt. Please run fsck.",
+                None,
+            ),
+            (
+                "exFAT-fs (sdc1): error, invalid access to FAT (entry 0x00001234)",
+                Some((FsError, Fatal, &["disk:sdc1"])),
+            ),
+            // fs/jbd2/journal.c: the journal name is "<bdev>-<inode>".
+            (
+                "Aborting journal on device sda1-8.",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "JBD2: Error -5 detected when updating journal superblock for mmcblk0p2-8.",
+                Some((FsError, Fatal, &["disk:mmcblk0p2"])),
+            ),
+            // drivers/mmc/core/bus.c, block.c; drivers/mmc/host/sdhci.c.
+            (
+                "mmc0: card 0001 removed",
+                Some((MmcRemoved, Fatal, &["mmc_host:mmc0"])),
+            ),
+            (
+                "mmcblk0: error -110 transferring data, sector 2048, nr 8, cmd response 0x900, card status 0xb00",
+                Some((MmcError, Fatal, &["disk:mmcblk0"])),
+            ),
+            (
+                "mmcblk1: recovery failed!",
+                Some((MmcError, Fatal, &["disk:mmcblk1"])),
+            ),
+            (
+                "mmc1: Timeout waiting for hardware interrupt.",
+                Some((MmcError, Fatal, &["mmc_host:mmc1"])),
+            ),
+            ("mmcblk0: p1 p2", None),
+        ]);
+    }
+
+    #[test]
+    fn record_dictionary_adds_device() {
+        let cases: [(&str, Option<&str>, &[&str]); 5] = [
+            // sd_printk carries DEVICE=+scsi:<addr>: already named by the text.
+            (
+                "sd 0:0:0:0: [sda] tag#0 FAILED Result: hostbyte=DID_ERROR driverbyte=DRIVER_OK cmd_age=0s",
+                Some("+scsi:0:0:0:0"),
+                &["scsi:0:0:0:0", "disk:sda"],
+            ),
+            (
+                "I/O error, dev sda, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some("b8:0"),
+                &["disk:sda", "devnum:8:0"],
+            ),
+            // A USB char device number (c189:N) is no port path: ignored.
+            (
+                "usb 1-1: reset high-speed USB device number 2 using ehci-pci",
+                Some("c189:1"),
+                &["usb:1-1"],
+            ),
+            (
+                "usb-storage 1-1.2:1.0: USB Mass Storage device detected",
+                None,
+                &[],
+            ),
+            (
+                "Buffer I/O error on dev sdb1, logical block 0, async page read",
+                Some("+usb:1-1.2:1.0"),
+                &["disk:sdb1", "usb:1-1.2"],
+            ),
+        ];
+        for (msg, device, want) in cases {
+            let rec = KmsgRecord {
+                seq: 42,
+                ts_usec: 7,
+                level: 3,
+                facility: 0,
+                message: msg.to_string(),
+                subsystem: None,
+                device: device.map(str::to_string),
+                lost_before: 0,
+            };
+            let ev = classify_record(&rec);
+            if want.is_empty() {
+                assert_eq!(ev, None, "{msg:?}");
+                continue;
+            }
+            let ev = ev.unwrap_or_else(|| panic!("{msg:?} not classified"));
+            let keys: Vec<String> = ev.keys.iter().map(|k| k.to_string()).collect();
+            assert_eq!(keys, *want, "{msg:?}");
+            assert_eq!((ev.seq, ev.ts_usec), (Some(42), Some(7)));
+        }
+    }
+
+    #[test]
+    fn usb_device_names() {
+        let cases: [(&str, Option<&str>); 10] = [
+            ("1-1", Some("1-1")),
+            ("3-10.4.1", Some("3-10.4.1")),
+            ("usb2", Some("usb2")),
+            ("1-1.2:1.0", Some("1-1.2")),
+            ("2-0:1.0", Some("usb2")),
+            ("usb1-port4", Some("1-4")),
+            ("1-1.2-port3", Some("1-1.2.3")),
+            ("0:0:0:0", None),
+            ("1-", None),
+            ("usbx-port1", None),
+        ];
+        for (name, want) in cases {
+            let got = usb_key_of_dev_name(name);
+            assert_eq!(got, want.map(|w| EventKey::UsbPort(w.into())), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn event_serialises_with_string_keys_and_round_trips() {
+        let mut ev = classify("usb 1-1: USB disconnect, device number 2").unwrap();
+        ev.keys_matched = vec!["usb:1-1".into()];
+        ev.seq = Some(9);
+        let json = serde_json::to_value(&ev).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "kind": "usb_disconnect",
+                "severity": "fatal",
+                "keys": ["usb:1-1"],
+                "keys_matched": ["usb:1-1"],
+                "line": "usb 1-1: USB disconnect, device number 2",
+                "seq": 9
+            })
+        );
+        let back: KernelEvent = serde_json::from_value(json).unwrap();
+        assert_eq!(back, ev);
+        assert!(serde_json::from_str::<EventKey>("\"floppy:fd0\"").is_err());
+        assert!(serde_json::from_str::<EventKey>("\"sda\"").is_err());
+        for k in ["disk:sda", "scsi:0:0:0:0", "devnum:8:1", "ata:ata1"] {
+            assert_eq!(k.parse::<EventKey>().unwrap().to_string(), k);
+        }
+    }
+}
