@@ -221,3 +221,271 @@ pub fn usb_ancestors(port: &str) -> Vec<String> {
 fn is_digits(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discover::{MmcInfo, Partition, SataLink, UsbHop, UsbLink};
+    use crate::events::classify::classify;
+
+    fn usb_disk() -> Disk {
+        Disk {
+            name: "sda".into(),
+            devnum: Some("8:0".into()),
+            devpath: "/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1.2/1-1.2:1.0/host0/target0:0:0/0:0:0:0/block/sda".into(),
+            partitions: vec![Partition {
+                name: "sda1".into(),
+                devnum: Some("8:1".into()),
+                ..Partition::default()
+            }],
+            usb: Some(UsbLink {
+                port_path: "1-1.2".into(),
+                interface: Some("1-1.2:1.0".into()),
+                hubs: vec![UsbHop {
+                    port_path: "1-1".into(),
+                    ..UsbHop::default()
+                }],
+                root_hub: Some(UsbHop {
+                    port_path: "usb1".into(),
+                    ..UsbHop::default()
+                }),
+                ..UsbLink::default()
+            }),
+            ..Disk::default()
+        }
+    }
+
+    #[test]
+    fn from_disk_usb() {
+        let k = DeviceKeys::from_disk(&usb_disk());
+        assert_eq!(k.disk, "sda");
+        assert_eq!(k.partitions, ["sda1"]);
+        assert_eq!(k.devnums, ["8:0", "8:1"]);
+        assert_eq!(k.usb_port.as_deref(), Some("1-1.2"));
+        assert_eq!(k.usb_interface.as_deref(), Some("1-1.2:1.0"));
+        assert_eq!(k.usb_upstream, ["1-1", "usb1"]);
+        assert_eq!(k.scsi_address.as_deref(), Some("0:0:0:0"));
+        assert_eq!(k.scsi_host.as_deref(), Some("host0"));
+        assert_eq!(k.mmc_host, None);
+        assert_eq!(k.ata_port, None);
+    }
+
+    #[test]
+    fn from_disk_mmc_and_sata() {
+        // MMC host from the device path when discovery left `mmc.host` empty, and from
+        // `mmc.host` when it did not.
+        let mut d = Disk {
+            name: "mmcblk0".into(),
+            devpath: "/devices/platform/soc/2190000.mmc/mmc_host/mmc0/mmc0:0001/block/mmcblk0"
+                .into(),
+            ..Disk::default()
+        };
+        let k = DeviceKeys::from_disk(&d);
+        assert_eq!(k.mmc_host.as_deref(), Some("mmc0"));
+        assert_eq!((k.scsi_address, k.usb_port, k.ata_port), (None, None, None));
+        d.mmc = Some(MmcInfo {
+            card: "mmc2:0001".into(),
+            host: Some("mmc2".into()),
+            ..MmcInfo::default()
+        });
+        assert_eq!(DeviceKeys::from_disk(&d).mmc_host.as_deref(), Some("mmc2"));
+
+        let mut d = Disk {
+            name: "sdf".into(),
+            devpath: "/devices/pci0000:00/0000:00:1f.2/ata1/host4/target4:0:0/4:0:0:0/block/sdf"
+                .into(),
+            ..Disk::default()
+        };
+        let k = DeviceKeys::from_disk(&d);
+        assert_eq!(k.ata_port.as_deref(), Some("ata1"));
+        assert_eq!(k.scsi_address.as_deref(), Some("4:0:0:0"));
+        assert_eq!(k.scsi_host.as_deref(), Some("host4"));
+        d.sata = Some(SataLink {
+            port: "ata3".into(),
+            ..SataLink::default()
+        });
+        assert_eq!(DeviceKeys::from_disk(&d).ata_port.as_deref(), Some("ata3"));
+    }
+
+    fn check(keys: &DeviceKeys, cases: &[(&str, &[&str])]) {
+        for (line, want) in cases {
+            let ev = classify(line).unwrap_or_else(|| panic!("{line:?} not classified"));
+            assert_eq!(keys.matches(&ev), *want, "{line:?}");
+            assert_eq!(attribute_event(&ev, keys).is_some(), !want.is_empty());
+        }
+    }
+
+    #[test]
+    fn usb_disk_attribution() {
+        let k = DeviceKeys::from_disk(&usb_disk());
+        check(
+            &k,
+            &[
+                (
+                    "I/O error, dev sda, sector 2048 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 2",
+                    &["disk:sda"],
+                ),
+                // Whole names only: sdaa and sd are other disks.
+                (
+                    "I/O error, dev sdaa, sector 2048 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 2",
+                    &[],
+                ),
+                ("blk_update_request: I/O error, dev sd, sector 0", &[]),
+                (
+                    "Buffer I/O error on dev sda1, logical block 0, async page read",
+                    &["disk:sda1"],
+                ),
+                // A partition made after discovery still belongs to sda.
+                (
+                    "Buffer I/O error on dev sda3, logical block 0, async page read",
+                    &["disk:sda3"],
+                ),
+                (
+                    "Buffer I/O error on dev sdaa1, logical block 0, async page read",
+                    &[],
+                ),
+                (
+                    "usb 1-1.2: reset high-speed USB device number 5 using xhci_hcd",
+                    &["usb:1-1.2"],
+                ),
+                // The hub above the device: it takes the device with it.
+                (
+                    "usb 1-1: reset high-speed USB device number 2 using xhci_hcd",
+                    &["usb:1-1 (upstream hub)"],
+                ),
+                (
+                    "usb 1-1: USB disconnect, device number 2",
+                    &["usb:1-1 (upstream hub)"],
+                ),
+                // Siblings, other buses, look-alike names: not ours.
+                ("usb 1-1.3: USB disconnect, device number 6", &[]),
+                ("usb 1-12: USB disconnect, device number 6", &[]),
+                ("usb 2-1.2: USB disconnect, device number 6", &[]),
+                ("usb 1-1.2.1: USB disconnect, device number 7", &[]),
+                (
+                    "hub 1-1:1.0: cannot reset port 2 (err = -71)",
+                    &["usb:1-1.2"],
+                ),
+                ("hub 1-1:1.0: cannot reset port 3 (err = -71)", &[]),
+                (
+                    "hub 1-1:1.0: hub_ext_port_status failed (err = -71)",
+                    &["usb:1-1 (upstream hub)"],
+                ),
+                (
+                    "usb usb1-port1: disabled by hub (EMI?), re-enabling...",
+                    &["usb:1-1 (upstream hub)"],
+                ),
+                ("usb usb2-port1: disabled by hub (EMI?), re-enabling...", &[]),
+                (
+                    "sd 0:0:0:0: [sda] tag#0 FAILED Result: hostbyte=DID_TIME_OUT driverbyte=DRIVER_OK cmd_age=30s",
+                    &["scsi:0:0:0:0", "disk:sda"],
+                ),
+                (
+                    "sd 0:0:0:1: [sdb] tag#0 FAILED Result: hostbyte=DID_TIME_OUT driverbyte=DRIVER_OK cmd_age=30s",
+                    &[],
+                ),
+                (
+                    "sd 10:0:0:0: [sdk] tag#0 FAILED Result: hostbyte=DID_TIME_OUT driverbyte=DRIVER_OK cmd_age=30s",
+                    &[],
+                ),
+                (
+                    "scsi host0: uas_eh_device_reset_handler start",
+                    &["scsi_host:host0"],
+                ),
+                ("scsi host10: uas_eh_device_reset_handler start", &[]),
+                (
+                    "EXT4-fs (sda1): Remounting filesystem read-only",
+                    &["disk:sda1"],
+                ),
+                ("mmc0: card 0001 removed", &[]),
+                ("ata1: hard resetting link", &[]),
+            ],
+        );
+    }
+
+    #[test]
+    fn mmc_disk_attribution() {
+        let mut k = DeviceKeys::new("mmcblk0");
+        k.partitions = vec!["mmcblk0p1".into()];
+        k.mmc_host = Some("mmc0".into());
+        check(
+            &k,
+            &[
+                (
+                    "mmcblk0: error -110 transferring data, sector 2048, nr 8, cmd response 0x900, card status 0xb00",
+                    &["disk:mmcblk0"],
+                ),
+                (
+                    "mmcblk1: error -110 transferring data, sector 2048, nr 8, cmd response 0x900, card status 0xb00",
+                    &[],
+                ),
+                // The boot areas are other block devices of the same card; not the user area.
+                (
+                    "mmcblk0boot0: error -110 transferring data, sector 0, nr 8, cmd response 0x900, card status 0xb00",
+                    &[],
+                ),
+                (
+                    "Buffer I/O error on dev mmcblk0p2, logical block 1, lost async page write",
+                    &["disk:mmcblk0p2"],
+                ),
+                ("mmc0: card 0001 removed", &["mmc_host:mmc0"]),
+                ("mmc1: card 0001 removed", &[]),
+                (
+                    "mmc0: new high speed SD card at address 4567",
+                    &["mmc_host:mmc0"],
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn partition_parents() {
+        let cases = [
+            ("sda1", Some("sda")),
+            ("sdaa12", Some("sdaa")),
+            ("sda", None),
+            ("vdb2", Some("vdb")),
+            ("xvda1", Some("xvda")),
+            ("mmcblk0p1", Some("mmcblk0")),
+            ("mmcblk0", None),
+            ("mmcblk0boot0", None),
+            ("nvme0n1p2", Some("nvme0n1")),
+            ("nvme0n1", None),
+            ("loop0", None),
+            ("loop0p1", Some("loop0")),
+            ("dm-0", None),
+            ("sr0", None),
+            ("md127", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(partition_parent(name), want, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn usb_ancestors_by_name() {
+        let cases: [(&str, &[&str]); 5] = [
+            ("1-1", &["usb1"]),
+            ("1-1.2", &["1-1", "usb1"]),
+            ("3-10.4.1", &["3-10.4", "3-10", "usb3"]),
+            ("usb1", &[]),
+            ("garbage", &[]),
+        ];
+        for (port, want) in cases {
+            assert_eq!(usb_ancestors(port), want, "{port:?}");
+        }
+        let k = DeviceKeys::new("sdb").with_usb_port("2-1.4.3");
+        assert_eq!(k.usb_upstream, ["2-1.4", "2-1", "usb2"]);
+    }
+
+    #[test]
+    fn devnum_from_record_dictionary() {
+        let k = DeviceKeys::from_disk(&usb_disk());
+        assert_eq!(
+            k.match_key(&EventKey::Devnum("8:1".into())).as_deref(),
+            Some("devnum:8:1")
+        );
+        assert_eq!(k.match_key(&EventKey::Devnum("8:16".into())), None);
+        assert_eq!(k.match_key(&EventKey::AtaPort("ata1".into())), None);
+    }
+}
