@@ -250,3 +250,119 @@ pub fn removal_event(sys_class_block: &Path, keys: &DeviceKeys) -> Option<Kernel
         ts_usec: None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(seq: u64, message: &str) -> KmsgRecord {
+        KmsgRecord {
+            seq,
+            ts_usec: seq * 10,
+            level: 3,
+            facility: 0,
+            message: message.to_string(),
+            subsystem: None,
+            device: None,
+            lost_before: 0,
+        }
+    }
+
+    #[test]
+    fn seq_tracker_counts_lost_records() {
+        // (EPIPE before this record?, seq, expected lost_before)
+        let steps = [
+            (false, 100, 0), // first record after open: nothing to compare with
+            (false, 101, 0),
+            (false, 105, 3), // 102..104 gone without EPIPE (kernel dropped them)
+            (true, 106, 1),  // EPIPE but no visible gap: at least one
+            (true, 120, 13),
+            (false, 121, 0),
+            (false, 50, 0), // never negative
+        ];
+        let mut t = SeqTracker::default();
+        for (epipe, seq, want) in steps {
+            if epipe {
+                t.epipe();
+            }
+            let mut r = rec(seq, "x");
+            t.track(&mut r);
+            assert_eq!(r.lost_before, want, "seq {seq}");
+        }
+    }
+
+    #[test]
+    fn attribute_keeps_lost_markers_and_own_events_only() {
+        let keys = DeviceKeys::new("sdzz");
+        let mut lost = rec(7, "sd 0:0:0:0: [sdz] Attached SCSI disk");
+        lost.lost_before = 4;
+        let records = [
+            rec(
+                5,
+                "I/O error, dev sdz, sector 8 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+            ),
+            rec(
+                6,
+                "I/O error, dev sdzz, sector 8 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+            ),
+            lost,
+            rec(8, "random line"),
+        ];
+        let evs = attribute(&records, &keys);
+        let got: Vec<(EventKind, Option<u64>, Vec<String>)> = evs
+            .iter()
+            .map(|e| (e.kind, e.seq, e.keys_matched.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (EventKind::IoError, Some(6), vec!["disk:sdzz".to_string()]),
+                (EventKind::RecordsLost, Some(7), vec![]),
+            ]
+        );
+        assert!(evs.iter().all(KernelEvent::is_fatal));
+        assert!(evs[1].line.contains("4 kernel log record(s) before seq 7"));
+        assert_eq!(classify_records(&records).len(), 3);
+    }
+
+    #[test]
+    fn removal_is_seen_in_sysfs() {
+        let dir = std::env::temp_dir().join(format!("usbperf-events-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sda")).unwrap();
+        let present = DeviceKeys::new("sda");
+        let gone = DeviceKeys::new("sdb");
+        assert!(!disk_vanished(&dir.join("sda")));
+        assert!(disk_vanished(&dir.join("sdb")));
+        assert_eq!(removal_event(&dir, &present), None);
+        let ev = removal_event(&dir, &gone).expect("sdb is gone");
+        assert_eq!(ev.kind, EventKind::DeviceRemoved);
+        assert!(ev.is_fatal());
+        assert_eq!(ev.keys_matched, ["disk:sdb"]);
+        assert!(ev.line.contains("sdb no longer exists"), "{}", ev.line);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn open_errors_say_how_to_fix() {
+        let missing = Path::new("/nonexistent/usbperf/kmsg");
+        let e = KmsgWatcher::open(missing).unwrap_err();
+        assert!(matches!(e, EventsError::NotFound { .. }), "{e:?}");
+        assert!(e.to_string().contains("mknod /dev/kmsg c 1 11"), "{e}");
+        let denied = EventsError::PermissionDenied {
+            path: "/dev/kmsg".into(),
+        };
+        assert!(denied.to_string().contains("CAP_SYSLOG"));
+        assert!(denied.to_string().contains("dmesg_restrict"));
+    }
+
+    #[test]
+    fn regular_file_yields_only_records_appended_after_open() {
+        let path =
+            std::env::temp_dir().join(format!("usbperf-events-kmsg-{}", std::process::id()));
+        std::fs::write(&path, "6,1,2,-;old line\n").unwrap();
+        let mut w = KmsgWatcher::open(&path).unwrap();
+        assert_eq!(w.drain().unwrap(), vec![]);
+        assert_eq!(w.path(), path.as_path());
+        std::fs::remove_file(&path).unwrap();
+    }
+}
