@@ -26,7 +26,11 @@ fn records(console: &str) -> Vec<KmsgRecord> {
             lost_before: 0,
         })
         .collect();
-    assert!(recs.len() > 50, "{console}: only {} dmesg lines", recs.len());
+    assert!(
+        recs.len() > 50,
+        "{console}: only {} dmesg lines",
+        recs.len()
+    );
     recs
 }
 

@@ -55,7 +55,10 @@ fn a_line_written_into_kmsg_is_read_and_attributed_by_whole_disk_name() {
         .expect("write to /dev/kmsg");
 
     let records = w.drain().expect("drain");
-    let ours: Vec<_> = records.iter().filter(|r| r.message.contains(&tag)).collect();
+    let ours: Vec<_> = records
+        .iter()
+        .filter(|r| r.message.contains(&tag))
+        .collect();
     assert_eq!(
         ours.len(),
         1,
@@ -171,7 +174,9 @@ fn a_real_io_error_on_a_loop_device_is_attributed_to_it() {
         .custom_flags(libc::O_DIRECT)
         .open(&lo.dev)
         .expect("open loop device");
-    let err = f.write(buf).expect_err("the sealed backing file must refuse the write");
+    let err = f
+        .write(buf)
+        .expect_err("the sealed backing file must refuse the write");
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
     drop(f);
 

@@ -112,15 +112,11 @@ impl DeviceKeys {
                 .find(|c| c.strip_prefix("host").is_some_and(is_digits))
                 .map(|c| c.to_string());
         }
-        k.mmc_host = disk
-            .mmc
-            .as_ref()
-            .and_then(|m| m.host.clone())
-            .or_else(|| {
-                // .../mmc_host/mmc0/mmc0:0001/block/mmcblk0
-                let i = comps.iter().rposition(|c| *c == "mmc_host")?;
-                comps.get(i + 1).map(|c| c.to_string())
-            });
+        k.mmc_host = disk.mmc.as_ref().and_then(|m| m.host.clone()).or_else(|| {
+            // .../mmc_host/mmc0/mmc0:0001/block/mmcblk0
+            let i = comps.iter().rposition(|c| *c == "mmc_host")?;
+            comps.get(i + 1).map(|c| c.to_string())
+        });
         k.ata_port = disk.sata.as_ref().map(|s| s.port.clone()).or_else(|| {
             comps
                 .iter()

@@ -373,7 +373,11 @@ pub fn classify(message: &str) -> Option<KernelEvent> {
     // `hub_port_disable` "cannot disable port %d (err = %d)". A port number names the device
     // on that port; otherwise the hub itself fails, and everything below it.
     if driver == "hub" {
-        let failing = ["port_status failed", "cannot reset port", "cannot disable port"];
+        let failing = [
+            "port_status failed",
+            "cannot reset port",
+            "cannot disable port",
+        ];
         if failing.iter().any(|p| body.contains(p)) {
             if let Some(port) = after(body, "port ").map(|r| split_name(r, ' ').0) {
                 if let (true, Some(EventKey::UsbPort(hub))) = (is_digits(port), keys.first()) {

@@ -89,10 +89,12 @@ pub fn parse_record(raw: &str) -> Result<KmsgRecord, KmsgParseError> {
         let f = fields
             .next()
             .ok_or_else(|| KmsgParseError::ShortHeader(header.to_string()))?;
-        f.trim().parse::<u64>().map_err(|_| KmsgParseError::BadField {
-            header: header.to_string(),
-            field,
-        })
+        f.trim()
+            .parse::<u64>()
+            .map_err(|_| KmsgParseError::BadField {
+                header: header.to_string(),
+                field,
+            })
     };
     let prio = num("prio")?;
     let seq = num("seq")?;

@@ -11,6 +11,5 @@ pub use attrib::{attribute_event, partition_parent, usb_ancestors, DeviceKeys};
 pub use classify::{classify, classify_record, EventKey, EventKind, KernelEvent, Severity};
 pub use kmsg::{parse_record, KmsgParseError, KmsgRecord};
 pub use watch::{
-    attribute, classify_records, disk_vanished, removal_event, EventsError, KmsgWatcher,
-    SeqTracker,
+    attribute, classify_records, disk_vanished, removal_event, EventsError, KmsgWatcher, SeqTracker,
 };

@@ -357,8 +357,7 @@ mod tests {
 
     #[test]
     fn regular_file_yields_only_records_appended_after_open() {
-        let path =
-            std::env::temp_dir().join(format!("usbperf-events-kmsg-{}", std::process::id()));
+        let path = std::env::temp_dir().join(format!("usbperf-events-kmsg-{}", std::process::id()));
         std::fs::write(&path, "6,1,2,-;old line\n").unwrap();
         let mut w = KmsgWatcher::open(&path).unwrap();
         assert_eq!(w.drain().unwrap(), vec![]);
