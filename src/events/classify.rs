@@ -276,6 +276,18 @@ pub fn classify(message: &str) -> Option<KernelEvent> {
         if name.starts_with("loop") && is_block_name(name) && body.contains(" error at byte") {
             return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
         }
+        if is_block_name(name) {
+            // block/blk-core.c `handle_bad_sector`: "%pg: attempt to access beyond end of
+            // device" (a write past the end: the disk shrank under the test).
+            if body.starts_with("attempt to access beyond end of device") {
+                return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
+            }
+            // block/genhd.c `set_capacity_and_notify`: "%s: detected capacity change from
+            // %lld to %lld". To 0: sd revalidated a disk whose medium or bridge is gone.
+            if body.starts_with("detected capacity change from ") && body.ends_with(" to 0") {
+                return Some(KernelEvent::new(DeviceOffline, Fatal, m, disk_keys(name)));
+            }
+        }
     }
     if let Some(ev) = classify_fs(m) {
         return Some(ev);
@@ -328,7 +340,8 @@ pub fn classify(message: &str) -> Option<KernelEvent> {
     //   "cmd cmplt err", ...); `uas_eh_device_reset_handler`: "%s start" / "%s FAILED to
     //   get lock err %d" / "%s FAILED err %d" / "%s success"; `uas_stat_cmplt`:
     //   "stat urb: no pending cmd for uas-tag %d".
-    if body.contains("uas-tag") || body.starts_with("uas_eh_") {
+    // `uas_post_reset`: "%s: alloc streams error %d after reset".
+    if body.contains("uas-tag") || body.starts_with("uas_") {
         return ev(UasError, Fatal);
     }
 
@@ -351,8 +364,10 @@ pub fn classify(message: &str) -> Option<KernelEvent> {
         // address %d, error %d", "unable to enumerate USB device", "Cannot enable. Maybe the
         // USB cable is bad?", "attempt power cycle", "disabled by hub (EMI?),
         // re-enabling...", "over-current condition"; drivers/usb/core/config.c
-        // "can't read configurations, error %d", "unable to read config index %d descriptor/%s".
-        const ENUM: [&str; 9] = [
+        // "can't read configurations, error %d", "unable to read config index %d descriptor/%s";
+        // drivers/usb/core/generic.c "can't set config #%d, error %d"; hub.c
+        // `usb_reset_and_verify_device` "device firmware changed".
+        const ENUM: [&str; 11] = [
             "device descriptor read/",
             "device not accepting address",
             "unable to enumerate USB device",
@@ -362,6 +377,8 @@ pub fn classify(message: &str) -> Option<KernelEvent> {
             "over-current condition",
             "can't read configurations",
             "unable to read config index",
+            "can't set config",
+            "device firmware changed",
         ];
         if ENUM.iter().any(|p| body.contains(p)) {
             return ev(UsbEnumerationError, Fatal);
@@ -467,6 +484,7 @@ fn classify_fs(m: &str) -> Option<KernelEvent> {
         "EXT2-fs (",
         "FAT-fs (",
         "exFAT-fs (",
+        "XFS (",
     ] {
         let Some(rest) = m.strip_prefix(pat) else {
             continue;
@@ -479,12 +497,39 @@ fn classify_fs(m: &str) -> Option<KernelEvent> {
         {
             return Some(KernelEvent::new(FsReadOnly, Fatal, m, keys));
         }
+        // ext4 also: "failed to convert unwritten extents to written extents -- potential
+        // data loss!", "Delayed block allocation failed for inode ...", "This should not
+        // happen!! Data will be lost"; fs/xfs/xfs_fsops.c "metadata I/O error in ...",
+        // "Filesystem has been shut down due to log error", "Shutting down filesystem".
+        // Plain mentions of "error" are not enough: mount lines print "errors=remount-ro".
+        let lower = body.to_ascii_lowercase();
         if body.starts_with("error")
             || body.contains("I/O error")
             || body.contains("bread(")
             || body.contains("unable to read")
+            || lower.contains("data loss")
+            || lower.contains("data will be lost")
+            || lower.contains("allocation failed")
+            || lower.contains("shut down")
+            || lower.contains("shutting down")
         {
             return Some(KernelEvent::new(FsError, Fatal, m, keys));
+        }
+        return None;
+    }
+    // fs/btrfs/messages.c `_btrfs_printk`: "BTRFS %s (device %s%s): %pV" (level name, device,
+    // optional " state XY"); `btrfs_handle_fs_error` forces read-only: "forced readonly".
+    if let Some(rest) = m.strip_prefix("BTRFS ") {
+        let (level, rest) = split_name(rest, ' ');
+        if let Some(r) = rest.strip_prefix(" (device ") {
+            let end = r.find([' ', ')']).unwrap_or(r.len());
+            let keys = disk_keys(&r[..end]);
+            if m.contains("forced readonly") {
+                return Some(KernelEvent::new(FsReadOnly, Fatal, m, keys));
+            }
+            if level == "error" || level == "critical" {
+                return Some(KernelEvent::new(FsError, Fatal, m, keys));
+            }
         }
         return None;
     }
@@ -515,7 +560,10 @@ fn classify_mmc(m: &str) -> Option<KernelEvent> {
     if is_mmc_host(name) {
         let keys = vec![EventKey::MmcHost(name.to_string())];
         // drivers/mmc/core/bus.c `mmc_remove_card`: "%s: card %04x removed".
-        if body.starts_with("card ") && body.ends_with(" removed") {
+        // drivers/mmc/host/sdhci.c `sdhci_card_event`: "%s: Card removed during transfer!".
+        if (body.starts_with("card ") && body.ends_with(" removed"))
+            || body.starts_with("Card removed during transfer")
+        {
             return Some(KernelEvent::new(MmcRemoved, Fatal, m, keys));
         }
         // drivers/mmc/core/bus.c `mmc_add_card`: "%s: new %s%s%s%s%s card at address %04x"
@@ -849,6 +897,14 @@ mod tests {
                 Some((IoError, Fatal, &["disk:loop0"])),
             ),
             ("loop0: detected capacity change from 0 to 2048", None),
+            (
+                "sdb: detected capacity change from 31116288 to 0",
+                Some((DeviceOffline, Fatal, &["disk:sdb"])),
+            ),
+            (
+                "sda: attempt to access beyond end of device\nsda: rw=1, sector=131072, nr_sectors = 8 limit=131064",
+                Some((IoError, Fatal, &["disk:sda"])),
+            ),
         ]);
     }
 
@@ -902,6 +958,14 @@ mod tests {
             (
                 "usb usb2-port1: over-current condition",
                 Some((UsbEnumerationError, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 1-1: can't set config #1, error -71",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb 1-1: device firmware changed",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
             ),
             (
                 "usb usb1-port1: attempt power cycle",
@@ -961,6 +1025,10 @@ mod tests {
             (
                 "scsi host0: uas_eh_device_reset_handler success",
                 Some((UasError, Fatal, &["scsi_host:host0"])),
+            ),
+            (
+                "scsi host3: uas_post_reset: alloc streams error -19 after reset",
+                Some((UasError, Fatal, &["scsi_host:host3"])),
             ),
             // drivers/scsi/scsi_logging.c `scsi_print_result`, `scsi_print_sense_hdr`,
             // `scsi_print_command`.
@@ -1100,6 +1168,40 @@ mod tests {
                 Some((MmcError, Fatal, &["mmc_host:mmc1"])),
             ),
             ("mmcblk0: p1 p2", None),
+            (
+                "mmc1: Card removed during transfer!",
+                Some((MmcRemoved, Fatal, &["mmc_host:mmc1"])),
+            ),
+            (
+                "EXT4-fs (sda1): failed to convert unwritten extents to written extents -- potential data loss!  (inode 12, error -30)",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs (sda1): mounted filesystem with ordered data mode. Opts: errors=remount-ro. Quota mode: none.",
+                None,
+            ),
+            (
+                "XFS (sdb1): metadata I/O error in \"xfs_buf_ioend+0x1a0/0x4e0\" at daddr 0x2 len 1 error 5",
+                Some((FsError, Fatal, &["disk:sdb1"])),
+            ),
+            (
+                "XFS (sdb1): Filesystem has been shut down due to log error (0x2).",
+                Some((FsError, Fatal, &["disk:sdb1"])),
+            ),
+            ("XFS (sdb1): Ending clean mount", None),
+            (
+                "BTRFS error (device sdc1): bdev /dev/sdc1 errs: wr 1, rd 0, flush 0, corrupt 0, gen 0",
+                Some((FsError, Fatal, &["disk:sdc1"])),
+            ),
+            (
+                "BTRFS error (device sdc1 state EA): Transaction aborted (error -5)",
+                Some((FsError, Fatal, &["disk:sdc1"])),
+            ),
+            (
+                "BTRFS info (device sdc1 state EA): forced readonly",
+                Some((FsReadOnly, Fatal, &["disk:sdc1"])),
+            ),
+            ("BTRFS info (device sdc1): first mount of filesystem 5f1c", None),
         ]);
     }
 
