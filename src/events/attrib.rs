@@ -45,6 +45,9 @@ pub struct DeviceKeys {
     /// libata port (`ata1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ata_port: Option<String>,
+    /// NVMe controller (`nvme0`, the parent of `nvme0n1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvme_controller: Option<String>,
 }
 
 impl DeviceKeys {
@@ -124,6 +127,13 @@ impl DeviceKeys {
                 .find(|c| c.strip_prefix("ata").is_some_and(is_digits))
                 .map(|c| c.to_string())
         });
+        // .../nvme/nvme0/nvme0n1 (drivers/nvme/host/core.c: namespaces below the controller).
+        if let Some(i) = comps.iter().rposition(|c| *c == "nvme") {
+            k.nvme_controller = comps
+                .get(i + 1)
+                .filter(|c| c.strip_prefix("nvme").is_some_and(is_digits))
+                .map(|c| c.to_string());
+        }
         k
     }
 
@@ -150,6 +160,7 @@ impl DeviceKeys {
             EventKey::ScsiHost(n) => eq(&self.scsi_host, n),
             EventKey::MmcHost(n) => eq(&self.mmc_host, n),
             EventKey::AtaPort(n) => eq(&self.ata_port, n),
+            EventKey::NvmeController(n) => eq(&self.nvme_controller, n),
         };
         hit.then(|| key.to_string())
     }
@@ -301,6 +312,19 @@ mod tests {
             ..SataLink::default()
         });
         assert_eq!(DeviceKeys::from_disk(&d).ata_port.as_deref(), Some("ata3"));
+
+        let d = Disk {
+            name: "nvme0n1".into(),
+            devpath: "/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1".into(),
+            ..Disk::default()
+        };
+        let k = DeviceKeys::from_disk(&d);
+        assert_eq!(k.nvme_controller.as_deref(), Some("nvme0"));
+        assert_eq!((&k.scsi_address, &k.ata_port), (&None, &None));
+        let ev = classify("nvme nvme0: I/O 12 QID 3 timeout, reset controller").unwrap();
+        assert_eq!(k.matches(&ev), ["nvme:nvme0"]);
+        let ev = classify("nvme nvme1: I/O 12 QID 3 timeout, reset controller").unwrap();
+        assert!(k.matches(&ev).is_empty());
     }
 
     fn check(keys: &DeviceKeys, cases: &[(&str, &[&str])]) {

@@ -39,6 +39,8 @@ pub enum EventKind {
     DeviceOffline,
     /// libata exception, link reset or link down (drivers/ata/libata-eh.c).
     AtaError,
+    /// NVMe command timeout, abort or controller reset (drivers/nvme/host).
+    NvmeError,
     /// Filesystem error (fs/ext4, fs/fat, fs/exfat, fs/jbd2).
     FsError,
     /// Filesystem switched to read-only after an error.
@@ -68,6 +70,7 @@ impl EventKind {
             EventKind::ScsiError => "scsi_error",
             EventKind::DeviceOffline => "device_offline",
             EventKind::AtaError => "ata_error",
+            EventKind::NvmeError => "nvme_error",
             EventKind::FsError => "fs_error",
             EventKind::FsReadOnly => "fs_read_only",
             EventKind::MmcError => "mmc_error",
@@ -110,6 +113,8 @@ pub enum EventKey {
     MmcHost(String),
     /// libata port (`ata1`).
     AtaPort(String),
+    /// NVMe controller (`nvme0`).
+    NvmeController(String),
     /// Block device number `major:minor` from the record's ` DEVICE=b8:0` dictionary.
     Devnum(String),
 }
@@ -123,6 +128,7 @@ impl EventKey {
             EventKey::ScsiHost(s) => ("scsi_host", s),
             EventKey::MmcHost(s) => ("mmc_host", s),
             EventKey::AtaPort(s) => ("ata", s),
+            EventKey::NvmeController(s) => ("nvme", s),
             EventKey::Devnum(s) => ("devnum", s),
         }
     }
@@ -154,6 +160,7 @@ impl FromStr for EventKey {
             "scsi_host" => EventKey::ScsiHost(v),
             "mmc_host" => EventKey::MmcHost(v),
             "ata" => EventKey::AtaPort(v),
+            "nvme" => EventKey::NvmeController(v),
             "devnum" => EventKey::Devnum(v),
             _ => return Err(format!("event key {s:?}: unknown kind {k:?}")),
         })
@@ -305,6 +312,31 @@ pub fn classify(message: &str) -> Option<KernelEvent> {
     }
     if driver == "scsi" && is_scsi_host(dev) {
         keys.push(EventKey::ScsiHost(dev.to_string()));
+    }
+    if driver == "nvme" && dev.strip_prefix("nvme").is_some_and(is_digits) {
+        // drivers/nvme/host/pci.c `nvme_timeout`: "I/O tag %d (%04x) opcode %#x (%s) QID %d
+        // timeout, aborting req_op:%s(%u) size:%u" (older "I/O %d QID %d timeout,
+        // aborting"), "... timeout, reset controller", `nvme_should_reset`/`nvme_reset_work`:
+        // "controller is down; will reset: CSTS=%#x, PCI_STATUS=%#x", "Removing after probe
+        // failure status: %d", "Device not ready; aborting reset", `abort_endio` "Abort
+        // status: 0x%x". Probe lines ("Shutdown timeout set to %u seconds") do not count.
+        const BAD: [&str; 6] = [
+            " timeout, ",
+            "controller is down",
+            "Removing after probe failure",
+            "Device not ready",
+            "Abort status",
+            "reset controller",
+        ];
+        if BAD.iter().any(|p| body.contains(p)) {
+            return Some(KernelEvent::new(
+                NvmeError,
+                Fatal,
+                m,
+                vec![EventKey::NvmeController(dev.to_string())],
+            ));
+        }
+        return None;
     }
     // drivers/scsi/scsi_logging.c `sdev_format_header`: "[%s] " disk name, "tag#%d ".
     let mut body = body;
@@ -1092,6 +1124,21 @@ mod tests {
                 "ata1: hard resetting link",
                 Some((AtaError, Fatal, &["ata:ata1"])),
             ),
+            // drivers/nvme/host/pci.c.
+            (
+                "nvme nvme0: I/O tag 12 (100c) opcode 0x1 (I/O Cmd) QID 3 timeout, aborting req_op:WRITE(1) size:4096",
+                Some((NvmeError, Fatal, &["nvme:nvme0"])),
+            ),
+            (
+                "nvme nvme0: I/O 12 QID 3 timeout, reset controller",
+                Some((NvmeError, Fatal, &["nvme:nvme0"])),
+            ),
+            (
+                "nvme nvme1: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff",
+                Some((NvmeError, Fatal, &["nvme:nvme1"])),
+            ),
+            ("nvme nvme0: Shutdown timeout set to 8 seconds", None),
+            ("nvme nvme0: 4/0/0 default/read/poll queues", None),
         ]);
     }
 
