@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod discover;
 pub mod engine;
+pub mod events;
 pub mod exit;
 pub mod matrix;
 pub mod report;
