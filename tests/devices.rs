@@ -164,7 +164,12 @@ fn unaligned_offset_on_a_block_device_is_a_clear_error_not_a_crash() {
         };
         match &err {
             EngineError::Io { offset, source, .. } => {
-                assert_eq!(*offset, 100, "{err}");
+                // With QD4 any of the in-flight I/Os can be the first to fail: every one of
+                // them is misaligned, and the error names the one that did.
+                assert!(
+                    *offset >= 100 && (*offset - 100) % 4096 == 0 && *offset < 100 + (64 << 10),
+                    "{err}"
+                );
                 assert_eq!(source.raw_os_error(), Some(libc::EINVAL), "{err}");
             }
             other => panic!("{request:?}: expected an I/O error, got {other}"),

@@ -6,12 +6,10 @@ mod common;
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::process::Command;
 
-use common::{require_root, require_tool};
+use common::{require_root, SealedLoop};
 use usbperf::discover::{discover, Backend, SysfsRoot};
 use usbperf::events::{attribute, DeviceKeys, EventKind, KernelEvent, KmsgWatcher};
 
@@ -94,62 +92,6 @@ fn a_line_written_into_kmsg_is_read_and_attributed_by_whole_disk_name() {
     // Records were read once: the next drain does not return them again.
     let again = w.drain().expect("second drain");
     assert!(again.iter().all(|r| !r.message.contains(&tag)));
-}
-
-/// A loop device over a write-sealed memfd: every write fails with EPERM in the backing
-/// file, loop completes the request with an error and the block layer logs
-/// "I/O error, dev loopN, sector ..." (device-mapper's `error` target would do too, but
-/// this kernel may lack device-mapper; loop is always there where the live tests run).
-struct SealedLoop {
-    dev: String,
-    _memfd: OwnedFd,
-}
-
-impl SealedLoop {
-    fn new() -> SealedLoop {
-        require_tool("losetup", "mount");
-        let name = std::ffi::CString::new("usbperf-events-ioerr").unwrap();
-        // SAFETY: a NUL-terminated name and flags; the fd is owned right after.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_ALLOW_SEALING) };
-        assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
-        // SAFETY: fd is a fresh, valid descriptor owned by nobody else.
-        let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: valid fd; length and seal flags are plain integers.
-        unsafe {
-            assert_eq!(libc::ftruncate(fd, 1 << 20), 0, "ftruncate");
-            let seals = libc::F_SEAL_WRITE | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
-            assert_eq!(
-                libc::fcntl(fd, libc::F_ADD_SEALS, seals),
-                0,
-                "F_ADD_SEALS: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        let backing = format!("/proc/{}/fd/{}", std::process::id(), memfd.as_raw_fd());
-        let out = Command::new("losetup")
-            .args(["--find", "--show", &backing])
-            .output()
-            .expect("run losetup");
-        assert!(
-            out.status.success(),
-            "precondition: losetup failed (loop driver available?): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        SealedLoop {
-            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
-            _memfd: memfd,
-        }
-    }
-
-    fn name(&self) -> &str {
-        self.dev.trim_start_matches("/dev/")
-    }
-}
-
-impl Drop for SealedLoop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
-    }
 }
 
 #[test]

@@ -415,3 +415,49 @@ fn one_run_at_a_time() {
         stderr(&out)
     );
 }
+
+#[test]
+fn an_io_error_fails_only_its_device_and_quotes_the_kernel() {
+    // Writes to this loop device fail in the kernel (its memfd backing is write-sealed): the
+    // block layer logs "I/O error, dev loopN, ...", a real error path as on a dying stick.
+    let bad = SealedLoop::new();
+    let good = Loop::new(32 << 20);
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "devices:\n\
+         \x20 - {{select: {{name: {}}}, target: raw}}\n\
+         \x20 - {{select: {{name: {}}}, target: raw}}\n\
+         tests:\n\
+         \x20 - {{workload: seq-write, bs: 256k, size: 1M}}\n\
+         \x20 - {{workload: read-buffered, bs: 256k, size: 1M, runtime: 200ms}}\n",
+        bad.name(),
+        good.name()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let (path, rep) = rd.report();
+    validate_reports(&[path]);
+    let b = device(&rep, bad.name());
+    assert_eq!(b["cells"][0]["status"], "error", "{b:#}");
+    let reasons = b["cells"][0]["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!("kernel: I/O error, dev {}", bad.name())),
+        "the kernel's words are quoted: {reasons}"
+    );
+    let ev = &b["cells"][0]["kernel_events"][0];
+    assert_eq!(ev["kind"], "io_error");
+    assert_eq!(ev["severity"], "fatal");
+    // Reads of the same device still work and are still measured.
+    assert_eq!(b["cells"][1]["status"], "passed", "{b:#}");
+    assert_eq!(b["verdict"]["pass"], false);
+    // The other device is untouched by the first one's errors.
+    let g = device(&rep, good.name());
+    assert_eq!(
+        statuses(g),
+        vec![
+            ("seq-write".into(), "passed".into()),
+            ("read-buffered".into(), "passed".into())
+        ]
+    );
+    assert!(g["cells"][0]["kernel_events"].is_null(), "{g:#}");
+}

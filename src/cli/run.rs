@@ -11,6 +11,7 @@ use chrono::Utc;
 use super::UsageError;
 use crate::discover::{self, Backend, Inventory, SysfsRoot};
 use crate::engine::{self, EngineRequest};
+use crate::events;
 use crate::exit::Exit;
 use crate::matrix::config::{self, Config, ConfigError, Dur, ReportFormat, TestSpec};
 use crate::matrix::select::{self, Chosen, Placement};
@@ -195,6 +196,9 @@ impl Progress {
 
 /// Everything a run carries from cell to cell.
 struct Runner {
+    /// `/dev/kmsg`, drained around every cell; `None` when it cannot be read (a warning says
+    /// why in the report).
+    kmsg: Option<events::KmsgWatcher>,
     report: Report,
     path: PathBuf,
     json: bool,
@@ -299,6 +303,16 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
 
     let mut warnings = inv.warnings.clone();
     warnings.push(format!("engine: {}", selected_engine.reason));
+    let kmsg = match events::KmsgWatcher::open(Path::new("/dev/kmsg")) {
+        Ok(k) => Some(k),
+        Err(e) => {
+            warnings.push(format!(
+                "kernel events are not watched, so I/O errors, resets and disconnects cannot be \
+                 attributed: {e}"
+            ));
+            None
+        }
+    };
     let mut devices = Vec::new();
     for c in &chosen {
         let placement = select::place(c, &inv, &facts, cfg.headroom_percent, min_file(&cfg));
@@ -349,6 +363,7 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
         .collect();
 
     let mut runner = Runner {
+        kmsg,
         report: Report {
             schema_version: crate::report::schema::SCHEMA_VERSION,
             tool: Tool::this(),
@@ -499,6 +514,10 @@ fn run_device(
 ) {
     let rules = verdict::applicable(&cfg.thresholds, &c.disk, facts);
     let placement = r.report.devices[di].placement.clone();
+    let keys = events::DeviceKeys::from_disk(&c.disk);
+    // Runtime autosuspend resets a USB device on resume with the same kernel lines as an
+    // error-recovery reset; keep the device and its hubs awake while they are tested.
+    let _awake = UsbAwake::pin(&c.disk);
     for (ci, spec) in cfg.tests.iter().enumerate() {
         if r.flag.requested() {
             return;
@@ -574,9 +593,25 @@ fn run_device(
             sysfs_root: PathBuf::from("/sys"),
             stop: r.flag.stop.clone(),
         };
+        // Records logged before this cell belong to no test of this device.
+        let mut kmsg_error = None;
+        if let Some(k) = r.kmsg.as_mut() {
+            if let Err(e) = k.drain() {
+                kmsg_error = Some(e.to_string());
+            }
+        }
         let outcome = workload::run(&params, selected, &opts);
         drop(tf);
-        let vanished = !Path::new("/sys/class/block").join(&c.disk.name).exists();
+        let mut kernel = Vec::new();
+        if let Some(k) = r.kmsg.as_mut() {
+            match k.drain() {
+                Ok(recs) => kernel = events::attribute(&recs, &keys),
+                Err(e) => kmsg_error = Some(e.to_string()),
+            }
+        }
+        let removed = events::removal_event(Path::new("/sys/class/block"), &keys);
+        let vanished = removed.is_some();
+        kernel.extend(removed);
         let cell = &mut r.report.devices[di].cells[ci];
         cell.wall_seconds = Some(t0.elapsed().as_secs_f64());
         cell.reasons = note;
@@ -614,6 +649,22 @@ fn run_device(
                     .line(format!("usbperf-matrix: {} {w}: error: {e}", c.disk.name));
             }
         }
+        if let Some(e) = kmsg_error {
+            cell.reasons
+                .push(format!("{w}: the kernel log could not be read: {e}"));
+        }
+        let fatal: Vec<String> = kernel
+            .iter()
+            .filter(|e| e.is_fatal())
+            .map(|e| format!("{w}: kernel: {}", e.line))
+            .collect();
+        if !fatal.is_empty() {
+            if cell.status == CellStatus::Passed {
+                cell.status = CellStatus::Failed;
+            }
+            cell.reasons.extend(fatal);
+        }
+        cell.kernel_events = kernel;
         if vanished {
             cell.status = CellStatus::Error;
             cell.reasons.push(format!(
@@ -631,6 +682,42 @@ fn run_device(
             return;
         }
         r.save();
+    }
+}
+
+/// Sets `power/control` to `on` for a USB disk's device and hubs, restoring the old values
+/// when dropped.
+struct UsbAwake {
+    restore: Vec<(PathBuf, String)>,
+}
+
+impl UsbAwake {
+    fn pin(disk: &crate::discover::Disk) -> UsbAwake {
+        let mut restore = Vec::new();
+        if let Some(u) = &disk.usb {
+            let ports = std::iter::once(u.port_path.clone())
+                .chain(u.hubs.iter().map(|h| h.port_path.clone()));
+            for port in ports {
+                let p = Path::new("/sys/bus/usb/devices")
+                    .join(port)
+                    .join("power/control");
+                if let Ok(old) = std::fs::read_to_string(&p) {
+                    let old = old.trim().to_string();
+                    if old != "on" && std::fs::write(&p, "on").is_ok() {
+                        restore.push((p, old));
+                    }
+                }
+            }
+        }
+        UsbAwake { restore }
+    }
+}
+
+impl Drop for UsbAwake {
+    fn drop(&mut self) {
+        for (p, old) in &self.restore {
+            let _ = std::fs::write(p, old);
+        }
     }
 }
 

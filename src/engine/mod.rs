@@ -217,10 +217,20 @@ pub struct JobCtx<'a> {
     pub deadline_ns: Option<u64>,
     pub data: Option<&'a dyn DataHook>,
     pub progress: &'a AtomicU64,
+    /// The caller's stop request (SIGINT/SIGTERM); the engine only reads it.
     pub stop: &'a AtomicBool,
+    /// Set by this run when one of its jobs fails, so the others stop too. Kept apart from
+    /// `stop`: a job's I/O error must not look like an interruption to the caller.
+    pub abort: &'a AtomicBool,
 }
 
 impl JobCtx<'_> {
+    /// Whether the job should stop early (asked by the caller, or another job failed).
+    #[inline]
+    pub fn should_stop(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.abort.load(Ordering::Relaxed)
+    }
+
     /// The error for a failed or short I/O, with a hint when O_DIRECT alignment is the cause.
     fn io_error(&self, op: OpKind, offset: u64, errno: i32) -> EngineError {
         let hint = if errno == libc::EINVAL && self.direct {
@@ -452,6 +462,7 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
     let (usr0, sys0) = process_cpu_ns();
     let start_ns = now_ns();
     let deadline_ns = spec.runtime.map(|d| start_ns + d.as_nanos() as u64);
+    let abort = AtomicBool::new(false);
     let results: Vec<Result<JobStats, EngineError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = spec
             .jobs
@@ -466,6 +477,7 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
                     data: spec.data.as_deref(),
                     progress: spec.progress.job(index),
                     stop: &spec.stop,
+                    abort: &abort,
                 };
                 std::thread::Builder::new()
                     .name(format!("usbperf-job{index}"))
@@ -473,7 +485,7 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
                         let result = engine.run_job(&ctx);
                         if result.is_err() {
                             // One failed job stops the others: their figures would be partial.
-                            ctx.stop.store(true, Ordering::Relaxed);
+                            ctx.abort.store(true, Ordering::Relaxed);
                         }
                         result
                     })

@@ -21,7 +21,7 @@ impl Engine for NullEngine {
         let mut batch: Vec<OpKind> = Vec::with_capacity(plan.queue_depth);
         let mut index = 0u64;
         loop {
-            if ctx.stop.load(Ordering::Relaxed) {
+            if ctx.should_stop() {
                 stats.stopped_by = StopReason::Interrupted;
                 break;
             }

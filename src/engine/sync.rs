@@ -69,7 +69,7 @@ fn worker(
     fill_random(buffer.slot_mut(0, len), plan.seed ^ slot as u64);
     let mut stats = JobStats::new();
     loop {
-        if ctx.stop.load(Ordering::Relaxed) {
+        if ctx.should_stop() {
             stats.stopped_by = StopReason::Interrupted;
             break;
         }

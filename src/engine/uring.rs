@@ -185,7 +185,7 @@ impl Engine for UringEngine {
         let fd = ctx.fd;
 
         loop {
-            if stopping.is_none() && ctx.stop.load(Ordering::Relaxed) {
+            if stopping.is_none() && ctx.should_stop() {
                 stopping = Some(StopReason::Interrupted);
             }
             if stopping.is_none() {

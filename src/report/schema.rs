@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::unit::UnitIdentity;
 use crate::discover::linkcheck::LinkFinding;
 use crate::discover::Disk;
+use crate::events::KernelEvent;
 use crate::matrix::config::Config;
 use crate::matrix::select::Placement;
 use crate::matrix::verdict::Verdict;
@@ -129,18 +130,10 @@ pub struct Cell {
     pub params: Option<WorkloadParams>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<BenchResult>,
-    /// Kernel messages attributed to this device while the cell ran, verbatim.
+    /// Kernel messages attributed to this device while the cell ran, verbatim; a `fatal`
+    /// one fails the cell.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kernel_events: Vec<KernelLine>,
-}
-
-/// A kernel log line attributed to a device under test.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KernelLine {
-    pub kind: String,
-    /// `fatal` fails the cell; `info` is context (e.g. a re-enumeration).
-    pub severity: String,
-    pub line: String,
+    pub kernel_events: Vec<KernelEvent>,
 }
 
 impl Report {

@@ -3,6 +3,7 @@
 //! runs, and preconditions that fail loudly (a test that cannot run must never pass).
 #![allow(dead_code)]
 
+use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -212,6 +213,66 @@ pub fn validate_reports(paths: &[PathBuf]) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A loop device over a write-sealed memfd: every write fails with EPERM in the backing
+/// file, loop completes the request with an error and the block layer logs
+/// "I/O error, dev loopN, sector ..." (device-mapper's `error` target would do too, but
+/// this kernel may lack device-mapper; loop is always there where the live tests run).
+pub struct SealedLoop {
+    pub dev: String,
+    _memfd: std::os::fd::OwnedFd,
+}
+
+impl SealedLoop {
+    pub fn new() -> SealedLoop {
+        require_tool("losetup", "mount");
+        let name = std::ffi::CString::new("usbperf-events-ioerr").unwrap();
+        // SAFETY: a NUL-terminated name and flags; the fd is owned right after.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_ALLOW_SEALING) };
+        assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+        // SAFETY: fd is a fresh, valid descriptor owned by nobody else.
+        let memfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        // SAFETY: valid fd; length and seal flags are plain integers.
+        unsafe {
+            assert_eq!(libc::ftruncate(fd, 1 << 20), 0, "ftruncate");
+            let seals = libc::F_SEAL_WRITE | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+            assert_eq!(
+                libc::fcntl(fd, libc::F_ADD_SEALS, seals),
+                0,
+                "F_ADD_SEALS: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let backing = format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            std::os::fd::AsRawFd::as_raw_fd(&memfd)
+        );
+        let out = Command::new("losetup")
+            .args(["--find", "--show", &backing])
+            .output()
+            .expect("run losetup");
+        assert!(
+            out.status.success(),
+            "precondition: losetup failed (loop driver available?): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SealedLoop {
+            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            _memfd: memfd,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.dev.trim_start_matches("/dev/")
+    }
+}
+
+impl Drop for SealedLoop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
 }
 
 // ---- workload helpers ----
