@@ -600,7 +600,9 @@ fn run_device(
                 kmsg_error = Some(e.to_string());
             }
         }
-        let outcome = workload::run(&params, selected, &opts);
+        let outcome = run_with_progress(r, &c.disk.name, &w, || {
+            workload::run(&params, selected, &opts)
+        });
         drop(tf);
         let mut kernel = Vec::new();
         if let Some(k) = r.kmsg.as_mut() {
@@ -683,6 +685,62 @@ fn run_device(
         }
         r.save();
     }
+}
+
+/// Sectors moved by a disk so far (`/sys/block/NAME/stat`, Documentation/block/stat.rst:
+/// fields 3 and 7 are sectors read and written, in 512-byte units whatever the device).
+fn disk_bytes_moved(name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(Path::new("/sys/block").join(name).join("stat")).ok()?;
+    let f: Vec<u64> = text
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    Some((f.get(2)? + f.get(6)?) * 512)
+}
+
+/// Runs one cell's workload while reporting live throughput from the kernel's own counters
+/// of the disk: on a terminal in the spinner, otherwise one line every 10 s (serial console,
+/// journal) so a long test never looks hung.
+fn run_with_progress<T: Send>(
+    r: &Runner,
+    disk: &str,
+    what: &str,
+    f: impl FnOnce() -> T + Send,
+) -> T {
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(f);
+        let t0 = Instant::now();
+        let start = disk_bytes_moved(disk);
+        let mut last_line = Instant::now();
+        let mut last = (Instant::now(), start.unwrap_or(0));
+        while !handle.is_finished() {
+            std::thread::sleep(Duration::from_millis(100));
+            let (Some(s0), Some(now)) = (start, disk_bytes_moved(disk)) else {
+                continue;
+            };
+            if last.0.elapsed() >= Duration::from_millis(500) {
+                let rate = (now - last.1) as f64 / last.0.elapsed().as_secs_f64() / 1048576.0;
+                r.progress.status(format!(
+                    "{disk} {what}: {:.0} s, {} moved, {rate:.1} MiB/s",
+                    t0.elapsed().as_secs_f64(),
+                    units::format_size(now - s0)
+                ));
+                if r.progress.bar.is_none() && last_line.elapsed() >= Duration::from_secs(10) {
+                    r.progress.line(format!(
+                        "usbperf-matrix: {disk} {what}: running {:.0} s, {} moved, {rate:.1} MiB/s",
+                        t0.elapsed().as_secs_f64(),
+                        units::format_size(now - s0)
+                    ));
+                    last_line = Instant::now();
+                }
+                last = (Instant::now(), now);
+            }
+        }
+        match handle.join() {
+            Ok(v) => v,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    })
 }
 
 /// Sets `power/control` to `on` for a USB disk's device and hubs, restoring the old values
