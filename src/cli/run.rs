@@ -22,6 +22,9 @@ use crate::safety::{self, lock::RunLock, signals, testfile, SystemFacts};
 use crate::units;
 use crate::workload::{self, RunOptions, WorkloadKind, WorkloadParams};
 
+/// Test file size for a test that names none.
+const DEFAULT_FILE_BYTES: u64 = 64 << 20;
+
 /// The configuration installed by the Yocto recipe; used when `--config` is not given.
 pub const DEFAULT_CONFIG: &str = "/etc/usbperf/usbperf.yaml";
 
@@ -545,9 +548,15 @@ fn run_device(
         // Each cell gets its own test file, removed when it drops (and on signals).
         let tf;
         let (target, size) = match &placement {
+            // hdparm -t reads the raw device, which is safe even while it is mounted; a test
+            // file would first have to be written and would measure the filesystem too.
+            Placement::File(_) if spec.workload == WorkloadKind::ReadBuffered => {
+                tf = None;
+                (PathBuf::from(&c.disk.dev_node), spec.size.map(|s| s.0))
+            }
             Placement::File(ft) => {
                 tf = Some(testfile::TestFile::reserve(&ft.dir));
-                let want = spec.size.map(|s| s.0).unwrap_or(64 << 20);
+                let want = spec.size.map(|s| s.0).unwrap_or(DEFAULT_FILE_BYTES);
                 let size = want.min(ft.max_file_bytes);
                 (
                     tf.as_ref()
