@@ -186,3 +186,109 @@ pub fn status_name<T: Serialize>(s: T) -> String {
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discover::{DeviceClass, SataLink, UsbHop, UsbLink};
+    use crate::engine::{self, EngineRequest};
+    use crate::workload::{self, RunOptions, WorkloadParams};
+
+    fn rules(y: &str) -> Vec<Threshold> {
+        serde_norway::from_str(y).unwrap()
+    }
+
+    fn usb_disk(speed: f64) -> Disk {
+        Disk {
+            name: "sda".into(),
+            class: DeviceClass::Usb,
+            size_bytes: Some(8 << 30),
+            usb: Some(UsbLink {
+                port_path: "1-1".into(),
+                speed_mbps: Some(speed),
+                min_chain_speed_mbps: Some(speed),
+                root_hub: Some(UsbHop {
+                    port_path: "usb1".into(),
+                    speed_mbps: Some(480.0),
+                    ..UsbHop::default()
+                }),
+                ..UsbLink::default()
+            }),
+            ..Disk::default()
+        }
+    }
+
+    #[test]
+    fn device_limits() {
+        let t = rules(
+            "- {select: {class: usb}, min_link_mbps: 480, min_capacity: 16G}\n\
+             - {select: {class: sata}, min_sata_gbps: 6}\n",
+        );
+        let facts = SystemFacts::default();
+        let good = usb_disk(480.0);
+        let r = device_reasons(&good, &applicable(&t, &good, &facts));
+        assert_eq!(r.len(), 1, "only capacity fails: {r:?}");
+        assert!(
+            r[0].starts_with("capacity: 8G is below the 16G required [thresholds[0]"),
+            "{r:?}"
+        );
+
+        let slow = usb_disk(12.0);
+        let r = device_reasons(&slow, &applicable(&t, &slow, &facts));
+        assert!(
+            r.iter().any(|x| x.contains("port 1-1 linked at 12M")),
+            "{r:?}"
+        );
+
+        let mut sata = Disk {
+            name: "sdb".into(),
+            class: DeviceClass::Sata,
+            sata: Some(SataLink {
+                port: "ata1".into(),
+                sata_spd_gbps: Some(3.0),
+                ..SataLink::default()
+            }),
+            ..Disk::default()
+        };
+        let r = device_reasons(&sata, &applicable(&t, &sata, &facts));
+        assert!(
+            r[0].contains("SATA link at 3.0 Gbps, below the 6.0 Gbps"),
+            "{r:?}"
+        );
+        sata.sata.as_mut().unwrap().sata_spd_gbps = None;
+        let r = device_reasons(&sata, &applicable(&t, &sata, &facts));
+        assert!(
+            r[0].contains("unknown"),
+            "an unknown link is not a pass: {r:?}"
+        );
+    }
+
+    #[test]
+    fn result_limits_on_a_real_result() {
+        // A real result from the null engine (no device I/O) over a real file.
+        let dir = std::env::temp_dir().join(format!("usbperf-verdict-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut p = WorkloadParams::defaults(WorkloadKind::RandRead, dir.join("f"));
+        p.engine = EngineRequest::Null;
+        p.size_bytes = Some(1 << 20);
+        p.cache = crate::workload::CacheMode::Buffered;
+        let sel = engine::select(EngineRequest::Null).unwrap();
+        let res = workload::run(&p, &sel, &RunOptions::default()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(res.iops > 0.0);
+
+        let t = rules(
+            "- {select: {class: usb}, workload: rand-read, min_iops: 1.0e15, min_mib_per_s: 1.0e15}\n\
+             - {select: {class: usb}, workload: seq-write, min_iops: 1.0e15}\n\
+             - {select: {class: usb}, min_iops: 1, max_stalls: 0, max_p99_latency_ms: 60000}\n",
+        );
+        let d = usb_disk(480.0);
+        let r = result_reasons(&res, &applicable(&t, &d, &SystemFacts::default()));
+        assert_eq!(r.len(), 2, "only rule 0 applies and fails, twice: {r:?}");
+        assert!(r[0].contains("MiB/s < minimum"), "{r:?}");
+        assert!(
+            r[1].contains("IOPS < minimum 1000000000000000 IOPS [thresholds[0] (class usb)]"),
+            "{r:?}"
+        );
+    }
+}
