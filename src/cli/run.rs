@@ -9,6 +9,7 @@ use anyhow::Context;
 use chrono::Utc;
 
 use super::UsageError;
+use crate::discover::linkcheck::{check_links, PortExpectation};
 use crate::discover::{self, Backend, Inventory, SysfsRoot};
 use crate::engine::{self, EngineRequest};
 use crate::events;
@@ -409,19 +410,17 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
         let rules = verdict::applicable(&cfg.thresholds, &c.disk, &facts);
         let d = &mut runner.report.devices[di];
         let mut reasons = verdict::device_reasons(&c.disk, &rules);
-        for t in rules.iter().filter(|(_, t)| t.min_link_mbps.is_some()) {
-            if let Some(u) = &c.disk.usb {
-                let cause = crate::discover::linkcheck::cause(t.1.min_link_mbps.unwrap_or(0.0), u);
-                d.link_checks.push(crate::discover::linkcheck::LinkFinding {
+        // The structured record of each link check (the reasons above say the same in words).
+        if let Some(u) = &c.disk.usb {
+            let expect: Vec<PortExpectation> = rules
+                .iter()
+                .filter_map(|(_, t)| t.min_link_mbps)
+                .map(|min| PortExpectation {
                     port: format!("usb:{}", u.port_path),
-                    disks: vec![c.disk.name.clone()],
-                    expected_mbps: t.1.min_link_mbps.unwrap_or(0.0),
-                    measured_mbps: u.speed_mbps,
-                    min_chain_speed_mbps: u.min_chain_speed_mbps,
-                    pass: cause.is_empty(),
-                    cause,
-                });
-            }
+                    min_speed_mbps: min,
+                })
+                .collect();
+            d.link_checks = check_links(std::slice::from_ref(&c.disk), &expect);
         }
         for cell in &d.cells {
             if matches!(cell.status, CellStatus::Failed | CellStatus::Error) {
@@ -464,18 +463,17 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
     Ok(exit)
 }
 
-/// The largest test file the matrix asks for (placement checks there is room for it).
+/// The smallest test file worth placing on a filesystem: the smallest size any file test of
+/// the matrix asks for, at most 16 MiB (larger sizes are clamped to the room the headroom
+/// leaves, with a note in the report).
 fn min_file(cfg: &Config) -> u64 {
-    // A test file smaller than this measures nothing useful; larger sizes are clamped to the
-    // room the headroom leaves.
-    let wanted = cfg
-        .tests
+    cfg.tests
         .iter()
-        .filter(|t| writes(t.workload, t.read_percent) || t.workload != WorkloadKind::ReadBuffered)
+        .filter(|t| t.workload != WorkloadKind::ReadBuffered)
         .filter_map(|t| t.size.map(|s| s.0))
         .min()
-        .unwrap_or(16 << 20);
-    wanted.min(16 << 20)
+        .unwrap_or(16 << 20)
+        .min(16 << 20)
 }
 
 /// Discovers devices, waiting up to `wait_devices` for every `required` rule to match.
