@@ -44,14 +44,19 @@ fn json_run_on_a_new_file_passes_and_cleans_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let engine = if cfg!(feature = "uring") {
+        "uring"
+    } else {
+        "sync"
+    };
     assert!(
-        stderr.contains("engine: uring"),
+        stderr.contains(&format!("engine: {engine}")),
         "one line says which engine ran: {stderr}"
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["bytes"], 4 << 20);
     assert_eq!(v["params"]["queue_depth"], 8);
-    assert_eq!(v["engine"], "uring");
+    assert_eq!(v["engine"], engine);
     assert!(v["read"]["latency"]["p99_ns"].as_u64().unwrap() > 0);
     assert!(!path.exists(), "the created file is deleted without --keep");
 }

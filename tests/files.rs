@@ -10,6 +10,7 @@ use usbperf::engine::{self, EngineRequest, StopReason};
 use usbperf::workload::verify::{MismatchKind, VerifyPhase};
 use usbperf::workload::{CacheMode, WorkloadError, WorkloadKind};
 
+#[cfg(feature = "uring")]
 #[test]
 fn sync_fallback_moves_the_same_bytes_as_uring() {
     let scratch = Scratch::new("agree");
@@ -59,7 +60,7 @@ fn unaligned_block_size_under_o_direct_is_a_clear_error() {
     let mut p = params(WorkloadKind::RandRead, &path);
     p.size_bytes = Some(1 << 20);
     p.block_bytes = 1000;
-    let err = run(&p, EngineRequest::Uring).unwrap_err();
+    let err = run(&p, EngineRequest::Auto).unwrap_err();
     assert!(matches!(err, WorkloadError::Alignment(1000)), "{err}");
     assert!(err.to_string().contains("multiple of 512"), "{err}");
     assert!(!path.exists(), "nothing is created for a rejected command");
@@ -75,7 +76,7 @@ fn a_test_stops_at_its_time_bound() {
     p.block_bytes = 4096;
     p.cache = CacheMode::Dsync;
     p.runtime_ms = Some(300);
-    for engine in [EngineRequest::Uring, EngineRequest::Sync] {
+    for engine in common::engines() {
         let r = run(&p, engine).unwrap();
         assert_eq!(r.stopped_by, StopReason::Time, "{engine:?}");
         assert!(r.bytes > 0 && r.bytes < 1 << 30, "{engine:?}: {}", r.bytes);
