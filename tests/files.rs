@@ -6,7 +6,7 @@ mod common;
 use std::os::unix::fs::FileExt;
 
 use common::{params, run, Scratch};
-use usbperf::engine::{self, EngineRequest, StopReason};
+use usbperf::engine::{EngineRequest, StopReason};
 use usbperf::workload::verify::{MismatchKind, VerifyPhase};
 use usbperf::workload::{CacheMode, WorkloadError, WorkloadKind};
 
@@ -30,8 +30,8 @@ fn sync_fallback_moves_the_same_bytes_as_uring() {
         }
         let uring = run(&p, EngineRequest::Uring).unwrap();
         let sync = run(&p, EngineRequest::Sync).unwrap();
-        assert_eq!(uring.engine, engine::EngineKind::Uring);
-        assert_eq!(sync.engine, engine::EngineKind::Sync);
+        assert_eq!(uring.engine, usbperf::engine::EngineKind::Uring);
+        assert_eq!(sync.engine, usbperf::engine::EngineKind::Sync);
         assert_eq!(uring.stopped_by, StopReason::Size);
         assert_eq!(sync.stopped_by, StopReason::Size);
         // The size bound is the total over all jobs: exactly one pass over the region.

@@ -279,8 +279,8 @@ pub fn table(r: &BenchResult) -> String {
         out.push_str(&format!(
             "queue  {} read_ahead_kb {} scheduler {}\n",
             q.device,
-            q.read_ahead_kb.map_or("?".into(), |v| v.to_string()),
-            q.scheduler.as_deref().unwrap_or("?")
+            q.read_ahead_kb.map_or("n/a".into(), |v| v.to_string()),
+            q.scheduler.as_deref().unwrap_or("n/a")
         ));
     }
     if let Some(ns) = r.flush_ns {
