@@ -128,3 +128,55 @@ fn a_failed_verify_is_a_failed_verdict() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("16 bad"));
 }
+
+#[test]
+fn sigint_stops_the_run_cleanly_with_exit_code_3() {
+    let scratch = Scratch::new("cli-sigint");
+    let path = scratch.path("t.dat");
+    let child = Command::new(env!("CARGO_BIN_EXE_usbperf-matrix"))
+        .args(["bench", "--target"])
+        .arg(&path)
+        .args([
+            "--workload",
+            "rand-read",
+            "--size",
+            "8M",
+            "--qd",
+            "2",
+            "--jobs",
+            "1",
+            "--time-based",
+            "--runtime",
+            "10m",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the run has started (the engine line is printed before it), then interrupt.
+    let pid = child.id() as libc::pid_t;
+    let mut stderr = child.stderr.unwrap();
+    let mut line = [0u8; 256];
+    let n = std::io::Read::read(&mut stderr, &mut line).unwrap();
+    assert!(String::from_utf8_lossy(&line[..n]).contains("engine:"));
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.unwrap(), &mut stdout).unwrap();
+    let mut status: libc::c_int = 0;
+    // SAFETY: waiting for our own child, whose handles were moved out above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status),
+        "killed instead of stopping: {status}"
+    );
+    assert_eq!(libc::WEXITSTATUS(status), 3);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["stopped_by"], "interrupted");
+    assert!(
+        !path.exists(),
+        "the created file is removed after an interrupt too"
+    );
+}

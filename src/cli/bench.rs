@@ -199,8 +199,6 @@ fn install_stop(stop: Arc<AtomicBool>) {
 
 pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
     let params = args.params();
-    let selected = engine::select(params.engine)?;
-    eprintln!("usbperf-matrix: engine: {}", selected.reason);
     let options = RunOptions {
         sysfs_root: cli
             .sysfs_root
@@ -208,7 +206,11 @@ pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
             .unwrap_or_else(|| PathBuf::from("/sys")),
         ..RunOptions::default()
     };
+    // Installed before anything is printed, so a SIGINT after the engine line never kills us
+    // half-way (a created file would be left behind).
     install_stop(options.stop.clone());
+    let selected = engine::select(params.engine)?;
+    eprintln!("usbperf-matrix: engine: {}", selected.reason);
     let result = workload::run(&params, &selected, &options)
         .with_context(|| format!("{:?} on {}", params.workload, params.target.display()))?;
     match args.format {
