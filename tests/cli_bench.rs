@@ -133,7 +133,7 @@ fn a_failed_verify_is_a_failed_verdict() {
 fn sigint_stops_the_run_cleanly_with_exit_code_3() {
     let scratch = Scratch::new("cli-sigint");
     let path = scratch.path("t.dat");
-    let child = Command::new(env!("CARGO_BIN_EXE_usbperf-matrix"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_usbperf-matrix"))
         .args(["bench", "--target"])
         .arg(&path)
         .args([
@@ -156,24 +156,23 @@ fn sigint_stops_the_run_cleanly_with_exit_code_3() {
         .spawn()
         .unwrap();
     // Wait until the run has started (the engine line is printed before it), then interrupt.
-    let pid = child.id() as libc::pid_t;
-    let mut stderr = child.stderr.unwrap();
+    let mut stderr = child.stderr.take().unwrap();
     let mut line = [0u8; 256];
     let n = std::io::Read::read(&mut stderr, &mut line).unwrap();
     assert!(String::from_utf8_lossy(&line[..n]).contains("engine:"));
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let mut stdout = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.unwrap(), &mut stdout).unwrap();
-    let mut status: libc::c_int = 0;
-    // SAFETY: waiting for our own child, whose handles were moved out above.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status),
-        "killed instead of stopping: {status}"
+    // SAFETY: signalling our own child, which has not been waited for yet.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
     );
-    assert_eq!(libc::WEXITSTATUS(status), 3);
-    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "killed instead of stopping: {:?}",
+        out.status
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["stopped_by"], "interrupted");
     assert!(
         !path.exists(),

@@ -164,7 +164,8 @@ fn unaligned_offset_on_a_block_device_is_a_clear_error_not_a_crash() {
         };
         match &err {
             EngineError::Io { offset, source, .. } => {
-                assert_eq!(*offset, 100, "{err}");
+                // Whichever in-flight I/O failed first: all of them are 100 bytes off.
+                assert_eq!(*offset % 4096, 100, "{err}");
                 assert_eq!(source.raw_os_error(), Some(libc::EINVAL), "{err}");
             }
             other => panic!("{request:?}: expected an I/O error, got {other}"),
