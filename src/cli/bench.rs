@@ -291,7 +291,7 @@ pub fn table(r: &BenchResult) -> String {
     if let Some(c) = &r.curve {
         for s in &c.samples {
             out.push_str(&format!(
-                "curve  {:>8.1} s {:>10.1} MiB {:>8.1} MiB/s\n",
+                "curve  {:>8.2} s {:>10.1} MiB {:>8.1} MiB/s\n",
                 s.t_s, s.cumulative_mib, s.mib_per_s
             ));
         }
