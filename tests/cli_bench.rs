@@ -44,14 +44,19 @@ fn json_run_on_a_new_file_passes_and_cleans_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let engine = if cfg!(feature = "uring") {
+        "uring"
+    } else {
+        "sync"
+    };
     assert!(
-        stderr.contains("engine: uring"),
+        stderr.contains(&format!("engine: {engine}")),
         "one line says which engine ran: {stderr}"
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["bytes"], 4 << 20);
     assert_eq!(v["params"]["queue_depth"], 8);
-    assert_eq!(v["engine"], "uring");
+    assert_eq!(v["engine"], engine);
     assert!(v["read"]["latency"]["p99_ns"].as_u64().unwrap() > 0);
     assert!(!path.exists(), "the created file is deleted without --keep");
 }
@@ -122,4 +127,55 @@ fn a_failed_verify_is_a_failed_verdict() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("16 bad"));
+}
+
+#[test]
+fn sigint_stops_the_run_cleanly_with_exit_code_3() {
+    let scratch = Scratch::new("cli-sigint");
+    let path = scratch.path("t.dat");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_usbperf-matrix"))
+        .args(["bench", "--target"])
+        .arg(&path)
+        .args([
+            "--workload",
+            "rand-read",
+            "--size",
+            "8M",
+            "--qd",
+            "2",
+            "--jobs",
+            "1",
+            "--time-based",
+            "--runtime",
+            "10m",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the run has started (the engine line is printed before it), then interrupt.
+    let mut stderr = child.stderr.take().unwrap();
+    let mut line = [0u8; 256];
+    let n = std::io::Read::read(&mut stderr, &mut line).unwrap();
+    assert!(String::from_utf8_lossy(&line[..n]).contains("engine:"));
+    // SAFETY: signalling our own child, which has not been waited for yet.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "killed instead of stopping: {:?}",
+        out.status
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stopped_by"], "interrupted");
+    assert!(
+        !path.exists(),
+        "the created file is removed after an interrupt too"
+    );
 }

@@ -6,10 +6,11 @@ mod common;
 use std::os::unix::fs::FileExt;
 
 use common::{params, run, Scratch};
-use usbperf::engine::{self, EngineRequest, StopReason};
+use usbperf::engine::{EngineRequest, StopReason};
 use usbperf::workload::verify::{MismatchKind, VerifyPhase};
 use usbperf::workload::{CacheMode, WorkloadError, WorkloadKind};
 
+#[cfg(feature = "uring")]
 #[test]
 fn sync_fallback_moves_the_same_bytes_as_uring() {
     let scratch = Scratch::new("agree");
@@ -29,8 +30,8 @@ fn sync_fallback_moves_the_same_bytes_as_uring() {
         }
         let uring = run(&p, EngineRequest::Uring).unwrap();
         let sync = run(&p, EngineRequest::Sync).unwrap();
-        assert_eq!(uring.engine, engine::EngineKind::Uring);
-        assert_eq!(sync.engine, engine::EngineKind::Sync);
+        assert_eq!(uring.engine, usbperf::engine::EngineKind::Uring);
+        assert_eq!(sync.engine, usbperf::engine::EngineKind::Sync);
         assert_eq!(uring.stopped_by, StopReason::Size);
         assert_eq!(sync.stopped_by, StopReason::Size);
         // The size bound is the total over all jobs: exactly one pass over the region.
@@ -59,7 +60,7 @@ fn unaligned_block_size_under_o_direct_is_a_clear_error() {
     let mut p = params(WorkloadKind::RandRead, &path);
     p.size_bytes = Some(1 << 20);
     p.block_bytes = 1000;
-    let err = run(&p, EngineRequest::Uring).unwrap_err();
+    let err = run(&p, EngineRequest::Auto).unwrap_err();
     assert!(matches!(err, WorkloadError::Alignment(1000)), "{err}");
     assert!(err.to_string().contains("multiple of 512"), "{err}");
     assert!(!path.exists(), "nothing is created for a rejected command");
@@ -75,7 +76,7 @@ fn a_test_stops_at_its_time_bound() {
     p.block_bytes = 4096;
     p.cache = CacheMode::Dsync;
     p.runtime_ms = Some(300);
-    for engine in [EngineRequest::Uring, EngineRequest::Sync] {
+    for engine in common::engines() {
         let r = run(&p, engine).unwrap();
         assert_eq!(r.stopped_by, StopReason::Time, "{engine:?}");
         assert!(r.bytes > 0 && r.bytes < 1 << 30, "{engine:?}: {}", r.bytes);

@@ -199,8 +199,6 @@ fn install_stop(stop: Arc<AtomicBool>) {
 
 pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
     let params = args.params();
-    let selected = engine::select(params.engine)?;
-    eprintln!("usbperf-matrix: engine: {}", selected.reason);
     let options = RunOptions {
         sysfs_root: cli
             .sysfs_root
@@ -208,7 +206,11 @@ pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
             .unwrap_or_else(|| PathBuf::from("/sys")),
         ..RunOptions::default()
     };
+    // Installed before anything is printed, so a SIGINT after the engine line never kills us
+    // half-way (a created file would be left behind).
     install_stop(options.stop.clone());
+    let selected = engine::select(params.engine)?;
+    eprintln!("usbperf-matrix: engine: {}", selected.reason);
     let result = workload::run(&params, &selected, &options)
         .with_context(|| format!("{:?} on {}", params.workload, params.target.display()))?;
     match args.format {
@@ -279,8 +281,8 @@ pub fn table(r: &BenchResult) -> String {
         out.push_str(&format!(
             "queue  {} read_ahead_kb {} scheduler {}\n",
             q.device,
-            q.read_ahead_kb.map_or("?".into(), |v| v.to_string()),
-            q.scheduler.as_deref().unwrap_or("?")
+            q.read_ahead_kb.map_or("n/a".into(), |v| v.to_string()),
+            q.scheduler.as_deref().unwrap_or("n/a")
         ));
     }
     if let Some(ns) = r.flush_ns {
@@ -289,7 +291,7 @@ pub fn table(r: &BenchResult) -> String {
     if let Some(c) = &r.curve {
         for s in &c.samples {
             out.push_str(&format!(
-                "curve  {:>8.1} s {:>10.1} MiB {:>8.1} MiB/s\n",
+                "curve  {:>8.2} s {:>10.1} MiB {:>8.1} MiB/s\n",
                 s.t_s, s.cumulative_mib, s.mib_per_s
             ));
         }

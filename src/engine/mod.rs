@@ -409,10 +409,16 @@ pub fn select(request: EngineRequest) -> Result<Selected, EngineError> {
                     reason,
                 })
             }
-            Err(e) => Ok(Selected {
-                engine: Box::new(sync::SyncEngine),
-                reason: format!("sync engine (auto fallback): {e}"),
-            }),
+            Err(e) => {
+                let why = match e {
+                    EngineError::UringUnavailable { reason } => reason,
+                    other => other.to_string(),
+                };
+                Ok(Selected {
+                    engine: Box::new(sync::SyncEngine),
+                    reason: format!("sync engine (auto fallback, io_uring unavailable: {why})"),
+                })
+            }
         },
     }
 }

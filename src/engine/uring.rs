@@ -122,6 +122,9 @@ impl UringEngine {
     }
 }
 
+/// Consecutive failed `io_uring_enter` calls after which a job gives up draining its ring.
+const MAX_ENTER_FAILURES: u32 = 100;
+
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     op: OpKind,
@@ -183,6 +186,7 @@ impl Engine for UringEngine {
         let mut stopping: Option<StopReason> = None;
         let mut first_error: Option<EngineError> = None;
         let fd = ctx.fd;
+        let mut enter_failures = 0u32;
 
         loop {
             if stopping.is_none() && ctx.should_stop() {
@@ -251,13 +255,25 @@ impl Engine for UringEngine {
                 break;
             }
             match ring.submit_and_wait(1) {
-                Ok(_) => {}
+                Ok(_) => enter_failures = 0,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
                 Err(e) => {
-                    return Err(EngineError::Setup {
-                        what: "io_uring_enter",
-                        source: e,
-                    })
+                    // Keep reaping what is in flight (the kernel still owns those buffers);
+                    // give up only if the ring stays unusable.
+                    enter_failures += 1;
+                    stopping = Some(StopReason::Interrupted);
+                    if enter_failures >= MAX_ENTER_FAILURES {
+                        return Err(EngineError::Setup {
+                            what: "io_uring_enter",
+                            source: e,
+                        });
+                    }
+                    if first_error.is_none() {
+                        first_error = Some(EngineError::Setup {
+                            what: "io_uring_enter",
+                            source: e,
+                        });
+                    }
                 }
             }
             // One clock read for every completion reaped in this pass.

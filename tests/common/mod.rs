@@ -312,6 +312,15 @@ pub fn run(params: &WorkloadParams, engine: EngineRequest) -> Result<BenchResult
     workload::run(params, &selected, &RunOptions::default())
 }
 
+/// The engines this build has: `uring` only with the `uring` feature (armv7 builds lack it).
+pub fn engines() -> Vec<EngineRequest> {
+    let mut engines = vec![EngineRequest::Sync];
+    if cfg!(feature = "uring") {
+        engines.insert(0, EngineRequest::Uring);
+    }
+    engines
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
