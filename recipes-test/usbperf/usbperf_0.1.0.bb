@@ -17,8 +17,8 @@ LIC_FILES_CHKSUM = "file://LICENSE-APACHE;md5=3b83ef96387f14655fc854ddc3c6bd57 \
 # nooelint: oelint.vars.fileextrapaths,oelint.vars.outofcontext
 FILESEXTRAPATHS:prepend := "${THISDIR}/../..:"
 
-# Everything lands in ${S} (the default ${WORKDIR}/${BP} on scarthgap,
-# ${UNPACKDIR}/${BP} on wrynose) through subdir=${BP}.
+# subdir=${BP} puts everything into the default S of both releases (the
+# ${BP} directory of the unpack area), so S is not set here.
 SRC_URI = "file://Cargo.toml;subdir=${BP} \
            file://Cargo.lock;subdir=${BP} \
            file://src;subdir=${BP} \
@@ -52,6 +52,10 @@ PACKAGECONFIG[uring] = ""
 # both releases use for do_compile and for the ptest build.
 CARGO_FEATURES = "${@bb.utils.filter('PACKAGECONFIG', 'udev uring', d)}"
 CARGO_BUILD_FLAGS += "--no-default-features --features '${CARGO_FEATURES}'"
+
+# Cargo.toml's release profile strips the binary; here oe-core strips it and
+# keeps the debug info in ${PN}-dbg ("already-stripped" is a QA error).
+export CARGO_PROFILE_RELEASE_STRIP = "false"
 
 # Board profile written into /etc/usbperf/usbperf.yaml.
 USBPERF_PROFILE ?= "quick"
