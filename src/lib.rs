@@ -5,5 +5,12 @@
 
 pub mod cli;
 pub mod discover;
+pub mod engine;
+pub mod events;
 pub mod exit;
+pub mod matrix;
+pub mod report;
+pub mod safety;
+pub mod stats;
 pub mod units;
+pub mod workload;

@@ -1,9 +1,170 @@
-//! Owns `usbperf-matrix list`: the block-device inventory as a table, YAML or JSON.
+//! Owns `usbperf-matrix list`: the block-device inventory as a table, YAML or JSON, and the
+//! link check against `--expect PORT=SPEED`.
+
+use anyhow::Context;
+
+use super::{inventory, link_findings, print_findings, Format};
+use crate::discover::parse::{human_bytes, speed_label};
+use crate::discover::{linkcheck::PortExpectation, Disk, Inventory};
 use crate::exit::Exit;
 
 #[derive(Debug, clap::Args)]
-pub struct ListArgs {}
+pub struct ListArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also list disks of size 0 (detached loop devices, empty card readers).
+    #[arg(long)]
+    pub all: bool,
+    /// Check that the USB device on PORT linked at least at SPEED Mbit/s, e.g. `usb:1-1=480`
+    /// (repeatable). A shortfall makes the exit code 1.
+    #[arg(long, value_name = "PORT=SPEED")]
+    pub expect: Vec<PortExpectation>,
+}
 
-pub fn run(_cli: &super::Cli, _args: &ListArgs) -> anyhow::Result<Exit> {
-    anyhow::bail!("list: inventory is being wired in")
+pub fn run(cli: &super::Cli, args: &ListArgs) -> anyhow::Result<Exit> {
+    let mut inv = inventory(cli)?;
+    if !args.all {
+        inv.disks.retain(|d| d.size_bytes != Some(0));
+    }
+    let findings = link_findings(&inv, &args.expect);
+    match args.format {
+        Format::Table => {
+            print!("{}", table(&inv));
+            print_findings(&findings);
+        }
+        Format::Yaml | Format::Json => {
+            let doc = ListDoc {
+                inventory: &inv,
+                link_check: &findings,
+            };
+            let text = if args.format == Format::Yaml {
+                serde_norway::to_string(&doc).context("could not encode the inventory as YAML")?
+            } else {
+                serde_json::to_string_pretty(&doc)
+                    .context("could not encode the inventory as JSON")?
+                    + "\n"
+            };
+            print!("{text}");
+        }
+    }
+    Ok(if findings.iter().all(|f| f.pass) {
+        Exit::Pass
+    } else {
+        Exit::VerdictFailed
+    })
+}
+
+#[derive(serde::Serialize)]
+struct ListDoc<'a> {
+    #[serde(flatten)]
+    inventory: &'a Inventory,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    link_check: &'a [crate::discover::linkcheck::LinkFinding],
+}
+
+fn link_col(d: &Disk) -> String {
+    if let Some(u) = &d.usb {
+        let sp = u.speed_mbps.map(speed_label).unwrap_or_else(|| "?".into());
+        let drv = u.driver.as_deref().unwrap_or("?");
+        let chain = match (u.min_chain_speed_mbps, u.speed_mbps) {
+            (Some(m), Some(s)) if m < s => format!(" (chain {})", speed_label(m)),
+            _ => String::new(),
+        };
+        return format!("usb {} {sp} {drv}{chain}", u.port_path);
+    }
+    if let Some(s) = &d.sata {
+        let spd = s
+            .sata_spd_gbps
+            .map(|g| format!("{g:.1} Gbps"))
+            .unwrap_or_else(|| "link ?".into());
+        return format!("{} {spd}", s.port);
+    }
+    if let Some(m) = &d.mmc {
+        let mut s = format!("{} {}", m.card, m.card_type.as_deref().unwrap_or("?"));
+        if let Some(t) = &m.timing {
+            s.push(' ');
+            s.push_str(t);
+        }
+        if let Some(a) = &m.area {
+            s.push_str(&format!(
+                " area={}",
+                serde_json::to_value(a).unwrap_or_default()
+            ));
+        }
+        return s;
+    }
+    String::new()
+}
+
+fn mounts_col(d: &Disk) -> String {
+    let mut v: Vec<String> = d.mounts.iter().map(|m| m.mountpoint.clone()).collect();
+    for p in &d.partitions {
+        for m in &p.mounts {
+            v.push(format!("{}:{}", p.name, m.mountpoint));
+        }
+    }
+    if !d.holders.is_empty() {
+        v.push(format!("held by {}", d.holders.join(",")));
+    }
+    v.join(" ")
+}
+
+/// A plain aligned table: one disk a line.
+pub fn table(inv: &Inventory) -> String {
+    let mut rows: Vec<[String; 7]> = vec![[
+        "NAME".into(),
+        "CLASS".into(),
+        "SIZE".into(),
+        "MODEL".into(),
+        "SERIAL".into(),
+        "LINK".into(),
+        "MOUNTS".into(),
+    ]];
+    for d in &inv.disks {
+        let model = [d.vendor.as_deref(), d.model.as_deref()]
+            .iter()
+            .flatten()
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        rows.push([
+            d.name.clone(),
+            d.class.to_string(),
+            d.size_bytes.map(human_bytes).unwrap_or_else(|| "?".into()),
+            model,
+            d.serial.clone().unwrap_or_default(),
+            link_col(d),
+            mounts_col(d),
+        ]);
+    }
+    let mut widths = [0usize; 7];
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in &rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "{} disk(s), backend {} ({})\n",
+        inv.disks.len(),
+        inv.backend,
+        inv.backend_reason
+    ));
+    for w in &inv.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out
 }

@@ -1,12 +1,16 @@
 //! Owns the command line: clap definitions, dispatch to one file per subcommand, error printing.
 
+mod bench;
 mod list;
+mod run;
 mod tree;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::discover::linkcheck::{check_links, LinkFinding, PortExpectation};
+use crate::discover::{self, Backend, Inventory, SysfsRoot};
 use crate::exit::Exit;
 
 /// Storage inventory, USB link check and I/O test matrix for embedded Linux boards.
@@ -38,8 +42,12 @@ pub enum BackendArg {
 pub enum Command {
     /// List block devices with bus, class, identity, size and USB/SATA/MMC link data.
     List(list::ListArgs),
+    /// The factory run: test every configured device, judge it, write the YAML report.
+    Run(run::RunArgs),
     /// Show USB storage as a tree from each root hub (like `lsusb -t`), with speeds and drivers.
     Tree(tree::TreeArgs),
+    /// Run one storage test (fio-like): a workload on a file or block device.
+    Bench(bench::BenchArgs),
 }
 
 /// Parses the command line, runs it, prints any error with its causes, returns the exit code.
@@ -72,6 +80,8 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
     match &cli.command {
         Command::List(args) => list::run(cli, args),
         Command::Tree(args) => tree::run(cli, args),
+        Command::Run(args) => run::run(cli, args),
+        Command::Bench(args) => bench::run(cli, args),
     }
 }
 
@@ -79,3 +89,61 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// Output formats of the inventory commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Yaml,
+    Json,
+}
+
+/// Runs discovery as the global flags say.
+pub(crate) fn inventory(cli: &Cli) -> anyhow::Result<Inventory> {
+    let sys = match &cli.sysfs_root {
+        Some(dir) => SysfsRoot::at(dir),
+        None => SysfsRoot::live(),
+    };
+    let backend =
+        match (cli.backend, cli.sysfs_root.is_some()) {
+            // libudev always reads the live /sys: a copied tree can only be walked directly.
+            (BackendArg::Udev, true) => return Err(UsageError(
+                "--backend udev reads the live /sys only; with --sysfs-root use --backend sysfs \
+                 (or run under umockdev-run to give libudev a recorded tree)"
+                    .into(),
+            )
+            .into()),
+            (_, true) | (BackendArg::Sysfs, false) => Backend::Sysfs,
+            (BackendArg::Udev, false) => Backend::Udev,
+            (BackendArg::Auto, false) => Backend::Auto,
+        };
+    discover::discover(&sys, backend).map_err(|e| match e {
+        discover::DiscoverError::NotSysfs(_) | discover::DiscoverError::UdevNotBuilt => {
+            UsageError(e.to_string()).into()
+        }
+        other => anyhow::Error::new(other).context("could not enumerate block devices"),
+    })
+}
+
+pub(crate) fn link_findings(inv: &Inventory, expect: &[PortExpectation]) -> Vec<LinkFinding> {
+    check_links(&inv.disks, expect)
+}
+
+pub(crate) fn print_findings(findings: &[LinkFinding]) {
+    for f in findings {
+        let measured = f
+            .measured_mbps
+            .map(discover::parse::speed_label)
+            .unwrap_or_else(|| "-".into());
+        if f.pass {
+            println!(
+                "link {}: PASS {} >= {}",
+                f.port,
+                measured,
+                discover::parse::speed_label(f.expected_mbps)
+            );
+        } else {
+            println!("link {}: FAIL {}", f.port, f.cause);
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! Owns `usbperf-matrix bench`: one fio-like test on one target, printed as a table, YAML or
+//! JSON; SIGINT/SIGTERM stop it cleanly (in-flight I/O drained, exit code 3).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::ValueEnum;
+
+use crate::engine::{self, EngineRequest, StopReason};
+use crate::exit::Exit;
+use crate::stats::OpFigures;
+use crate::units::{format_size, parse_duration, parse_size};
+use crate::workload::verify::{VerifyMode, VerifyPhase};
+use crate::workload::{self, BenchResult, CacheMode, RunOptions, WorkloadKind, WorkloadParams};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// io_uring when the kernel allows it, the sync thread pool otherwise.
+    Auto,
+    Uring,
+    Sync,
+    Null,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Table,
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VerifyModeArg {
+    Full,
+    Quick,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VerifyPhaseArg {
+    Both,
+    Write,
+    Read,
+}
+
+fn size_arg(text: &str) -> Result<u64, String> {
+    parse_size(text).map_err(|e| e.to_string())
+}
+
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// One storage test, fio-like: a workload on a file or block device.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The file or block device to test; a file that does not exist is created at --size
+    /// and deleted afterwards (unless --keep).
+    #[arg(long, value_name = "PATH")]
+    pub target: PathBuf,
+    #[arg(long, value_enum)]
+    pub workload: WorkloadKind,
+    /// Block size (units: 512, 4k, 1M).
+    #[arg(long, value_parser = size_arg, value_name = "SIZE")]
+    pub bs: Option<u64>,
+    /// I/Os in flight per job.
+    #[arg(long)]
+    pub qd: Option<u32>,
+    /// Parallel jobs (threads, one ring each).
+    #[arg(long)]
+    pub jobs: Option<u32>,
+    /// Time bound (500ms, 5s, 2m); 0 for none.
+    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
+    pub runtime: Option<Duration>,
+    /// The region to test, and the size of a created file (units: 256M, 1G).
+    #[arg(long, value_parser = size_arg, value_name = "SIZE")]
+    pub size: Option<u64>,
+    #[arg(long, value_enum, default_value_t = EngineArg::Auto)]
+    pub engine: EngineArg,
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
+    /// direct (O_DIRECT), fdatasync (buffered + final flush, timed), dsync (O_DSYNC), buffered.
+    #[arg(long, value_enum)]
+    pub cache: Option<CacheMode>,
+    /// Share of reads for `mixed`, in %.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub read_percent: Option<u8>,
+    /// Keep going over the region until --runtime (fio's time_based).
+    #[arg(long)]
+    pub time_based: bool,
+    /// Seed of the random offsets and of the verify pattern.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Sampling interval of `write-curve`.
+    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
+    pub interval: Option<Duration>,
+    #[arg(long, value_enum)]
+    pub verify_mode: Option<VerifyModeArg>,
+    /// Run only the write or the read pass of `verify` (write, replug, read).
+    #[arg(long, value_enum)]
+    pub verify_phase: Option<VerifyPhaseArg>,
+    /// Probes of a quick `verify`.
+    #[arg(long)]
+    pub verify_points: Option<u64>,
+    /// Keep a test file we created.
+    #[arg(long)]
+    pub keep: bool,
+    /// Allow writing to a block device (destroys its data).
+    #[arg(long)]
+    pub allow_write_device: bool,
+}
+
+impl BenchArgs {
+    /// The workload's defaults, overridden by every flag given.
+    pub fn params(&self) -> WorkloadParams {
+        let mut p = WorkloadParams::defaults(self.workload, self.target.clone());
+        p.engine = match self.engine {
+            EngineArg::Auto => EngineRequest::Auto,
+            EngineArg::Uring => EngineRequest::Uring,
+            EngineArg::Sync => EngineRequest::Sync,
+            EngineArg::Null => EngineRequest::Null,
+        };
+        if let Some(bs) = self.bs {
+            p.block_bytes = bs;
+        }
+        if let Some(qd) = self.qd {
+            p.queue_depth = qd;
+        }
+        if let Some(jobs) = self.jobs {
+            p.jobs = jobs;
+        }
+        if let Some(runtime) = self.runtime {
+            p.runtime_ms = (!runtime.is_zero()).then_some(runtime.as_millis() as u64);
+        }
+        p.size_bytes = self.size;
+        if let Some(cache) = self.cache {
+            p.cache = cache;
+        }
+        if let Some(pct) = self.read_percent {
+            p.read_percent = pct;
+        }
+        p.time_based = self.time_based;
+        if let Some(seed) = self.seed {
+            p.seed = seed;
+        }
+        if let Some(interval) = self.interval {
+            p.sample_interval_ms = interval.as_millis() as u64;
+        }
+        if let Some(mode) = self.verify_mode {
+            p.verify_mode = match mode {
+                VerifyModeArg::Full => VerifyMode::Full,
+                VerifyModeArg::Quick => VerifyMode::Quick,
+            };
+        }
+        if let Some(phase) = self.verify_phase {
+            p.verify_phase = match phase {
+                VerifyPhaseArg::Both => VerifyPhase::Both,
+                VerifyPhaseArg::Write => VerifyPhase::Write,
+                VerifyPhaseArg::Read => VerifyPhase::Read,
+            };
+        }
+        if let Some(points) = self.verify_points {
+            p.verify_points = points;
+        }
+        p.keep = self.keep;
+        p.allow_write_device = self.allow_write_device;
+        p
+    }
+}
+
+/// Set from the signal handler; a watcher thread forwards it to the run's stop flag.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+fn install_stop(stop: Arc<AtomicBool>) {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        let _ = unsafe { sigaction(sig, &action) };
+    }
+    std::thread::spawn(move || loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    });
+}
+
+pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
+    let params = args.params();
+    let selected = engine::select(params.engine)?;
+    eprintln!("usbperf-matrix: engine: {}", selected.reason);
+    let options = RunOptions {
+        sysfs_root: cli
+            .sysfs_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/sys")),
+        ..RunOptions::default()
+    };
+    install_stop(options.stop.clone());
+    let result = workload::run(&params, &selected, &options)
+        .with_context(|| format!("{:?} on {}", params.workload, params.target.display()))?;
+    match args.format {
+        FormatArg::Table => print!("{}", table(&result)),
+        FormatArg::Yaml => print!("{}", serde_norway::to_string(&result)?),
+        FormatArg::Json => println!("{}", serde_json::to_string_pretty(&result)?),
+    }
+    if result.stopped_by == StopReason::Interrupted {
+        return Ok(Exit::Incomplete);
+    }
+    if result
+        .verify
+        .as_ref()
+        .is_some_and(|v| v.mismatched_blocks > 0)
+    {
+        return Ok(Exit::VerdictFailed);
+    }
+    Ok(Exit::Pass)
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+fn op_line(name: &str, f: &OpFigures) -> String {
+    format!(
+        "{name:<6} {:>10.1} MiB/s {:>11.0} IOPS  lat µs min {} mean {} p50 {} p90 {} p99 {} p99.9 {} max {}  stalls >1s {} >5s {}\n",
+        f.mib_per_s,
+        f.iops,
+        us(f.latency.min_ns),
+        us(f.latency.mean_ns),
+        us(f.latency.p50_ns),
+        us(f.latency.p90_ns),
+        us(f.latency.p99_ns),
+        us(f.latency.p99_9_ns),
+        us(f.latency.max_ns),
+        f.stalls.over_1s,
+        f.stalls.over_5s,
+    )
+}
+
+/// The human summary: one line per direction, then CPU, target and extras.
+pub fn table(r: &BenchResult) -> String {
+    let p = &r.params;
+    let mut out = format!(
+        "{:?} on {} ({}): bs {} qd {} jobs {} engine {} stopped by {:?}\n",
+        r.workload,
+        r.target.path.display(),
+        format_size(r.target.region_bytes),
+        format_size(p.block_bytes),
+        p.queue_depth,
+        p.jobs,
+        r.engine,
+        r.stopped_by
+    );
+    out.push_str(&format!("total  {} bytes in {:.3} s\n", r.bytes, r.seconds));
+    if let Some(f) = &r.read {
+        out.push_str(&op_line("read", f));
+    }
+    if let Some(f) = &r.write {
+        out.push_str(&op_line("write", f));
+    }
+    out.push_str(&format!(
+        "cpu    usr {:.1}% sys {:.1}%  {:.0} ns per I/O\n",
+        r.cpu.usr_percent, r.cpu.sys_percent, r.cpu.cpu_ns_per_io
+    ));
+    if let Some(q) = &r.target.queue {
+        out.push_str(&format!(
+            "queue  {} read_ahead_kb {} scheduler {}\n",
+            q.device,
+            q.read_ahead_kb.map_or("?".into(), |v| v.to_string()),
+            q.scheduler.as_deref().unwrap_or("?")
+        ));
+    }
+    if let Some(ns) = r.flush_ns {
+        out.push_str(&format!("flush  {:.3} s (included)\n", ns as f64 / 1e9));
+    }
+    if let Some(c) = &r.curve {
+        for s in &c.samples {
+            out.push_str(&format!(
+                "curve  {:>8.1} s {:>10.1} MiB {:>8.1} MiB/s\n",
+                s.t_s, s.cumulative_mib, s.mib_per_s
+            ));
+        }
+        match &c.knee {
+            Some(k) => out.push_str(&format!(
+                "knee   at {:.1} s after {:.1} MiB: {:.1} -> {:.1} MiB/s ({:.0}% drop)\n",
+                k.t_s, k.cumulative_mib, k.before_mib_per_s, k.after_mib_per_s, k.drop_percent
+            )),
+            None => out.push_str("knee   none (no sustained drop)\n"),
+        }
+    }
+    if let Some(v) = &r.verify {
+        out.push_str(&format!(
+            "verify {} blocks written, {} checked, {} bad\n",
+            v.blocks_written, v.blocks_checked, v.mismatched_blocks
+        ));
+        for m in &v.mismatches {
+            out.push_str(&format!("bad    offset {} {:?}\n", m.offset, m.kind));
+        }
+    }
+    out
+}

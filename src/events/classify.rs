@@ -1,0 +1,1354 @@
+//! Owns recognising kernel log lines that matter to a storage test: which kind of event a
+//! line reports, how bad it is, and which devices (disks, USB ports, SCSI addresses, hosts)
+//! it names. Pure: text in, `KernelEvent` out.
+//!
+//! Every rule below matches a format string of the Linux kernel (cited at the rule), with
+//! the `dev_printk` prefix `"<driver or bus> <device name>: "` (drivers/base/core.c
+//! `__dev_printk`) and the SCSI prefix `"[<disk>] tag#<n> "` (drivers/scsi/scsi_logging.c
+//! `sdev_format_header`) taken apart first.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::kmsg::KmsgRecord;
+
+/// What a kernel line reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// Block layer or buffer cache I/O error (block/blk-mq.c, fs/buffer.c, loop).
+    IoError,
+    /// USB device reset by the hub driver (drivers/usb/core/hub.c `hub_port_init`).
+    UsbReset,
+    /// USB device gone (drivers/usb/core/hub.c `usb_disconnect`).
+    UsbDisconnect,
+    /// Enumeration or port failure: descriptor reads, addressing, EMI, over-current.
+    UsbEnumerationError,
+    /// A USB device enumerated (informational: the link came up, or came back).
+    UsbNewDevice,
+    /// The device was bound to usb-storage (BOT) instead of uas
+    /// (drivers/usb/storage/uas-detect.h).
+    UasFallback,
+    /// UAS command error, abort or reset (drivers/usb/storage/uas.c).
+    UasError,
+    /// SCSI command failure, timeout, abort, reset or sense data (drivers/scsi).
+    ScsiError,
+    /// The SCSI device was taken offline (drivers/scsi/scsi_error.c, scsi_lib.c, sd.c).
+    DeviceOffline,
+    /// libata exception, link reset or link down (drivers/ata/libata-eh.c).
+    AtaError,
+    /// NVMe command timeout, abort or controller reset (drivers/nvme/host).
+    NvmeError,
+    /// Filesystem error (fs/ext4, fs/fat, fs/exfat, fs/jbd2).
+    FsError,
+    /// Filesystem switched to read-only after an error.
+    FsReadOnly,
+    /// MMC/SD transfer or host error (drivers/mmc/core/block.c, drivers/mmc/host).
+    MmcError,
+    /// MMC/SD card removed (drivers/mmc/core/bus.c `mmc_remove_card`).
+    MmcRemoved,
+    /// An MMC/SD card was initialised (informational).
+    MmcNewCard,
+    /// The block device disappeared from sysfs (not a kernel line; see `watch`).
+    DeviceRemoved,
+    /// Kernel log records were overwritten before they were read: errors may be missing.
+    RecordsLost,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::IoError => "io_error",
+            EventKind::UsbReset => "usb_reset",
+            EventKind::UsbDisconnect => "usb_disconnect",
+            EventKind::UsbEnumerationError => "usb_enumeration_error",
+            EventKind::UsbNewDevice => "usb_new_device",
+            EventKind::UasFallback => "uas_fallback",
+            EventKind::UasError => "uas_error",
+            EventKind::ScsiError => "scsi_error",
+            EventKind::DeviceOffline => "device_offline",
+            EventKind::AtaError => "ata_error",
+            EventKind::NvmeError => "nvme_error",
+            EventKind::FsError => "fs_error",
+            EventKind::FsReadOnly => "fs_read_only",
+            EventKind::MmcError => "mmc_error",
+            EventKind::MmcRemoved => "mmc_removed",
+            EventKind::MmcNewCard => "mmc_new_card",
+            EventKind::DeviceRemoved => "device_removed",
+            EventKind::RecordsLost => "records_lost",
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether an event attributed to the device under test fails it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Fatal,
+    Info,
+}
+
+/// A device a kernel line names. Serialised as `kind:name` (`disk:sda`, `usb:1-1.2`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum EventKey {
+    /// Block device name as printed: a disk (`sda`, `mmcblk0`, `dm-0`) or a partition
+    /// (`sda1`, `mmcblk0p1`).
+    Disk(String),
+    /// USB device by kernel name: `1-1.2`, or a root hub `usb1`.
+    UsbPort(String),
+    /// SCSI device `host:channel:target:lun` (`0:0:0:0`).
+    ScsiAddress(String),
+    /// SCSI host (`host0`).
+    ScsiHost(String),
+    /// MMC host (`mmc0`).
+    MmcHost(String),
+    /// libata port (`ata1`).
+    AtaPort(String),
+    /// NVMe controller (`nvme0`).
+    NvmeController(String),
+    /// Block device number `major:minor` from the record's ` DEVICE=b8:0` dictionary.
+    Devnum(String),
+}
+
+impl EventKey {
+    fn parts(&self) -> (&'static str, &str) {
+        match self {
+            EventKey::Disk(s) => ("disk", s),
+            EventKey::UsbPort(s) => ("usb", s),
+            EventKey::ScsiAddress(s) => ("scsi", s),
+            EventKey::ScsiHost(s) => ("scsi_host", s),
+            EventKey::MmcHost(s) => ("mmc_host", s),
+            EventKey::AtaPort(s) => ("ata", s),
+            EventKey::NvmeController(s) => ("nvme", s),
+            EventKey::Devnum(s) => ("devnum", s),
+        }
+    }
+
+    /// The device name without its kind (`sda`, `1-1.2`).
+    pub fn name(&self) -> &str {
+        self.parts().1
+    }
+}
+
+impl fmt::Display for EventKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (k, v) = self.parts();
+        write!(f, "{k}:{v}")
+    }
+}
+
+impl FromStr for EventKey {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (k, v) = s
+            .split_once(':')
+            .ok_or_else(|| format!("event key {s:?} is not kind:name"))?;
+        let v = v.to_string();
+        Ok(match k {
+            "disk" => EventKey::Disk(v),
+            "usb" => EventKey::UsbPort(v),
+            "scsi" => EventKey::ScsiAddress(v),
+            "scsi_host" => EventKey::ScsiHost(v),
+            "mmc_host" => EventKey::MmcHost(v),
+            "ata" => EventKey::AtaPort(v),
+            "nvme" => EventKey::NvmeController(v),
+            "devnum" => EventKey::Devnum(v),
+            _ => return Err(format!("event key {s:?}: unknown kind {k:?}")),
+        })
+    }
+}
+
+impl TryFrom<String> for EventKey {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<EventKey> for String {
+    fn from(k: EventKey) -> String {
+        k.to_string()
+    }
+}
+
+/// A kernel line that matters, with the devices it names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelEvent {
+    pub kind: EventKind,
+    pub severity: Severity,
+    /// Every device the line names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<EventKey>,
+    /// The keys that tied it to the device under test (`disk:sda1`, `usb:1-1 (upstream
+    /// hub)`); empty until attributed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys_matched: Vec<String>,
+    /// The kernel's line, verbatim (escapes undone, as dmesg shows it).
+    pub line: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ts_usec: Option<u64>,
+}
+
+impl KernelEvent {
+    pub fn is_fatal(&self) -> bool {
+        self.severity == Severity::Fatal
+    }
+
+    fn new(kind: EventKind, severity: Severity, line: &str, keys: Vec<EventKey>) -> Self {
+        let mut k: Vec<EventKey> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if !k.contains(&key) {
+                k.push(key);
+            }
+        }
+        KernelEvent {
+            kind,
+            severity,
+            keys: k,
+            keys_matched: Vec::new(),
+            line: line.to_string(),
+            seq: None,
+            ts_usec: None,
+        }
+    }
+}
+
+/// Classifies one record: its message, plus the device its ` DEVICE=` dictionary names.
+pub fn classify_record(rec: &KmsgRecord) -> Option<KernelEvent> {
+    let mut ev = classify(&rec.message)?;
+    ev.seq = Some(rec.seq);
+    ev.ts_usec = Some(rec.ts_usec);
+    if let Some(key) = rec.device.as_deref().and_then(dict_device_key) {
+        if !ev.keys.contains(&key) {
+            ev.keys.push(key);
+        }
+    }
+    Some(ev)
+}
+
+/// The device a ` DEVICE=` value names, when it is one attribution can use
+/// (Documentation/ABI/testing/dev-kmsg: `b8:0`, `c189:1`, `n8`, `+subsystem:name`).
+fn dict_device_key(dev: &str) -> Option<EventKey> {
+    if let Some(devnum) = dev.strip_prefix('b') {
+        let (ma, mi) = devnum.split_once(':')?;
+        return (is_digits(ma) && is_digits(mi)).then(|| EventKey::Devnum(devnum.to_string()));
+    }
+    let (subsys, name) = dev.strip_prefix('+')?.split_once(':')?;
+    match subsys {
+        "scsi" if is_scsi_address(name) => Some(EventKey::ScsiAddress(name.to_string())),
+        "scsi" | "scsi_host" if is_scsi_host(name) => Some(EventKey::ScsiHost(name.to_string())),
+        "usb" => usb_key_of_dev_name(name),
+        "mmc_host" if is_mmc_host(name) => Some(EventKey::MmcHost(name.to_string())),
+        _ => None,
+    }
+}
+
+/// Classifies one kernel message (without timestamp). `None`: not a line usbperf cares
+/// about.
+pub fn classify(message: &str) -> Option<KernelEvent> {
+    use EventKind::*;
+    use Severity::*;
+    let m = message.trim_end_matches(['\n', '\r']);
+
+    // block/blk-mq.c `blk_print_req_error` (5.16+):
+    //   "%s error, dev %s, sector %llu op 0x%x:(%s) flags 0x%x phys_seg %u prio class %u"
+    // block/blk-core.c before 5.16 prefixed "blk_update_request: " / "print_req_error: ";
+    // before 5.0 only "%s: %s error, dev %s, sector %llu". The error name comes from
+    // `blk_errors[]` ("I/O", "critical medium", "timeout", "recoverable transport", ...).
+    if let Some(rest) = after(m, "error, dev ") {
+        let (name, tail) = split_name(rest, ',');
+        if tail.starts_with(", sector ") {
+            return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
+        }
+    }
+    // fs/buffer.c `buffer_io_error`: "Buffer I/O error on dev %pg, logical block %llu%s" and
+    // `mark_buffer_write_io_error`: "..., lost async page write" / "lost sync page write".
+    if let Some(rest) = after(m, "Buffer I/O error on dev ") {
+        let (name, _) = split_name(rest, ',');
+        return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
+    }
+    // drivers/block/loop.c `lo_write_bvec`: "loop%d: Write error at byte offset %llu, length %i."
+    if let Some((name, body)) = m.split_once(": ") {
+        if name.starts_with("loop") && is_block_name(name) && body.contains(" error at byte") {
+            return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
+        }
+        if is_block_name(name) {
+            // block/blk-core.c `handle_bad_sector`: "%pg: attempt to access beyond end of
+            // device" (a write past the end: the disk shrank under the test).
+            if body.starts_with("attempt to access beyond end of device") {
+                return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
+            }
+            // block/genhd.c `set_capacity_and_notify`: "%s: detected capacity change from
+            // %lld to %lld". To 0: sd revalidated a disk whose medium or bridge is gone.
+            if body.starts_with("detected capacity change from ") && body.ends_with(" to 0") {
+                return Some(KernelEvent::new(DeviceOffline, Fatal, m, disk_keys(name)));
+            }
+        }
+    }
+    if let Some(ev) = classify_fs(m) {
+        return Some(ev);
+    }
+    if let Some(ev) = classify_mmc(m) {
+        return Some(ev);
+    }
+    if let Some(ev) = classify_ata(m) {
+        return Some(ev);
+    }
+    let (driver, dev, body) = dev_prefix(m)?;
+    let mut keys: Vec<EventKey> = usb_key_of_dev_name(dev).into_iter().collect();
+    if is_scsi_address(dev) {
+        keys.push(EventKey::ScsiAddress(dev.to_string()));
+    }
+    if driver == "scsi" && is_scsi_host(dev) {
+        keys.push(EventKey::ScsiHost(dev.to_string()));
+    }
+    if driver == "nvme" && dev.strip_prefix("nvme").is_some_and(is_digits) {
+        // drivers/nvme/host/pci.c `nvme_timeout`: "I/O tag %d (%04x) opcode %#x (%s) QID %d
+        // timeout, aborting req_op:%s(%u) size:%u" (older "I/O %d QID %d timeout,
+        // aborting"), "... timeout, reset controller", `nvme_should_reset`/`nvme_reset_work`:
+        // "controller is down; will reset: CSTS=%#x, PCI_STATUS=%#x", "Removing after probe
+        // failure status: %d", "Device not ready; aborting reset", `abort_endio` "Abort
+        // status: 0x%x". Probe lines ("Shutdown timeout set to %u seconds") do not count.
+        const BAD: [&str; 6] = [
+            " timeout, ",
+            "controller is down",
+            "Removing after probe failure",
+            "Device not ready",
+            "Abort status",
+            "reset controller",
+        ];
+        if BAD.iter().any(|p| body.contains(p)) {
+            return Some(KernelEvent::new(
+                NvmeError,
+                Fatal,
+                m,
+                vec![EventKey::NvmeController(dev.to_string())],
+            ));
+        }
+        return None;
+    }
+    // drivers/scsi/scsi_logging.c `sdev_format_header`: "[%s] " disk name, "tag#%d ".
+    let mut body = body;
+    if let Some(rest) = body.strip_prefix('[') {
+        if let Some((disk, tail)) = rest.split_once("] ") {
+            if is_block_name(disk) {
+                keys.push(EventKey::Disk(disk.to_string()));
+                body = tail;
+            }
+        }
+    }
+    if let Some(rest) = body.strip_prefix("tag#") {
+        let (n, tail) = split_name(rest, ' ');
+        if is_digits(n) {
+            body = tail.trim_start();
+        }
+    }
+    let ev = |kind, sev| Some(KernelEvent::new(kind, sev, m, keys.clone()));
+
+    // drivers/usb/storage/uas-detect.h `uas_use_uas_driver`:
+    //   "UAS is ignored for this device, using usb-storage instead" (older: "blacklisted"),
+    //   "The driver for the USB controller %s does not support scatter-gather which is" /
+    //   "required by the UAS driver. Please try an other USB controller if you wish to use UAS.",
+    //   "USB controller %s does not support streams, which are required by the UAS driver."
+    if body.contains("for this device, using usb-storage instead")
+        || body.contains("does not support scatter-gather")
+        || body.contains("required by the UAS driver")
+    {
+        return ev(UasFallback, Fatal);
+    }
+    // drivers/usb/storage/uas.c `uas_log_cmd_state`:
+    //   "%s %d uas-tag %d inflight:%s%s..." (prefix "uas_eh_abort_handler", "data cmplt err",
+    //   "cmd cmplt err", ...); `uas_eh_device_reset_handler`: "%s start" / "%s FAILED to
+    //   get lock err %d" / "%s FAILED err %d" / "%s success"; `uas_stat_cmplt`:
+    //   "stat urb: no pending cmd for uas-tag %d".
+    // `uas_post_reset`: "%s: alloc streams error %d after reset".
+    if body.contains("uas-tag") || body.starts_with("uas_") {
+        return ev(UasError, Fatal);
+    }
+
+    if driver == "usb" && keys.iter().any(|k| matches!(k, EventKey::UsbPort(_))) {
+        // drivers/usb/core/hub.c `hub_port_init`: "%s %s USB device number %d using %s" with
+        // "reset"/"new" and the speed ("high-speed", "SuperSpeed", "SuperSpeed Plus Gen 2x1").
+        if body.contains(" USB device number ") {
+            if body.starts_with("reset ") {
+                return ev(UsbReset, Fatal);
+            }
+            if body.starts_with("new ") {
+                return ev(UsbNewDevice, Info);
+            }
+        }
+        // drivers/usb/core/hub.c `usb_disconnect`: "USB disconnect, device number %d".
+        if body.starts_with("USB disconnect, device number") {
+            return ev(UsbDisconnect, Fatal);
+        }
+        // drivers/usb/core/hub.c: "device descriptor read/%s, error %d", "device not accepting
+        // address %d, error %d", "unable to enumerate USB device", "Cannot enable. Maybe the
+        // USB cable is bad?", "attempt power cycle", "disabled by hub (EMI?),
+        // re-enabling...", "over-current condition"; drivers/usb/core/config.c
+        // "can't read configurations, error %d", "unable to read config index %d descriptor/%s";
+        // drivers/usb/core/generic.c "can't set config #%d, error %d"; hub.c
+        // `usb_reset_and_verify_device` "device firmware changed".
+        const ENUM: [&str; 11] = [
+            "device descriptor read/",
+            "device not accepting address",
+            "unable to enumerate USB device",
+            "Cannot enable",
+            "attempt power cycle",
+            "disabled by hub (EMI?)",
+            "over-current condition",
+            "can't read configurations",
+            "unable to read config index",
+            "can't set config",
+            "device firmware changed",
+        ];
+        if ENUM.iter().any(|p| body.contains(p)) {
+            return ev(UsbEnumerationError, Fatal);
+        }
+        return None;
+    }
+    // drivers/usb/core/hub.c, hub interface ("hub 1-1:1.0: ..."): `hub_ext_port_status`
+    // "%s failed (err = %d)", `hub_port_reset` "cannot reset port %d (err = %d)",
+    // `hub_port_disable` "cannot disable port %d (err = %d)". A port number names the device
+    // on that port; otherwise the hub itself fails, and everything below it.
+    if driver == "hub" {
+        let failing = [
+            "port_status failed",
+            "cannot reset port",
+            "cannot disable port",
+        ];
+        if failing.iter().any(|p| body.contains(p)) {
+            if let Some(port) = after(body, "port ").map(|r| split_name(r, ' ').0) {
+                if let (true, Some(EventKey::UsbPort(hub))) = (is_digits(port), keys.first()) {
+                    let child = EventKey::UsbPort(child_port(hub, port));
+                    return Some(KernelEvent::new(UsbEnumerationError, Fatal, m, vec![child]));
+                }
+            }
+            return ev(UsbEnumerationError, Fatal);
+        }
+        return None;
+    }
+
+    let scsi = keys
+        .iter()
+        .any(|k| matches!(k, EventKey::ScsiAddress(_) | EventKey::ScsiHost(_)));
+    if !scsi {
+        return None;
+    }
+    // drivers/scsi/scsi_error.c `scsi_eh_offline_sdevs`: "Device offlined - not ready after
+    // error recovery"; scsi_lib.c `scsi_device_state_check`: "rejecting I/O to offline
+    // device" (older "rejecting I/O to dead device"); sd.c `sd_eh_action`: "Medium access
+    // timeout failure. Offlining disk!".
+    if body.contains("Device offlined")
+        || body.starts_with("rejecting I/O to ")
+        || body.contains("Offlining disk")
+    {
+        return ev(DeviceOffline, Fatal);
+    }
+    // drivers/scsi/scsi_logging.c `scsi_print_result`: "%s Result: hostbyte=%s driverbyte=%s"
+    // with the disposition ("FAILED", ...); sd.c `sd_print_result`: "%s: Result: ..." after
+    // "Synchronize Cache(10) failed", "Read Capacity(10) failed", "Start/Stop Unit failed".
+    // scsi_lib.c `scsi_cmd_runtime_exceeced`: "timing out command, waited %lus".
+    if body.contains("FAILED Result: ")
+        || body.contains("failed: Result: ")
+        || body.starts_with("timing out command")
+        || body.to_ascii_lowercase().contains("abort")
+    {
+        return ev(ScsiError, Fatal);
+    }
+    // drivers/scsi/scsi_error.c `scsi_report_sense`: unit attention ASC 0x29, "Power-on or
+    // device reset occurred". Normal while sd probes a new device (the fixtures show it);
+    // during a test it means the device reset itself (a brown-out, or a reset the host did).
+    if body.starts_with("Power-on or device reset occurred") {
+        return ev(ScsiError, Fatal);
+    }
+    // drivers/scsi/scsi_logging.c `scsi_print_sense_hdr`: "Sense Key : %s [%s]%s" then
+    // "Add. Sense: %s"; `scsi_print_command`: "CDB: %s". sd completes RECOVERED ERROR as
+    // success but still prints it (scsi_lib.c `scsi_io_completion_nz_result`): not fatal.
+    if let Some(rest) = body.strip_prefix("Sense Key : ") {
+        let benign = rest.starts_with("Recovered Error") || rest.starts_with("No Sense");
+        return ev(ScsiError, if benign { Info } else { Fatal });
+    }
+    if body.starts_with("Add. Sense: ") || body.starts_with("CDB: ") {
+        return ev(ScsiError, Info);
+    }
+    None
+}
+
+/// Filesystem lines (fs/ext4/super.c, fs/fat/misc.c, fs/exfat/misc.c, fs/jbd2/journal.c).
+fn classify_fs(m: &str) -> Option<KernelEvent> {
+    use EventKind::*;
+    use Severity::*;
+    // fs/ext4/super.c `__ext4_error`: "EXT4-fs error (device %s): %s:%d: comm %s: %pV";
+    // `__ext4_warning`: "EXT4-fs warning (device %s): %s:%d: %pV" (fs/ext4/page-io.c
+    // `ext4_end_bio` warns "I/O error %d writing to inode %lu starting block %llu)").
+    for pat in ["EXT4-fs ", "EXT3-fs ", "EXT2-fs "] {
+        let Some(rest) = m.strip_prefix(pat) else {
+            continue;
+        };
+        for (what, always) in [("error (device ", true), ("warning (device ", false)] {
+            if let Some(r) = rest.strip_prefix(what) {
+                let (dev, tail) = split_name(r, ')');
+                if always || tail.contains("I/O error") {
+                    return Some(KernelEvent::new(FsError, Fatal, m, disk_keys(dev)));
+                }
+                return None;
+            }
+        }
+    }
+    // ext4_msg: "EXT4-fs (%s): %pV" ("Remounting filesystem read-only", "I/O error while
+    // writing superblock", "previous I/O error to superblock detected"); fat_msg:
+    // "FAT-fs (%s): %pV" ("error, %pV", "Filesystem has been set read-only", "Directory
+    // bread(block %llu) failed"); exfat_err: "exFAT-fs (%s): %pV" with the same texts.
+    for pat in [
+        "EXT4-fs (",
+        "EXT3-fs (",
+        "EXT2-fs (",
+        "FAT-fs (",
+        "exFAT-fs (",
+        "XFS (",
+    ] {
+        let Some(rest) = m.strip_prefix(pat) else {
+            continue;
+        };
+        let (dev, tail) = split_name(rest, ')');
+        let body = tail.strip_prefix("): ").unwrap_or(tail);
+        let keys = disk_keys(dev);
+        if body.contains("read-only")
+            && (body.contains("Remounting") || body.contains("has been set"))
+        {
+            return Some(KernelEvent::new(FsReadOnly, Fatal, m, keys));
+        }
+        // ext4 also: "failed to convert unwritten extents to written extents -- potential
+        // data loss!", "Delayed block allocation failed for inode ...", "This should not
+        // happen!! Data will be lost"; fs/xfs/xfs_fsops.c "metadata I/O error in ...",
+        // "Filesystem has been shut down due to log error", "Shutting down filesystem".
+        // Plain mentions of "error" are not enough: mount lines print "errors=remount-ro".
+        let lower = body.to_ascii_lowercase();
+        if body.starts_with("error")
+            || body.contains("I/O error")
+            || body.contains("bread(")
+            || body.contains("unable to read")
+            || lower.contains("data loss")
+            || lower.contains("data will be lost")
+            || lower.contains("allocation failed")
+            || lower.contains("shut down")
+            || lower.contains("shutting down")
+        {
+            return Some(KernelEvent::new(FsError, Fatal, m, keys));
+        }
+        return None;
+    }
+    // fs/btrfs/messages.c `_btrfs_printk`: "BTRFS %s (device %s%s): %pV" (level name, device,
+    // optional " state XY"); `btrfs_handle_fs_error` forces read-only: "forced readonly".
+    if let Some(rest) = m.strip_prefix("BTRFS ") {
+        let (level, rest) = split_name(rest, ' ');
+        if let Some(r) = rest.strip_prefix(" (device ") {
+            let end = r.find([' ', ')']).unwrap_or(r.len());
+            let keys = disk_keys(&r[..end]);
+            if m.contains("forced readonly") {
+                return Some(KernelEvent::new(FsReadOnly, Fatal, m, keys));
+            }
+            if level == "error" || level == "critical" {
+                return Some(KernelEvent::new(FsError, Fatal, m, keys));
+            }
+        }
+        return None;
+    }
+    // fs/jbd2/journal.c: "Aborting journal on device %s." and "JBD2: Error %d detected when
+    // updating journal superblock for %s." (older "JBD2: I/O error ... for %s."); the name is
+    // the block device plus "-<journal inode>" ("sda1-8").
+    let journal_dev = after(m, "Aborting journal on device ").or_else(|| {
+        m.starts_with("JBD2: ")
+            .then(|| after(m, "journal superblock for "))
+            .flatten()
+    });
+    if let Some(rest) = journal_dev {
+        let name = rest.trim_end_matches('.');
+        let dev = match name.rsplit_once('-') {
+            Some((d, ino)) if is_digits(ino) && !d.is_empty() && !d.ends_with("dm") => d,
+            _ => name,
+        };
+        return Some(KernelEvent::new(FsError, Fatal, m, disk_keys(dev)));
+    }
+    None
+}
+
+/// MMC/SD lines, printed with `pr_*("%s: ...", mmc_hostname(host))` or the disk name.
+fn classify_mmc(m: &str) -> Option<KernelEvent> {
+    use EventKind::*;
+    use Severity::*;
+    let (name, body) = m.split_once(": ")?;
+    if is_mmc_host(name) {
+        let keys = vec![EventKey::MmcHost(name.to_string())];
+        // drivers/mmc/core/bus.c `mmc_remove_card`: "%s: card %04x removed".
+        // drivers/mmc/host/sdhci.c `sdhci_card_event`: "%s: Card removed during transfer!".
+        if (body.starts_with("card ") && body.ends_with(" removed"))
+            || body.starts_with("Card removed during transfer")
+        {
+            return Some(KernelEvent::new(MmcRemoved, Fatal, m, keys));
+        }
+        // drivers/mmc/core/bus.c `mmc_add_card`: "%s: new %s%s%s%s%s card at address %04x"
+        // ("mmc0: new high speed SD card at address 4567" in the QEMU fixtures).
+        if body.starts_with("new ") && body.contains(" card") && body.contains("at address") {
+            return Some(KernelEvent::new(MmcNewCard, Info, m, keys));
+        }
+        // Host drivers and core: sdhci.c "Timeout waiting for hardware interrupt.",
+        // "Reset 0x%x never completed.", core "error %d whilst initialising SD card",
+        // "tried to HW reset card, got error %d", "cache flush error %d", "Card stuck ...".
+        let lower = body.to_ascii_lowercase();
+        if ["timeout", "error", "failed", "never completed", "stuck"]
+            .iter()
+            .any(|p| lower.contains(p))
+        {
+            return Some(KernelEvent::new(MmcError, Fatal, m, keys));
+        }
+        return None;
+    }
+    if name.starts_with("mmcblk") && is_block_name(name) {
+        // drivers/mmc/core/block.c: "%s: error %d transferring data, sector %u, nr %u, cmd
+        // response %#x, card status %#x", "%s: %s sending %s command, card status %#x",
+        // "%s: recovery failed!", "%s: error %d requesting status".
+        let lower = body.to_ascii_lowercase();
+        if ["error", "failed", "timed out", "timeout"]
+            .iter()
+            .any(|p| lower.contains(p))
+        {
+            return Some(KernelEvent::new(MmcError, Fatal, m, disk_keys(name)));
+        }
+    }
+    None
+}
+
+/// libata lines: `ata_port_printk` "ata%u: ", `ata_dev_printk` "ata%u.%02u: "
+/// (drivers/ata/libata-core.c), texts from drivers/ata/libata-eh.c.
+fn classify_ata(m: &str) -> Option<KernelEvent> {
+    let (name, body) = m.split_once(": ")?;
+    let port = name.split('.').next()?;
+    let digits = port.strip_prefix("ata")?;
+    if !is_digits(digits) {
+        return None;
+    }
+    const BAD: [&str; 10] = [
+        "exception Emask",
+        "failed command",
+        "hard resetting link",
+        "SError:",
+        "COMRESET failed",
+        "link is slow to respond",
+        "SATA link down",
+        "limiting SATA link speed",
+        "status: {",
+        "error: {",
+    ];
+    BAD.iter().any(|p| body.contains(p)).then(|| {
+        KernelEvent::new(
+            EventKind::AtaError,
+            Severity::Fatal,
+            m,
+            vec![EventKey::AtaPort(port.to_string())],
+        )
+    })
+}
+
+/// Splits `"<driver> <device>: <body>"` (drivers/base/core.c `__dev_printk`:
+/// "%s %s: " with `dev_driver_string` and `dev_name`).
+fn dev_prefix(m: &str) -> Option<(&str, &str, &str)> {
+    let (driver, rest) = m.split_once(' ')?;
+    if driver.is_empty()
+        || !driver
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+    {
+        return None;
+    }
+    let (dev, body) = rest.split_once(": ")?;
+    if dev.is_empty() || dev.contains(' ') {
+        return None;
+    }
+    Some((driver, dev, body))
+}
+
+/// The USB device a device name stands for: a device (`1-1.2`), an interface (`1-1.2:1.0`
+/// → `1-1.2`; root hub interface `1-0:1.0` → `usb1`), a hub port (`1-1-port2` → `1-1.2`,
+/// `usb1-port2` → `1-2`), or a root hub (`usb1`). Names from drivers/usb/core/hub.c
+/// `usb_new_device`/`hub_port_init`, message.c `usb_set_configuration`, port.c.
+pub(crate) fn usb_key_of_dev_name(name: &str) -> Option<EventKey> {
+    if is_usb_port_path(name) || is_root_hub(name) {
+        return Some(EventKey::UsbPort(name.to_string()));
+    }
+    if let Some((dev, intf)) = name.split_once(':') {
+        let (cfg, ifnum) = intf.split_once('.')?;
+        if !(is_digits(cfg) && is_digits(ifnum)) {
+            return None;
+        }
+        if let Some(bus) = dev.strip_suffix("-0") {
+            if is_digits(bus) {
+                return Some(EventKey::UsbPort(format!("usb{bus}")));
+            }
+        }
+        return is_usb_port_path(dev).then(|| EventKey::UsbPort(dev.to_string()));
+    }
+    let (hub, port) = name.rsplit_once("-port")?;
+    if !is_digits(port) {
+        return None;
+    }
+    if is_root_hub(hub) || is_usb_port_path(hub) {
+        return Some(EventKey::UsbPort(child_port(hub, port)));
+    }
+    None
+}
+
+/// The kernel name of the device on `port` of hub `hub` (`usb1`+2 → `1-2`, `1-1`+2 → `1-1.2`).
+fn child_port(hub: &str, port: &str) -> String {
+    match hub.strip_prefix("usb") {
+        Some(bus) if is_digits(bus) => format!("{bus}-{port}"),
+        _ => format!("{hub}.{port}"),
+    }
+}
+
+/// `1-1`, `1-1.2`, `3-10.4.1`: bus, dash, dot-separated port numbers.
+pub(crate) fn is_usb_port_path(s: &str) -> bool {
+    match s.split_once('-') {
+        Some((bus, ports)) => {
+            is_digits(bus) && !ports.is_empty() && ports.split('.').all(is_digits)
+        }
+        None => false,
+    }
+}
+
+fn is_root_hub(s: &str) -> bool {
+    s.strip_prefix("usb").is_some_and(is_digits)
+}
+
+pub(crate) fn is_scsi_address(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(':').collect();
+    parts.len() == 4 && parts.iter().all(|p| is_digits(p))
+}
+
+fn is_scsi_host(s: &str) -> bool {
+    s.strip_prefix("host").is_some_and(is_digits)
+}
+
+fn is_mmc_host(s: &str) -> bool {
+    s.strip_prefix("mmc").is_some_and(is_digits)
+}
+
+fn is_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// A plausible block device name (`sda`, `mmcblk0p1`, `dm-0`, `nvme0n1`); blk-mq prints
+/// `?` when a request has no disk.
+fn is_block_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 32
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
+        && s.bytes().next().is_some_and(|c| c.is_ascii_alphabetic())
+}
+
+fn disk_keys(name: &str) -> Vec<EventKey> {
+    if is_block_name(name) {
+        vec![EventKey::Disk(name.to_string())]
+    } else {
+        Vec::new()
+    }
+}
+
+fn after<'a>(s: &'a str, pat: &str) -> Option<&'a str> {
+    s.find(pat).map(|i| &s[i + pat.len()..])
+}
+
+/// `(text before stop, text from stop on)`; all of `s` when `stop` is absent.
+fn split_name(s: &str, stop: char) -> (&str, &str) {
+    match s.find(stop) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use EventKind::*;
+    use Severity::*;
+
+    /// `(line, expected)`: `None` when the line must not be classified, else the kind, the
+    /// severity and the keys in `kind:name` form.
+    type Case = (
+        &'static str,
+        Option<(EventKind, Severity, &'static [&'static str])>,
+    );
+
+    fn check(cases: &[Case]) {
+        for (line, want) in cases {
+            let got = classify(line).map(|e| {
+                let keys: Vec<String> = e.keys.iter().map(|k| k.to_string()).collect();
+                assert_eq!(e.line, *line, "line must be kept verbatim");
+                assert!(e.keys_matched.is_empty());
+                (e.kind, e.severity, keys)
+            });
+            let want = want.map(|(k, s, keys)| {
+                let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+                (k, s, keys)
+            });
+            assert_eq!(got, want, "{line:?}");
+        }
+    }
+
+    /// Real lines from /work/shared/fixtures/qemu/meta/x86-mixed.console.txt and
+    /// arm64-mixed.console.txt (timestamps cut: /dev/kmsg messages carry none).
+    #[test]
+    fn fixture_boot_lines() {
+        check(&[
+            (
+                "usb 1-1: new high-speed USB device number 2 using ehci-pci",
+                Some((UsbNewDevice, Info, &["usb:1-1"])),
+            ),
+            (
+                "usb 3-1: new full-speed USB device number 2 using uhci_hcd",
+                Some((UsbNewDevice, Info, &["usb:3-1"])),
+            ),
+            (
+                "usb 5-1: new SuperSpeed USB device number 2 using xhci_hcd",
+                Some((UsbNewDevice, Info, &["usb:5-1"])),
+            ),
+            (
+                "usb 1-1: New USB device found, idVendor=46f4, idProduct=0001, bcdDevice= 0.00",
+                None,
+            ),
+            (
+                "usb 3-1: not running at top speed; connect to a high speed hub",
+                None,
+            ),
+            ("usbcore: registered new interface driver uas", None),
+            ("hub 1-0:1.0: USB hub found", None),
+            ("hub 1-0:1.0: 6 ports detected", None),
+            ("scsi host0: usb-storage 1-1:1.0", None),
+            ("scsi host3: uas", None),
+            ("scsi host4: ahci", None),
+            (
+                "sd 0:0:0:0: [sda] 131072 512-byte logical blocks: (67.1 MB/64.0 MiB)",
+                None,
+            ),
+            ("sd 0:0:0:0: [sda] Write Protect is off", None),
+            ("sd 0:0:0:0: [sda] Mode Sense: 63 00 00 08", None),
+            (
+                "sd 0:0:0:0: [sda] Write cache: enabled, read cache: enabled, doesn't support DPO or FUA",
+                None,
+            ),
+            ("sd 4:0:0:0: [sdf] Preferred minimum I/O size 512 bytes", None),
+            ("sd 0:0:0:0: [sda] Attached SCSI removable disk", None),
+            (
+                "sd 3:0:0:0: Power-on or device reset occurred",
+                Some((ScsiError, Fatal, &["scsi:3:0:0:0"])),
+            ),
+            (
+                "ata1: SATA max UDMA/133 abar m4096@0xfebdc000 port 0xfebdc100 irq 27",
+                None,
+            ),
+            ("ata1: SATA link up 1.5 Gbps (SStatus 113 SControl 300)", None),
+            (
+                "ata2: SATA link down (SStatus 0 SControl 300)",
+                Some((AtaError, Fatal, &["ata:ata2"])),
+            ),
+            ("ata1.00: ATA-7: QEMU-SATA-SSD, 2.5+, max UDMA/100", None),
+            ("ata1.00: configured for UDMA/100", None),
+            ("mmc0: SDHCI controller on PCI [0000:00:07.0] using ADMA", None),
+            (
+                "mmc0: new high speed SD card at address 4567",
+                Some((MmcNewCard, Info, &["mmc_host:mmc0"])),
+            ),
+            ("mmcblk0: mmc0:4567 QEMU! 64.0 MiB ", None),
+        ]);
+    }
+
+    #[test]
+    fn block_layer_errors() {
+        check(&[
+            // block/blk-mq.c `blk_print_req_error` (5.16+); recorded on this machine from a
+            // loop device over a write-sealed memfd (tests/kmsg.rs does it again).
+            (
+                "I/O error, dev loop0, sector 0 op 0x1:(WRITE) flags 0x8800 phys_seg 1 prio class 2",
+                Some((IoError, Fatal, &["disk:loop0"])),
+            ),
+            (
+                "critical medium error, dev sdaa, sector 123 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:sdaa"])),
+            ),
+            (
+                "timeout error, dev nvme0n1, sector 8 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:nvme0n1"])),
+            ),
+            // block/blk-core.c `print_req_error` 5.0-5.15, and 4.x `blk_update_request`.
+            (
+                "blk_update_request: I/O error, dev sda, sector 2048 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:sda"])),
+            ),
+            (
+                "blk_update_request: I/O error, dev sdb, sector 2048",
+                Some((IoError, Fatal, &["disk:sdb"])),
+            ),
+            // `?` when the request has no disk: an error nobody can be blamed for.
+            (
+                "I/O error, dev ?, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &[])),
+            ),
+            // A program writing into /dev/kmsg (tests/kmsg.rs): the text is what counts.
+            (
+                "usbperf-test: I/O error, dev sdzz, sector 2048 op 0x1:(WRITE) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:sdzz"])),
+            ),
+            // fs/buffer.c `buffer_io_error` / `mark_buffer_write_io_error`.
+            (
+                "Buffer I/O error on dev sda1, logical block 0, async page read",
+                Some((IoError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "Buffer I/O error on dev mmcblk0p2, logical block 1234, lost async page write",
+                Some((IoError, Fatal, &["disk:mmcblk0p2"])),
+            ),
+            (
+                "Buffer I/O error on dev dm-0, logical block 7, lost sync page write",
+                Some((IoError, Fatal, &["disk:dm-0"])),
+            ),
+            // drivers/block/loop.c `lo_write_bvec`.
+            (
+                "loop0: Write error at byte offset 0, length 4096.",
+                Some((IoError, Fatal, &["disk:loop0"])),
+            ),
+            ("loop0: detected capacity change from 0 to 2048", None),
+            (
+                "sdb: detected capacity change from 31116288 to 0",
+                Some((DeviceOffline, Fatal, &["disk:sdb"])),
+            ),
+            (
+                "sda: attempt to access beyond end of device\nsda: rw=1, sector=131072, nr_sectors = 8 limit=131064",
+                Some((IoError, Fatal, &["disk:sda"])),
+            ),
+        ]);
+    }
+
+    #[test]
+    fn usb_core_lines() {
+        check(&[
+            // drivers/usb/core/hub.c `hub_port_init`: "%s %s USB device number %d using %s".
+            (
+                "usb 1-1.2: reset high-speed USB device number 5 using xhci_hcd",
+                Some((UsbReset, Fatal, &["usb:1-1.2"])),
+            ),
+            (
+                "usb 2-1: reset SuperSpeed USB device number 2 using xhci_hcd",
+                Some((UsbReset, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 2-1: reset SuperSpeed Plus Gen 2x1 USB device number 2 using xhci_hcd",
+                Some((UsbReset, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 1-1.4: new low-speed USB device number 7 using dwc2",
+                Some((UsbNewDevice, Info, &["usb:1-1.4"])),
+            ),
+            // drivers/usb/core/hub.c `usb_disconnect`.
+            (
+                "usb 1-1.2: USB disconnect, device number 5",
+                Some((UsbDisconnect, Fatal, &["usb:1-1.2"])),
+            ),
+            // drivers/usb/core/hub.c enumeration failures; port devices are "usb1-port2"
+            // (root hub) and "1-1-port3" (hub 1-1), drivers/usb/core/port.c.
+            (
+                "usb 1-1: device descriptor read/64, error -71",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb 1-1.2: device not accepting address 6, error -71",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1.2"])),
+            ),
+            (
+                "usb usb1-port2: unable to enumerate USB device",
+                Some((UsbEnumerationError, Fatal, &["usb:1-2"])),
+            ),
+            (
+                "usb 1-1-port3: Cannot enable. Maybe the USB cable is bad?",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1.3"])),
+            ),
+            (
+                "usb usb1-port1: disabled by hub (EMI?), re-enabling...",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb usb2-port1: over-current condition",
+                Some((UsbEnumerationError, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 1-1: can't set config #1, error -71",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb 1-1: device firmware changed",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb usb1-port1: attempt power cycle",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            // Hub interface lines: the port number names the device on it.
+            (
+                "hub 1-1:1.0: hub_ext_port_status failed (err = -71)",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "hub 1-1:1.0: cannot reset port 2 (err = -71)",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1.2"])),
+            ),
+            (
+                "hub 1-0:1.0: cannot disable port 1 (err = -32)",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            // Host controller death is not classified (the disconnects that follow are).
+            (
+                "xhci_hcd 0000:00:14.0: xHCI host controller not responding, assume dead",
+                None,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn uas_and_scsi_lines() {
+        check(&[
+            // drivers/usb/storage/uas-detect.h `uas_use_uas_driver`.
+            (
+                "usb 2-1: UAS is ignored for this device, using usb-storage instead",
+                Some((UasFallback, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 2-1: UAS is blacklisted for this device, using usb-storage instead",
+                Some((UasFallback, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 4-1: USB controller 0000:00:04.0 does not support streams, which are required by the UAS driver.",
+                Some((UasFallback, Fatal, &["usb:4-1"])),
+            ),
+            // drivers/usb/storage/uas.c `uas_log_cmd_state` through scmd_printk
+            // (drivers/scsi/scsi_logging.c: "[%s] " and "tag#%d " prefixes).
+            (
+                "sd 0:0:0:0: [sda] tag#12 uas_eh_abort_handler 0 uas-tag 3 inflight: CMD OUT ",
+                Some((UasError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 data cmplt err -71 uas-tag 1 inflight: CMD IN ",
+                Some((UasError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "scsi host0: uas_eh_device_reset_handler start",
+                Some((UasError, Fatal, &["scsi_host:host0"])),
+            ),
+            (
+                "scsi host0: uas_eh_device_reset_handler success",
+                Some((UasError, Fatal, &["scsi_host:host0"])),
+            ),
+            (
+                "scsi host3: uas_post_reset: alloc streams error -19 after reset",
+                Some((UasError, Fatal, &["scsi_host:host3"])),
+            ),
+            // drivers/scsi/scsi_logging.c `scsi_print_result`, `scsi_print_sense_hdr`,
+            // `scsi_print_command`.
+            (
+                "sd 0:0:0:0: [sda] tag#0 FAILED Result: hostbyte=DID_TIME_OUT driverbyte=DRIVER_OK cmd_age=30s",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 1:0:0:0: [sdb] tag#0 FAILED Result: hostbyte=DID_OK driverbyte=DRIVER_SENSE",
+                Some((ScsiError, Fatal, &["scsi:1:0:0:0", "disk:sdb"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 Sense Key : Medium Error [current] ",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 Sense Key : Recovered Error [current] ",
+                Some((ScsiError, Info, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 Add. Sense: Unrecovered read error",
+                Some((ScsiError, Info, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 CDB: Read(10) 28 00 00 00 08 00 00 00 08 00",
+                Some((ScsiError, Info, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // drivers/scsi/sd.c `sd_print_result` after a failed SYNCHRONIZE CACHE.
+            (
+                "sd 0:0:0:0: [sda] Synchronize Cache(10) failed: Result: hostbyte=DID_NO_CONNECT driverbyte=DRIVER_OK",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // drivers/scsi/scsi_lib.c `scsi_cmd_runtime_exceeced`.
+            (
+                "sd 0:0:0:0: [sda] tag#3 timing out command, waited 180s",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // drivers/scsi/scsi_lib.c, scsi_error.c, sd.c: the device goes offline.
+            (
+                "sd 0:0:0:0: rejecting I/O to offline device",
+                Some((DeviceOffline, Fatal, &["scsi:0:0:0:0"])),
+            ),
+            (
+                "sd 0:0:0:0: Device offlined - not ready after error recovery",
+                Some((DeviceOffline, Fatal, &["scsi:0:0:0:0"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] Medium access timeout failure. Offlining disk!",
+                Some((DeviceOffline, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // libata (drivers/ata/libata-eh.c).
+            (
+                "ata1.00: exception Emask 0x0 SAct 0x0 SErr 0x0 action 0x6 frozen",
+                Some((AtaError, Fatal, &["ata:ata1"])),
+            ),
+            (
+                "ata1.00: failed command: READ DMA EXT",
+                Some((AtaError, Fatal, &["ata:ata1"])),
+            ),
+            (
+                "ata1: hard resetting link",
+                Some((AtaError, Fatal, &["ata:ata1"])),
+            ),
+            // drivers/nvme/host/pci.c.
+            (
+                "nvme nvme0: I/O tag 12 (100c) opcode 0x1 (I/O Cmd) QID 3 timeout, aborting req_op:WRITE(1) size:4096",
+                Some((NvmeError, Fatal, &["nvme:nvme0"])),
+            ),
+            (
+                "nvme nvme0: I/O 12 QID 3 timeout, reset controller",
+                Some((NvmeError, Fatal, &["nvme:nvme0"])),
+            ),
+            (
+                "nvme nvme1: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff",
+                Some((NvmeError, Fatal, &["nvme:nvme1"])),
+            ),
+            ("nvme nvme0: Shutdown timeout set to 8 seconds", None),
+            ("nvme nvme0: 4/0/0 default/read/poll queues", None),
+        ]);
+    }
+
+    #[test]
+    fn filesystem_and_mmc_lines() {
+        check(&[
+            // fs/ext4/super.c `ext4_handle_error` via `ext4_msg`, `__ext4_error`,
+            // `__ext4_warning` (fs/ext4/page-io.c `ext4_end_bio`).
+            (
+                "EXT4-fs (sda1): Remounting filesystem read-only",
+                Some((FsReadOnly, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs error (device sda1): ext4_find_entry:1455: inode #2: comm ls: reading directory lblock 0",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs warning (device sda1): ext4_end_bio:343: I/O error 10 writing to inode 12 starting block 3584)",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs warning (device sda1): ext4_dx_add_entry:2461: Directory (ino: 2) index full, reach max htree level :2",
+                None,
+            ),
+            (
+                "EXT4-fs (sda1): I/O error while writing superblock",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs (sda1): mounted filesystem 0e2e6f9b-2b1c-4d35-9b7d-1f1d1f0c2a11 r/w with ordered data mode. Quota mode: none.",
+                None,
+            ),
+            // fs/fat/misc.c `__fat_fs_error`, fs/exfat/misc.c `__exfat_fs_error`.
+            (
+                "FAT-fs (sda1): Filesystem has been set read-only",
+                Some((FsReadOnly, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "FAT-fs (sda1): error, fat_get_cluster: invalid cluster chain (i_pos 0)",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "FAT-fs (sdb1): Volume was not properly unmounted. Some data may be corrupt. Please run fsck.",
+                None,
+            ),
+            (
+                "exFAT-fs (sdc1): error, invalid access to FAT (entry 0x00001234)",
+                Some((FsError, Fatal, &["disk:sdc1"])),
+            ),
+            // fs/jbd2/journal.c: the journal name is "<bdev>-<inode>".
+            (
+                "Aborting journal on device sda1-8.",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "JBD2: Error -5 detected when updating journal superblock for mmcblk0p2-8.",
+                Some((FsError, Fatal, &["disk:mmcblk0p2"])),
+            ),
+            // drivers/mmc/core/bus.c, block.c; drivers/mmc/host/sdhci.c.
+            (
+                "mmc0: card 0001 removed",
+                Some((MmcRemoved, Fatal, &["mmc_host:mmc0"])),
+            ),
+            (
+                "mmcblk0: error -110 transferring data, sector 2048, nr 8, cmd response 0x900, card status 0xb00",
+                Some((MmcError, Fatal, &["disk:mmcblk0"])),
+            ),
+            (
+                "mmcblk1: recovery failed!",
+                Some((MmcError, Fatal, &["disk:mmcblk1"])),
+            ),
+            (
+                "mmc1: Timeout waiting for hardware interrupt.",
+                Some((MmcError, Fatal, &["mmc_host:mmc1"])),
+            ),
+            ("mmcblk0: p1 p2", None),
+            (
+                "mmc1: Card removed during transfer!",
+                Some((MmcRemoved, Fatal, &["mmc_host:mmc1"])),
+            ),
+            (
+                "EXT4-fs (sda1): failed to convert unwritten extents to written extents -- potential data loss!  (inode 12, error -30)",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs (sda1): mounted filesystem with ordered data mode. Opts: errors=remount-ro. Quota mode: none.",
+                None,
+            ),
+            (
+                "XFS (sdb1): metadata I/O error in \"xfs_buf_ioend+0x1a0/0x4e0\" at daddr 0x2 len 1 error 5",
+                Some((FsError, Fatal, &["disk:sdb1"])),
+            ),
+            (
+                "XFS (sdb1): Filesystem has been shut down due to log error (0x2).",
+                Some((FsError, Fatal, &["disk:sdb1"])),
+            ),
+            ("XFS (sdb1): Ending clean mount", None),
+            (
+                "BTRFS error (device sdc1): bdev /dev/sdc1 errs: wr 1, rd 0, flush 0, corrupt 0, gen 0",
+                Some((FsError, Fatal, &["disk:sdc1"])),
+            ),
+            (
+                "BTRFS error (device sdc1 state EA): Transaction aborted (error -5)",
+                Some((FsError, Fatal, &["disk:sdc1"])),
+            ),
+            (
+                "BTRFS info (device sdc1 state EA): forced readonly",
+                Some((FsReadOnly, Fatal, &["disk:sdc1"])),
+            ),
+            ("BTRFS info (device sdc1): first mount of filesystem 5f1c", None),
+        ]);
+    }
+
+    #[test]
+    fn record_dictionary_adds_device() {
+        let cases: [(&str, Option<&str>, &[&str]); 5] = [
+            // sd_printk carries DEVICE=+scsi:<addr>: already named by the text.
+            (
+                "sd 0:0:0:0: [sda] tag#0 FAILED Result: hostbyte=DID_ERROR driverbyte=DRIVER_OK cmd_age=0s",
+                Some("+scsi:0:0:0:0"),
+                &["scsi:0:0:0:0", "disk:sda"],
+            ),
+            (
+                "I/O error, dev sda, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some("b8:0"),
+                &["disk:sda", "devnum:8:0"],
+            ),
+            // A USB char device number (c189:N) is no port path: ignored.
+            (
+                "usb 1-1: reset high-speed USB device number 2 using ehci-pci",
+                Some("c189:1"),
+                &["usb:1-1"],
+            ),
+            (
+                "usb-storage 1-1.2:1.0: USB Mass Storage device detected",
+                None,
+                &[],
+            ),
+            (
+                "Buffer I/O error on dev sdb1, logical block 0, async page read",
+                Some("+usb:1-1.2:1.0"),
+                &["disk:sdb1", "usb:1-1.2"],
+            ),
+        ];
+        for (msg, device, want) in cases {
+            let rec = KmsgRecord {
+                seq: 42,
+                ts_usec: 7,
+                level: 3,
+                facility: 0,
+                message: msg.to_string(),
+                subsystem: None,
+                device: device.map(str::to_string),
+                lost_before: 0,
+            };
+            let ev = classify_record(&rec);
+            if want.is_empty() {
+                assert_eq!(ev, None, "{msg:?}");
+                continue;
+            }
+            let ev = ev.unwrap_or_else(|| panic!("{msg:?} not classified"));
+            let keys: Vec<String> = ev.keys.iter().map(|k| k.to_string()).collect();
+            assert_eq!(keys, *want, "{msg:?}");
+            assert_eq!((ev.seq, ev.ts_usec), (Some(42), Some(7)));
+        }
+    }
+
+    #[test]
+    fn usb_device_names() {
+        let cases: [(&str, Option<&str>); 10] = [
+            ("1-1", Some("1-1")),
+            ("3-10.4.1", Some("3-10.4.1")),
+            ("usb2", Some("usb2")),
+            ("1-1.2:1.0", Some("1-1.2")),
+            ("2-0:1.0", Some("usb2")),
+            ("usb1-port4", Some("1-4")),
+            ("1-1.2-port3", Some("1-1.2.3")),
+            ("0:0:0:0", None),
+            ("1-", None),
+            ("usbx-port1", None),
+        ];
+        for (name, want) in cases {
+            let got = usb_key_of_dev_name(name);
+            assert_eq!(got, want.map(|w| EventKey::UsbPort(w.into())), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn event_serialises_with_string_keys_and_round_trips() {
+        let mut ev = classify("usb 1-1: USB disconnect, device number 2").unwrap();
+        ev.keys_matched = vec!["usb:1-1".into()];
+        ev.seq = Some(9);
+        let json = serde_json::to_value(&ev).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "kind": "usb_disconnect",
+                "severity": "fatal",
+                "keys": ["usb:1-1"],
+                "keys_matched": ["usb:1-1"],
+                "line": "usb 1-1: USB disconnect, device number 2",
+                "seq": 9
+            })
+        );
+        let back: KernelEvent = serde_json::from_value(json).unwrap();
+        assert_eq!(back, ev);
+        assert!(serde_json::from_str::<EventKey>("\"floppy:fd0\"").is_err());
+        assert!(serde_json::from_str::<EventKey>("\"sda\"").is_err());
+        for k in ["disk:sda", "scsi:0:0:0:0", "devnum:8:1", "ata:ata1"] {
+            assert_eq!(k.parse::<EventKey>().unwrap().to_string(), k);
+        }
+    }
+}

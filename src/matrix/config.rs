@@ -1,0 +1,723 @@
+//! Owns the factory-run configuration: the YAML schema (unknown keys are errors), built-in and
+//! board profiles, layering (profile < config file < flags) into one resolved `Config`, and
+//! errors that name the file, line and column.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::discover::DeviceClass;
+use crate::engine::EngineRequest;
+use crate::units;
+use crate::workload::verify::VerifyMode;
+use crate::workload::{CacheMode, WorkloadKind};
+
+/// Built-in profiles: the name `profile:` takes, and the YAML shipped in the binary.
+pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
+    ("quick", include_str!("../../profiles/quick.yaml")),
+    ("full", include_str!("../../profiles/full.yaml")),
+];
+
+/// A byte count written with a unit (`64M`, `1G`, `4k`) or as a plain integer of bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NumOrText(
+            "a size such as 64M, 1G or 4k",
+            |s| units::parse_size(s).map(Size).map_err(|e| e.to_string()),
+            |n| Ok(Size(n)),
+        ))
+    }
+}
+
+/// A visitor for values written as an integer or as text with a unit; it keeps serde's
+/// position, so errors point at the value itself.
+struct NumOrText<T>(
+    &'static str,
+    fn(&str) -> Result<T, String>,
+    fn(u64) -> Result<T, String>,
+);
+
+impl<'de, T> de::Visitor<'de> for NumOrText<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+        (self.2)(v).map_err(E::custom)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
+        let v = u64::try_from(v).map_err(|_| E::custom(format!("{v} is negative: {}", self.0)))?;
+        (self.2)(v).map_err(E::custom)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+        (self.1)(v).map_err(|e| E::custom(format!("{e} ({})", self.0)))
+    }
+}
+
+impl Serialize for Size {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&units::format_size(self.0))
+    }
+}
+
+/// A duration written with a unit (`500ms`, `5s`, `2m`) or as an integer of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dur(pub Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NumOrText(
+            "a duration such as 500ms, 5s or 2m",
+            |s| units::parse_duration(s).map(Dur).map_err(|e| e.to_string()),
+            |n| Ok(Dur(Duration::from_secs(n))),
+        ))
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&units::format_duration(self.0))
+    }
+}
+
+/// Which disks a rule applies to. Every given field must match; an empty selector matches
+/// nothing (a typo must not select every disk).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, try_from = "SelectorRaw")]
+pub struct Selector {
+    /// Every disk that is not a system disk (root, boot, swap, RAID/LVM members, eMMC boot
+    /// areas) and not a loop/zram/dm device.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_non_system: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<DeviceClass>,
+    /// USB port path as `usb:1-1.2` (kernel port path, as `lsusb -t` shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<String>,
+    /// udev `ID_PATH`, or a prefix of it ending at a component boundary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// Kernel name (`mmcblk0`): stable for on-board eMMC/SD, not for `sdX`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// `Selector` as written, checked before it becomes one (so errors carry the position).
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct SelectorRaw {
+    all_non_system: bool,
+    class: Option<DeviceClass>,
+    port: Option<String>,
+    id_path: Option<String>,
+    serial: Option<String>,
+    name: Option<String>,
+}
+
+impl TryFrom<SelectorRaw> for Selector {
+    type Error = String;
+    fn try_from(r: SelectorRaw) -> Result<Self, String> {
+        let s = Selector {
+            all_non_system: r.all_non_system,
+            class: r.class,
+            port: r.port,
+            id_path: r.id_path,
+            serial: r.serial,
+            name: r.name,
+        };
+        if s == Selector::default() {
+            return Err(
+                "empty selector: name at least one of all_non_system, class, port, \
+                        id_path, serial, name"
+                    .into(),
+            );
+        }
+        if let Some(p) = &s.port {
+            if !p.starts_with("usb:") || p.len() < 5 {
+                return Err(format!(
+                    "port {p:?}: write USB ports as usb:BUS-PORT[.PORT...], e.g. usb:1-1.2"
+                ));
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// Where a selected disk's write tests go. YAML: `auto`, `read-only`, `raw`, or `{dir: PATH}`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum TargetSpec {
+    /// A test file on the disk's mounted, writable, non-system filesystem if it has one;
+    /// otherwise read-only tests on the raw device.
+    #[default]
+    Auto,
+    /// Only read tests, on the raw device.
+    ReadOnly,
+    /// A test file in this directory (on a filesystem of the selected disk).
+    Dir(PathBuf),
+    /// The raw device, destroying its contents: only when every safety check passes.
+    Raw,
+}
+
+impl Serialize for TargetSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            TargetSpec::Auto => s.serialize_str("auto"),
+            TargetSpec::ReadOnly => s.serialize_str("read-only"),
+            TargetSpec::Raw => s.serialize_str("raw"),
+            TargetSpec::Dir(p) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("dir", p)?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TargetSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const WANT: &str = "auto, read-only, raw, or {dir: /absolute/path}";
+        impl<'de> de::Visitor<'de> for V {
+            type Value = TargetSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(WANT)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<TargetSpec, E> {
+                match v {
+                    "auto" => Ok(TargetSpec::Auto),
+                    "read-only" => Ok(TargetSpec::ReadOnly),
+                    "raw" => Ok(TargetSpec::Raw),
+                    other => Err(E::custom(format!(
+                        "unknown target {other:?}: expected {WANT}"
+                    ))),
+                }
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut m: A) -> Result<TargetSpec, A::Error> {
+                let key: Option<String> = m.next_key()?;
+                match key.as_deref() {
+                    Some("dir") => {
+                        let p: PathBuf = m.next_value()?;
+                        if !p.is_absolute() {
+                            return Err(de::Error::custom(format!(
+                                "dir {p:?} must be an absolute path"
+                            )));
+                        }
+                        if let Some(k) = m.next_key::<String>()? {
+                            return Err(de::Error::custom(format!(
+                                "unexpected key {k:?} beside dir"
+                            )));
+                        }
+                        Ok(TargetSpec::Dir(p))
+                    }
+                    Some(k) => Err(de::Error::custom(format!(
+                        "unknown key {k:?}: expected {WANT}"
+                    ))),
+                    None => Err(de::Error::custom(format!("empty map: expected {WANT}"))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One device rule: which disks, how to test them, what link they must have.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceRule {
+    pub select: Selector,
+    #[serde(default)]
+    pub target: TargetSpec,
+    /// The device must be present (fails the unit when missing); `--wait-devices` waits for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub required: bool,
+    /// A label for the report ("front USB", "on-module eMMC").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// One column of the matrix: a workload and its parameters (unset ones take the workload's
+/// seed defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestSpec {
+    pub workload: WorkloadKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bs: Option<Size>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "at_least_one"
+    )]
+    pub qd: Option<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "at_least_one"
+    )]
+    pub jobs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Size>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Dur>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheMode>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "percent"
+    )]
+    pub read_percent: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_mode: Option<VerifyMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_interval: Option<Dur>,
+}
+
+/// Limits a device must meet. Applies to the disks its `select` matches (class, port, name,
+/// serial) and, when `workload` is set, only to that workload's figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Threshold {
+    pub select: Selector,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_mib_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_iops: Option<f64>,
+    /// p99 completion latency limit in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_p99_latency_ms: Option<f64>,
+    /// I/Os slower than 1 s allowed (0 = none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_stalls: Option<u64>,
+    /// Negotiated USB link speed the device must reach (Mbit/s; also every hub on its path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_link_mbps: Option<f64>,
+    /// Negotiated SATA link speed (Gbit/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_sata_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_capacity: Option<Size>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReportFormat {
+    #[default]
+    Yaml,
+    Json,
+}
+
+/// A config file or profile as written: every key optional, unknown keys rejected.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// The profile this file extends: `quick`, `full`, or a path to another YAML file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_dir: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_format: Option<ReportFormat>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineRequest>,
+    /// How long to wait for `required` devices to appear before testing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_devices: Option<Dur>,
+    /// Free space kept on a filesystem under test, in % of its size (at least 10 advised).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "headroom"
+    )]
+    pub headroom_percent: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<DeviceRule>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<Vec<TestSpec>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thresholds: Option<Vec<Threshold>>,
+}
+
+/// An integer in `min..=max`, checked inside the visitor so the error points at the value.
+fn bounded<'de, D: Deserializer<'de>>(
+    d: D,
+    min: u64,
+    max: u64,
+    what: &'static str,
+) -> Result<u64, D::Error> {
+    struct V(u64, u64, &'static str);
+    impl<'de> de::Visitor<'de> for V {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{} ({}..={})", self.2, self.0, self.1)
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            if v < self.0 || v > self.1 {
+                return Err(E::custom(format!(
+                    "{v} is out of range: {} must be {}..={}",
+                    self.2, self.0, self.1
+                )));
+            }
+            Ok(v)
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            match u64::try_from(v) {
+                Ok(v) => self.visit_u64(v),
+                Err(_) => Err(E::custom(format!(
+                    "{v} is negative: {} must be {}..={}",
+                    self.2, self.0, self.1
+                ))),
+            }
+        }
+    }
+    d.deserialize_any(V(min, max, what))
+}
+
+fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    bounded(d, 1, 4096, "a queue depth or job count").map(|v| Some(v as u32))
+}
+
+fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    bounded(d, 0, 100, "a percentage").map(|v| Some(v as u8))
+}
+
+fn headroom<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    bounded(d, 0, 99, "headroom_percent (10 is advised)").map(|v| Some(v as u8))
+}
+
+/// The configuration a run uses, every value decided; recorded in the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// Where each layer came from, lowest first (`builtin:quick`, `/etc/usbperf/usbperf.yaml`).
+    pub sources: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub report_dir: PathBuf,
+    pub report_format: ReportFormat,
+    pub engine: EngineRequest,
+    pub wait_devices: Dur,
+    pub headroom_percent: u8,
+    pub devices: Vec<DeviceRule>,
+    pub tests: Vec<TestSpec>,
+    pub thresholds: Vec<Threshold>,
+}
+
+pub const DEFAULT_REPORT_DIR: &str = "/var/lib/usbperf/reports";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}:{line}:{column}: {msg}")]
+    Syntax {
+        file: String,
+        line: usize,
+        column: usize,
+        msg: String,
+    },
+    #[error("cannot read the config {file}: {err}")]
+    Read { file: String, err: std::io::Error },
+    #[error(
+        "unknown profile {0:?}: use one of quick, full, or the path of a YAML profile (board \
+         profiles live in profiles/boards/ and /etc/usbperf/profiles/)"
+    )]
+    UnknownProfile(String),
+    #[error("profiles extend each other in a loop: {0}")]
+    ProfileLoop(String),
+}
+
+/// Parses one YAML document; errors carry file, line and column.
+pub fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigError> {
+    let cf: ConfigFile = serde_norway::from_str(text).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
+        ConfigError::Syntax {
+            file: file.to_string(),
+            line,
+            column,
+            msg: e.to_string(),
+        }
+    })?;
+    Ok(cf)
+}
+
+/// Loads a profile by name or path, following `profile:` chains; returns the layers lowest
+/// first with their source names.
+pub fn load_profile(
+    name: &str,
+    search: &[PathBuf],
+    seen: &mut Vec<String>,
+) -> Result<Vec<(String, ConfigFile)>, ConfigError> {
+    if seen.iter().any(|s| s == name) {
+        seen.push(name.to_string());
+        return Err(ConfigError::ProfileLoop(seen.join(" -> ")));
+    }
+    seen.push(name.to_string());
+    let (source, text) = if let Some((_, t)) = BUILTIN_PROFILES.iter().find(|(n, _)| *n == name) {
+        (format!("builtin:{name}"), t.to_string())
+    } else {
+        let candidates: Vec<PathBuf> = if name.contains('/') || name.ends_with(".yaml") {
+            vec![PathBuf::from(name)]
+        } else {
+            search
+                .iter()
+                .map(|d| d.join(format!("{name}.yaml")))
+                .collect()
+        };
+        let found = candidates
+            .iter()
+            .find(|p| p.is_file())
+            .ok_or_else(|| ConfigError::UnknownProfile(name.to_string()))?;
+        let text = std::fs::read_to_string(found).map_err(|err| ConfigError::Read {
+            file: found.display().to_string(),
+            err,
+        })?;
+        (found.display().to_string(), text)
+    };
+    let cf = parse(&text, &source)?;
+    let mut layers = match &cf.profile {
+        Some(base) => load_profile(base, search, seen)?,
+        None => Vec::new(),
+    };
+    layers.push((source, cf));
+    Ok(layers)
+}
+
+/// Loads a config file and everything it extends; `base` replaces the file's own `profile:`
+/// (what `--profile` does: the file's other keys still apply on top).
+pub fn load_file(
+    path: &Path,
+    base: Option<&str>,
+    search: &[PathBuf],
+) -> Result<Vec<(String, ConfigFile)>, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
+        file: file.clone(),
+        err,
+    })?;
+    let mut cf = parse(&text, &file)?;
+    if let Some(b) = base {
+        cf.profile = Some(b.to_string());
+    }
+    let mut layers = match &cf.profile {
+        Some(base) => load_profile(base, search, &mut vec![file.clone()])?,
+        None => Vec::new(),
+    };
+    layers.push((file, cf));
+    Ok(layers)
+}
+
+/// Layers lowest first; a key set in a higher layer replaces the lower one's whole value.
+pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
+    let mut c = Config {
+        sources: Vec::new(),
+        description: None,
+        report_dir: PathBuf::from(DEFAULT_REPORT_DIR),
+        report_format: ReportFormat::Yaml,
+        engine: EngineRequest::Auto,
+        wait_devices: Dur(Duration::from_secs(0)),
+        headroom_percent: 10,
+        devices: vec![DeviceRule {
+            select: Selector {
+                all_non_system: true,
+                ..Selector::default()
+            },
+            target: TargetSpec::Auto,
+            required: false,
+            label: None,
+        }],
+        tests: Vec::new(),
+        thresholds: Vec::new(),
+    };
+    for (source, l) in layers {
+        c.sources.push(source);
+        if l.description.is_some() {
+            c.description = l.description;
+        }
+        if let Some(v) = l.report_dir {
+            c.report_dir = v;
+        }
+        if let Some(v) = l.report_format {
+            c.report_format = v;
+        }
+        if let Some(v) = l.engine {
+            c.engine = v;
+        }
+        if let Some(v) = l.wait_devices {
+            c.wait_devices = v;
+        }
+        if let Some(v) = l.headroom_percent {
+            c.headroom_percent = v;
+        }
+        if let Some(v) = l.devices {
+            c.devices = v;
+        }
+        if let Some(v) = l.tests {
+            c.tests = v;
+        }
+        if let Some(v) = l.thresholds {
+            c.thresholds = v;
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_profiles_parse_and_resolve() {
+        for (name, _) in BUILTIN_PROFILES {
+            let layers = load_profile(name, &[], &mut Vec::new()).unwrap();
+            let c = resolve(layers);
+            assert!(!c.tests.is_empty(), "{name} has tests");
+            assert_eq!(c.sources, vec![format!("builtin:{name}")]);
+        }
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let table: &[(&str, &str)] = &[
+            // A typo in a key is an error, not silently ignored.
+            (
+                "tests:\n  - workload: seq-write\n    sizee: 1G\n",
+                "t.yaml:3:5: tests[0]: unknown field `sizee`",
+            ),
+            (
+                "tests:\n  - workload: seq-writ\n",
+                "t.yaml:2:15: tests[0].workload: unknown variant `seq-writ`",
+            ),
+            (
+                "tests:\n  - workload: seq-write\n    size: 12Q\n",
+                "t.yaml:3:11",
+            ),
+            (
+                "report_dir: [1\n",
+                "t.yaml:1:13: report_dir: invalid type: sequence",
+            ),
+            // Broken YAML itself (mapping in a plain scalar).
+            ("headroom_percent: 10\nreport_dir: a: b\n", "t.yaml:2:14"),
+            (
+                "headroom_percent: 150\n",
+                "t.yaml:1:19: headroom_percent: 150 is out of range",
+            ),
+            // A selector that selects nothing, or everything by accident, is refused.
+            (
+                "devices:\n  - select: {}\n",
+                "t.yaml:2:5: devices[0]: empty selector",
+            ),
+            (
+                "devices:\n  - select: {port: 1-1}\n",
+                "t.yaml:2:5: devices[0]: port \"1-1\": write USB ports as usb:",
+            ),
+            (
+                "devices:\n  - select: {class: usb}\n    target: {dir: data}\n",
+                "t.yaml:3:13: devices[0].target: dir \"data\" must be an absolute path",
+            ),
+            (
+                "devices:\n  - select: {class: usb}\n    target: rw\n",
+                "unknown target \"rw\"",
+            ),
+            (
+                "tests:\n  - workload: mixed\n    read_percent: 170\n",
+                "t.yaml:3:19: tests[0].read_percent: 170 is out of range",
+            ),
+            (
+                "tests:\n  - workload: mixed\n    qd: 0\n",
+                "t.yaml:3:9: tests[0].qd: 0 is out of range",
+            ),
+        ];
+        for (text, want) in table {
+            let err = parse(text, "t.yaml").unwrap_err().to_string();
+            assert!(err.contains(want), "{text:?}: got {err:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn layers_replace_whole_keys_and_flags_are_last() {
+        let base = parse(
+            "report_dir: /a\nheadroom_percent: 20\ntests:\n  - workload: seq-read\n",
+            "b",
+        )
+        .unwrap();
+        let top = parse(
+            "report_dir: /b\ntests:\n  - workload: rand-read\n    qd: 8\n",
+            "t",
+        )
+        .unwrap();
+        let c = resolve(vec![("b".into(), base), ("t".into(), top)]);
+        assert_eq!(c.report_dir, PathBuf::from("/b"));
+        assert_eq!(c.headroom_percent, 20);
+        assert_eq!(c.tests.len(), 1);
+        assert_eq!(c.tests[0].workload, WorkloadKind::RandRead);
+        assert_eq!(c.tests[0].qd, Some(8));
+        assert_eq!(c.sources, vec!["b", "t"]);
+    }
+
+    #[test]
+    fn target_forms() {
+        let c = parse(
+            "devices:\n  - select: {class: usb}\n    target: raw\n  - select: {name: mmcblk0}\n    target: {dir: /data}\n  - select: {all_non_system: true}\n",
+            "t",
+        )
+        .unwrap();
+        let d = c.devices.unwrap();
+        assert_eq!(d[0].target, TargetSpec::Raw);
+        assert_eq!(d[1].target, TargetSpec::Dir(PathBuf::from("/data")));
+        assert_eq!(d[2].target, TargetSpec::Auto);
+    }
+
+    #[test]
+    fn profile_loops_are_reported() {
+        let dir = std::env::temp_dir().join(format!("usbperf-loop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.yaml"), "profile: b\n").unwrap();
+        std::fs::write(dir.join("b.yaml"), "profile: a\n").unwrap();
+        let err = load_profile("a", std::slice::from_ref(&dir), &mut Vec::new()).unwrap_err();
+        assert!(matches!(err, ConfigError::ProfileLoop(_)), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod board_profiles {
+    use super::*;
+
+    /// The example board profiles in the repository parse, extend `quick`, and every
+    /// threshold they set names a workload the matrix runs.
+    #[test]
+    fn example_board_profiles_resolve() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/boards");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let layers = load_file(&p, None, &[]).unwrap_or_else(|e| panic!("{e}"));
+            let c = resolve(layers);
+            assert_eq!(c.sources[0], "builtin:quick", "{}", p.display());
+            assert!(!c.thresholds.is_empty() && !c.devices.is_empty());
+            for t in &c.thresholds {
+                if let Some(w) = t.workload {
+                    assert!(
+                        c.tests.iter().any(|s| s.workload == w),
+                        "{}: {w:?}",
+                        p.display()
+                    );
+                }
+            }
+            n += 1;
+        }
+        assert_eq!(n, 2);
+    }
+}

@@ -1,0 +1,183 @@
+//! Owns the unit's identity in a report: which board this is (device-tree model and serial,
+//! or DMI), which installation (machine-id, hostname), which kernel, CPU and memory.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Who produced a report. Every field is best effort: a board without a device tree or DMI
+/// still gets a report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnitIdentity {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine_id: Option<String>,
+    /// `/proc/device-tree/model`, or DMI `sys_vendor product_name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `/proc/device-tree/serial-number`, or DMI `product_serial`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// Where `model` and `serial` came from: `device-tree` or `dmi`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity_source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_release: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+    pub cpu_count: usize,
+    pub memory_bytes: u64,
+}
+
+/// Where to read identity from (the real root in production; fixtures in tests).
+#[derive(Debug, Clone)]
+pub struct IdentitySources {
+    pub device_tree: PathBuf,
+    pub dmi: PathBuf,
+    pub machine_id: PathBuf,
+}
+
+impl Default for IdentitySources {
+    fn default() -> Self {
+        IdentitySources {
+            device_tree: PathBuf::from("/proc/device-tree"),
+            dmi: PathBuf::from("/sys/class/dmi/id"),
+            machine_id: PathBuf::from("/etc/machine-id"),
+        }
+    }
+}
+
+/// Device-tree strings end with NUL; DMI and machine-id with a newline.
+fn read_clean(p: &Path) -> Option<String> {
+    let raw = std::fs::read(p).ok()?;
+    let s = String::from_utf8_lossy(&raw)
+        .trim_matches(|c: char| c == '\0' || c.is_whitespace())
+        .to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+/// Reads the identity of the running unit.
+pub fn identify(src: &IdentitySources) -> UnitIdentity {
+    let mut u = UnitIdentity {
+        machine_id: read_clean(&src.machine_id),
+        ..UnitIdentity::default()
+    };
+    if let Ok(un) = nix::sys::utsname::uname() {
+        u.hostname = Some(un.nodename().to_string_lossy().into_owned());
+        u.kernel_release = Some(un.release().to_string_lossy().into_owned());
+        u.architecture = Some(un.machine().to_string_lossy().into_owned());
+    }
+    let dt_model = read_clean(&src.device_tree.join("model"));
+    let dt_serial = read_clean(&src.device_tree.join("serial-number"));
+    if dt_model.is_some() || dt_serial.is_some() {
+        u.model = dt_model;
+        u.serial = dt_serial;
+        u.identity_source = Some("device-tree".into());
+    } else {
+        let vendor = read_clean(&src.dmi.join("sys_vendor"));
+        let product = read_clean(&src.dmi.join("product_name"));
+        let model = [vendor, product]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" ");
+        u.model = (!model.is_empty()).then_some(model);
+        // product_serial is root-only; placeholders like "To Be Filled By O.E.M." say nothing.
+        u.serial = read_clean(&src.dmi.join("product_serial"))
+            .filter(|s| !s.to_ascii_lowercase().contains("filled") && s != "0");
+        if u.model.is_some() || u.serial.is_some() {
+            u.identity_source = Some("dmi".into());
+        }
+    }
+    let mut sys = sysinfo::System::new();
+    sys.refresh_cpu();
+    sys.refresh_memory();
+    u.cpu_count = sys.cpus().len();
+    u.cpu_model = sys
+        .cpus()
+        .first()
+        .map(|c| c.brand().trim().to_string())
+        .filter(|s| !s.is_empty());
+    u.memory_bytes = sys.total_memory();
+    u
+}
+
+/// A file-name-safe label for the unit: serial, else machine-id (short), else hostname.
+pub fn file_label(u: &UnitIdentity) -> String {
+    let raw = u
+        .serial
+        .clone()
+        .or_else(|| u.machine_id.as_ref().map(|m| m.chars().take(12).collect()))
+        .or_else(|| u.hostname.clone())
+        .unwrap_or_else(|| "unit".into());
+    let s: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if s.is_empty() {
+        "unit".into()
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_tree_wins_over_dmi_and_labels_are_safe() {
+        let d = std::env::temp_dir().join(format!("usbperf-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("dt")).unwrap();
+        std::fs::create_dir_all(d.join("dmi")).unwrap();
+        // Device-tree properties are NUL-terminated strings (Toradex module as an example).
+        std::fs::write(d.join("dt/model"), b"Toradex Apalis iMX8QM V1.1 on Ixora\0").unwrap();
+        std::fs::write(d.join("dt/serial-number"), b"06612345\0").unwrap();
+        std::fs::write(d.join("dmi/product_name"), b"Standard PC\n").unwrap();
+        std::fs::write(d.join("mid"), b"0123456789abcdef0123456789abcdef\n").unwrap();
+        let src = IdentitySources {
+            device_tree: d.join("dt"),
+            dmi: d.join("dmi"),
+            machine_id: d.join("mid"),
+        };
+        let u = identify(&src);
+        assert_eq!(
+            u.model.as_deref(),
+            Some("Toradex Apalis iMX8QM V1.1 on Ixora")
+        );
+        assert_eq!(u.serial.as_deref(), Some("06612345"));
+        assert_eq!(u.identity_source.as_deref(), Some("device-tree"));
+        assert_eq!(
+            u.machine_id.as_deref(),
+            Some("0123456789abcdef0123456789abcdef")
+        );
+        assert!(u.cpu_count >= 1 && u.memory_bytes > 0);
+        assert_eq!(file_label(&u), "06612345");
+
+        std::fs::remove_dir_all(d.join("dt")).unwrap();
+        std::fs::write(d.join("dmi/sys_vendor"), b"QEMU\n").unwrap();
+        std::fs::write(d.join("dmi/product_serial"), b"To Be Filled By O.E.M.\n").unwrap();
+        let u = identify(&src);
+        assert_eq!(u.model.as_deref(), Some("QEMU Standard PC"));
+        assert_eq!(u.serial, None);
+        assert_eq!(u.identity_source.as_deref(), Some("dmi"));
+        assert_eq!(file_label(&u), "0123456789ab");
+        let odd = UnitIdentity {
+            serial: Some("a/b c".into()),
+            ..UnitIdentity::default()
+        };
+        assert_eq!(file_label(&odd), "a_b_c");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,65 @@
+//! Owns SIGINT/SIGTERM/SIGHUP: the first asks the run to stop (in-flight I/O drains, test
+//! files are removed, the report is written marked incomplete, exit 3); a second one removes
+//! the registered test files at once and exits 3.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+
+/// What the rest of the run looks at.
+#[derive(Debug, Clone)]
+pub struct StopFlag {
+    pub stop: Arc<AtomicBool>,
+    signal: Arc<AtomicI32>,
+}
+
+impl StopFlag {
+    pub fn requested(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+    /// The signal that asked to stop (`SIGTERM`), if any.
+    pub fn signal_name(&self) -> Option<String> {
+        let n = self.signal.load(Ordering::SeqCst);
+        if n == 0 {
+            return None;
+        }
+        Signal::try_from(n).ok().map(|s| s.as_str().to_string())
+    }
+}
+
+/// Blocks the signals in the calling thread (call it before spawning any thread so every
+/// thread inherits the mask) and handles them on a dedicated thread with `sigwait`: no code
+/// runs in signal context.
+pub fn install() -> std::io::Result<StopFlag> {
+    let mut set = SigSet::empty();
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(s);
+    }
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)?;
+    let flag = StopFlag {
+        stop: Arc::new(AtomicBool::new(false)),
+        signal: Arc::new(AtomicI32::new(0)),
+    };
+    let f = flag.clone();
+    std::thread::Builder::new()
+        .name("usbperf-signals".into())
+        .spawn(move || loop {
+            let Ok(sig) = set.wait() else { continue };
+            if f.stop.swap(true, Ordering::SeqCst) {
+                let n = super::testfile::remove_all_registered();
+                eprintln!(
+                    "usbperf-matrix: second {}: removed {n} test file(s), exiting now (exit 3)",
+                    sig.as_str()
+                );
+                std::process::exit(3);
+            }
+            f.signal.store(sig as i32, Ordering::SeqCst);
+            eprintln!(
+                "usbperf-matrix: {} received: stopping after in-flight I/O; test files are \
+                 removed and the report is written marked incomplete (send again to abort now)",
+                sig.as_str()
+            );
+        })?;
+    Ok(flag)
+}

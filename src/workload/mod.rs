@@ -1,0 +1,623 @@
+//! Owns the workloads (what hdparm, dd and fio did in the seeds): their parameters and
+//! defaults, how each becomes job plans for the engine, size and time bounds, cache modes, and
+//! the result every workload returns.
+
+pub mod curve;
+pub mod target;
+pub mod verify;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{
+    self, mix64, Access, EngineError, EngineKind, EngineRequest, JobPlan, OpStats, Progress,
+    RunOutcome, RunSpec, Selected, StopReason,
+};
+use crate::stats::{CpuFigures, OpFigures};
+use curve::CurveReport;
+use target::{OpenMode, Preparation, QueueInfo, Target, TargetKind};
+use verify::{PatternHook, VerifyMode, VerifyPhase, VerifyReport};
+
+/// The workloads, by the name `--workload` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// hdparm -t: sequential large reads (O_DIRECT) for a few seconds; read-only.
+    ReadBuffered,
+    /// dd of=: sequential 1 MiB writes.
+    SeqWrite,
+    /// dd if=: sequential 1 MiB reads after a cache drop, or O_DIRECT.
+    SeqRead,
+    /// Random 4 KiB reads, QD16 × 4 jobs.
+    RandRead,
+    /// Random 4 KiB writes, QD16 × 4 jobs.
+    RandWrite,
+    /// Random reads and writes, 70 % reads.
+    Mixed,
+    /// A long sequential write sampled over time, with knee detection.
+    WriteCurve,
+    /// Write a checkable pattern and read it back.
+    Verify,
+}
+
+/// How writes reach the medium and how reads avoid the page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheMode {
+    /// O_DIRECT (dd oflag=direct / iflag=direct).
+    Direct,
+    /// Buffered writes, then fdatasync, counted in the time (dd conv=fdatasync).
+    Fdatasync,
+    /// O_DSYNC: every write waits for the medium (dd oflag=dsync).
+    Dsync,
+    /// Page cache; reads start after a cache drop.
+    Buffered,
+}
+
+/// Every parameter of one test, resolved (defaults filled in); part of every result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadParams {
+    pub workload: WorkloadKind,
+    pub target: PathBuf,
+    pub engine: EngineRequest,
+    pub block_bytes: u64,
+    pub queue_depth: u32,
+    pub jobs: u32,
+    /// The time bound; `None` runs until the size bound.
+    pub runtime_ms: Option<u64>,
+    /// The region tested (and the amount of I/O unless `time_based`); `None` = the whole
+    /// existing target.
+    pub size_bytes: Option<u64>,
+    pub cache: CacheMode,
+    /// For `mixed`: the share of reads in %.
+    pub read_percent: u8,
+    /// Keep going over the region until the time bound (fio's time_based).
+    pub time_based: bool,
+    pub seed: u64,
+    /// For `write-curve`: the sampling interval.
+    pub sample_interval_ms: u64,
+    pub verify_mode: VerifyMode,
+    pub verify_phase: VerifyPhase,
+    /// For quick `verify`: how many probes spread over the region.
+    pub verify_points: u64,
+    /// Keep a test file we created.
+    pub keep: bool,
+    pub allow_write_device: bool,
+}
+
+impl WorkloadParams {
+    /// The seed defaults of each workload (fio/hdparm/dd in the seeds).
+    pub fn defaults(workload: WorkloadKind, target: PathBuf) -> Self {
+        use WorkloadKind::*;
+        let block_bytes = match workload {
+            ReadBuffered => 2 << 20,
+            SeqWrite | SeqRead | WriteCurve | Verify => 1 << 20,
+            RandRead | RandWrite | Mixed => 4096,
+        };
+        let (queue_depth, jobs) = match workload {
+            RandRead | RandWrite | Mixed => (16, 4),
+            _ => (1, 1),
+        };
+        let runtime_ms = match workload {
+            ReadBuffered => Some(3_000),
+            SeqWrite | SeqRead | RandRead | RandWrite | Mixed => Some(30_000),
+            WriteCurve | Verify => None,
+        };
+        WorkloadParams {
+            workload,
+            target,
+            engine: EngineRequest::Auto,
+            block_bytes,
+            queue_depth,
+            jobs,
+            runtime_ms,
+            size_bytes: None,
+            cache: CacheMode::Direct,
+            read_percent: match workload {
+                Mixed => 70,
+                ReadBuffered | SeqRead | RandRead => 100,
+                _ => 0,
+            },
+            time_based: false,
+            seed: 0x5EED_0F0B_u64,
+            sample_interval_ms: 1000,
+            verify_mode: VerifyMode::Full,
+            verify_phase: VerifyPhase::Both,
+            verify_points: 1024,
+            keep: false,
+            allow_write_device: false,
+        }
+    }
+
+    fn writes(&self) -> bool {
+        use WorkloadKind::*;
+        match self.workload {
+            ReadBuffered | SeqRead | RandRead => false,
+            SeqWrite | RandWrite | WriteCurve => true,
+            Mixed => self.read_percent < 100,
+            Verify => self.verify_phase != VerifyPhase::Read,
+        }
+    }
+
+    fn reads(&self) -> bool {
+        use WorkloadKind::*;
+        match self.workload {
+            ReadBuffered | SeqRead | RandRead => true,
+            SeqWrite | RandWrite | WriteCurve => false,
+            Mixed => self.read_percent > 0,
+            Verify => self.verify_phase != VerifyPhase::Write,
+        }
+    }
+
+    /// hdparm -t semantics are O_DIRECT whatever `--cache` says.
+    fn direct(&self) -> bool {
+        self.workload == WorkloadKind::ReadBuffered || self.cache == CacheMode::Direct
+    }
+}
+
+/// Where the workload runs, besides its parameters.
+pub struct RunOptions {
+    /// The sysfs tree to read queue settings from (normally `/sys`).
+    pub sysfs_root: PathBuf,
+    /// Set to stop the run early (SIGINT); in-flight I/O is still drained.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            sysfs_root: PathBuf::from("/sys"),
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+/// The target as reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetReport {
+    pub path: PathBuf,
+    pub kind: TargetKind,
+    pub created: bool,
+    pub region_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueInfo>,
+}
+
+/// One test's result: every figure, the engine used and every parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchResult {
+    pub workload: WorkloadKind,
+    pub engine: EngineKind,
+    pub engine_reason: String,
+    pub params: WorkloadParams,
+    pub target: TargetReport,
+    pub stopped_by: StopReason,
+    pub bytes: u64,
+    pub ios: u64,
+    /// Wall time, including the final flush in `fdatasync` mode.
+    pub seconds: f64,
+    pub mib_per_s: f64,
+    pub iops: f64,
+    /// Reads and writes together.
+    pub all: OpFigures,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read: Option<OpFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write: Option<OpFigures>,
+    pub cpu: CpuFigures,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flush_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_drop: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curve: Option<CurveReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifyReport>,
+}
+
+/// Workload failures; each message says how to fix the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("cannot open {path}: {source}; check the path and the permissions (block devices need root)")]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} does not exist: give --size to create a test file of that size there")]
+    NeedSize(PathBuf),
+    #[error("{0} is neither a regular file nor a block device: point --target at a file or a /dev/sdX-like device")]
+    NotATarget(PathBuf),
+    #[error("{0} is a symbolic link to a file: refusing to follow it (a test file path must not be a link); remove the link or point --target at the real file")]
+    Symlink(PathBuf),
+    #[error("{0} is a block device and this workload writes to it, destroying its data: add --allow-write-device if that is intended")]
+    DeviceWriteRefused(PathBuf),
+    #[error("{0} does not support O_DIRECT (tmpfs, some FUSE file systems): use --cache fdatasync or buffered, or a target on a real device")]
+    DirectUnsupported(PathBuf),
+    #[error(
+        "{path} holds {actual_bytes} bytes, less than --size {wanted_bytes}: give a smaller --size"
+    )]
+    TooSmall {
+        path: PathBuf,
+        actual_bytes: u64,
+        wanted_bytes: u64,
+    },
+    #[error("cannot create and prepare the test file {path}: {source}; check free space and permissions")]
+    Prepare {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--bs {0} is not a multiple of 512 bytes, which O_DIRECT needs: use a size such as 4k or 1M, or --cache buffered")]
+    Alignment(u64),
+    #[error("{0}")]
+    BadParams(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("the final fdatasync of {path} failed: {source}; the data may not be on the medium")]
+    Flush {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn validate(params: &WorkloadParams) -> Result<(), WorkloadError> {
+    let bad = |m: &str| Err(WorkloadError::BadParams(m.to_string()));
+    if params.block_bytes == 0 || params.block_bytes > u64::from(u32::MAX) {
+        return bad("--bs must be between 1 byte and 4G: e.g. 4k or 1M");
+    }
+    if params.queue_depth == 0 || params.queue_depth > 4096 {
+        return bad("--qd must be between 1 and 4096");
+    }
+    if params.jobs == 0 || params.jobs > 1024 {
+        return bad("--jobs must be between 1 and 1024");
+    }
+    if params.read_percent > 100 {
+        return bad("--read-percent must be between 0 and 100");
+    }
+    if params.time_based && params.runtime_ms.is_none() {
+        return bad("--time-based needs a --runtime to stop at");
+    }
+    if params.workload == WorkloadKind::Verify
+        && (params.block_bytes as usize) < verify::HEADER_BYTES
+    {
+        return bad("verify needs --bs of at least 512 bytes to hold its block header");
+    }
+    if params.direct() && params.block_bytes % 512 != 0 {
+        return Err(WorkloadError::Alignment(params.block_bytes));
+    }
+    Ok(())
+}
+
+/// Splits the region into job plans: sequential jobs get consecutive slices, random jobs share
+/// the whole region and split the I/O count (the size bound is the total over all jobs).
+fn plans(
+    params: &WorkloadParams,
+    region_bytes: u64,
+    access: Access,
+    read_percent: u8,
+) -> Result<Vec<JobPlan>, WorkloadError> {
+    let bs = params.block_bytes;
+    let jobs = u64::from(params.jobs);
+    let blocks = region_bytes / bs;
+    if blocks == 0 {
+        return Err(WorkloadError::BadParams(format!(
+            "the region ({region_bytes} bytes) is smaller than one block ({bs} bytes): give a larger --size or a smaller --bs"
+        )));
+    }
+    let plan = |j: u64, offset: u64, bytes: u64, ios: u64| JobPlan {
+        access,
+        read_percent,
+        block_bytes: bs as usize,
+        region_offset_bytes: offset,
+        region_bytes: bytes,
+        queue_depth: params.queue_depth as usize,
+        io_limit: (!params.time_based).then_some(ios),
+        seed: params.seed ^ mix64(j),
+    };
+    match access {
+        Access::Sequential => {
+            let slice_blocks = blocks / jobs;
+            if slice_blocks == 0 {
+                return Err(WorkloadError::BadParams(format!(
+                    "{jobs} sequential jobs need at least {jobs} blocks: give a larger --size or fewer --jobs"
+                )));
+            }
+            Ok((0..jobs)
+                .map(|j| plan(j, j * slice_blocks * bs, slice_blocks * bs, slice_blocks))
+                .collect())
+        }
+        Access::Random | Access::Spread { .. } => {
+            let total = match access {
+                Access::Spread { points } => points.min(blocks),
+                _ => blocks,
+            };
+            Ok((0..jobs)
+                .map(|j| {
+                    let ios = total / jobs + u64::from(j < total % jobs);
+                    plan(j, 0, blocks * bs, ios)
+                })
+                .collect())
+        }
+    }
+}
+
+/// Counters of one or more engine runs, added up.
+struct Measured {
+    read: OpStats,
+    write: OpStats,
+    elapsed_ns: u64,
+    cpu_usr_ns: u64,
+    cpu_sys_ns: u64,
+    stopped_by: StopReason,
+}
+
+impl Measured {
+    fn new() -> Self {
+        Measured {
+            read: OpStats::new(),
+            write: OpStats::new(),
+            elapsed_ns: 0,
+            cpu_usr_ns: 0,
+            cpu_sys_ns: 0,
+            stopped_by: StopReason::Size,
+        }
+    }
+
+    fn add(&mut self, outcome: &RunOutcome) {
+        self.read.merge(&outcome.read);
+        self.write.merge(&outcome.write);
+        self.elapsed_ns += outcome.elapsed_ns;
+        self.cpu_usr_ns += outcome.cpu_usr_ns;
+        self.cpu_sys_ns += outcome.cpu_sys_ns;
+        if outcome.stopped_by != StopReason::Size {
+            self.stopped_by = outcome.stopped_by;
+        }
+    }
+}
+
+/// Runs one workload on its target with the selected engine.
+pub fn run(
+    params: &WorkloadParams,
+    selected: &Selected,
+    options: &RunOptions,
+) -> Result<BenchResult, WorkloadError> {
+    validate(params)?;
+    let writes = params.writes();
+    let direct = params.direct();
+    let mode = OpenMode {
+        write: writes,
+        direct,
+        dsync: writes && params.cache == CacheMode::Dsync,
+    };
+    let prepare = if params.reads() && !writes || params.workload == WorkloadKind::Mixed {
+        Preparation::Fill
+    } else {
+        Preparation::Preallocate
+    };
+    let target = Target::open(
+        &params.target,
+        mode,
+        params.size_bytes,
+        prepare,
+        params.allow_write_device,
+        params.keep,
+    )?;
+    let region_bytes = target.size_bytes / params.block_bytes * params.block_bytes;
+    let mut cache_drop = None;
+    if params.reads() && !direct && params.verify_phase != VerifyPhase::Write {
+        cache_drop = Some(target.drop_cache());
+    }
+    let runtime = params.runtime_ms.map(Duration::from_millis);
+    let mut measured = Measured::new();
+    let mut flush_ns = None;
+    let mut curve_report = None;
+    let mut verify_report = None;
+    let spec = |plans: Vec<JobPlan>, runtime: Option<Duration>| RunSpec {
+        fd: target.fd(),
+        direct,
+        progress: Arc::new(Progress::new(plans.len())),
+        jobs: plans,
+        runtime,
+        data: None,
+        stop: options.stop.clone(),
+    };
+
+    match params.workload {
+        WorkloadKind::Verify => {
+            let mut verify_params = params.clone();
+            verify_params.jobs = 1;
+            verify_params.time_based = false;
+            let access = match params.verify_mode {
+                VerifyMode::Full => Access::Sequential,
+                VerifyMode::Quick => Access::Spread {
+                    points: params.verify_points,
+                },
+            };
+            let hook = Arc::new(PatternHook::new(params.seed));
+            let mut written = 0;
+            if params.verify_phase != VerifyPhase::Read {
+                let mut s = spec(plans(&verify_params, region_bytes, access, 0)?, runtime);
+                s.data = Some(hook.clone());
+                let outcome = engine::run(selected.engine.as_ref(), &s)?;
+                written = outcome.write.ios;
+                measured.add(&outcome);
+                if !direct {
+                    let t0 = engine::now_ns();
+                    target.flush().map_err(|e| WorkloadError::Flush {
+                        path: target.path.clone(),
+                        source: e,
+                    })?;
+                    flush_ns = Some(engine::now_ns() - t0);
+                    cache_drop = Some(target.drop_cache());
+                }
+            }
+            if params.verify_phase != VerifyPhase::Write
+                && measured.stopped_by != StopReason::Interrupted
+            {
+                let mut read_plans = plans(&verify_params, region_bytes, access, 100)?;
+                if params.verify_phase == VerifyPhase::Both {
+                    // Read back exactly what was written (a time bound may have cut the write).
+                    read_plans[0].io_limit = Some(written);
+                }
+                let mut s = spec(read_plans, None);
+                s.data = Some(hook.clone());
+                measured.add(&engine::run(selected.engine.as_ref(), &s)?);
+            }
+            verify_report = Some(VerifyReport {
+                mode: params.verify_mode,
+                phase: params.verify_phase,
+                seed: params.seed,
+                blocks_written: written,
+                blocks_checked: hook.checked_blocks(),
+                mismatched_blocks: hook.mismatched_blocks(),
+                mismatches: hook.mismatches(),
+            });
+        }
+        WorkloadKind::WriteCurve => {
+            let s = spec(plans(params, region_bytes, Access::Sequential, 0)?, runtime);
+            let interval = Duration::from_millis(params.sample_interval_ms.max(10));
+            let (outcome, points) = std::thread::scope(|scope| {
+                let start = std::time::Instant::now();
+                let handle = scope.spawn(|| engine::run(selected.engine.as_ref(), &s));
+                let mut points = vec![(0.0, 0u64)];
+                let mut next = interval;
+                while !handle.is_finished() {
+                    let now = start.elapsed();
+                    if now >= next {
+                        points.push((now.as_secs_f64(), s.progress.total_bytes()));
+                        next += interval;
+                    }
+                    // Short naps keep the sample times close to the interval grid.
+                    std::thread::sleep(
+                        (next.saturating_sub(start.elapsed())).min(Duration::from_millis(20)),
+                    );
+                }
+                let outcome = handle.join().unwrap_or(Err(EngineError::Panicked));
+                (outcome, points)
+            });
+            let outcome = outcome?;
+            measured.add(&outcome);
+            let mut points = points;
+            let end_s = outcome.elapsed_ns as f64 / 1e9;
+            // The last point is the end of the run with every drained byte; a sample taken
+            // just before it would make a uselessly short interval, so it gives way.
+            if points.len() > 1 && points.last().is_some_and(|p| end_s < p.0 + 0.05) {
+                points.pop();
+            }
+            points.push((end_s, outcome.write.bytes));
+            let samples = curve::samples_from_progress(&points);
+            let knee = curve::detect_knee(&samples);
+            curve_report = Some(CurveReport {
+                interval_ms: params.sample_interval_ms,
+                samples,
+                knee,
+            });
+        }
+        kind => {
+            let access = match kind {
+                WorkloadKind::ReadBuffered | WorkloadKind::SeqRead | WorkloadKind::SeqWrite => {
+                    Access::Sequential
+                }
+                _ => Access::Random,
+            };
+            let read_percent = match kind {
+                WorkloadKind::Mixed => params.read_percent,
+                _ if writes => 0,
+                _ => 100,
+            };
+            let s = spec(plans(params, region_bytes, access, read_percent)?, runtime);
+            measured.add(&engine::run(selected.engine.as_ref(), &s)?);
+        }
+    }
+
+    if writes && params.cache == CacheMode::Fdatasync && params.workload != WorkloadKind::Verify {
+        let t0 = engine::now_ns();
+        target.flush().map_err(|e| WorkloadError::Flush {
+            path: target.path.clone(),
+            source: e,
+        })?;
+        flush_ns = Some(engine::now_ns() - t0);
+    }
+
+    let wall_ns = measured.elapsed_ns + flush_ns.unwrap_or(0);
+    let seconds = wall_ns as f64 / 1e9;
+    let mut all = measured.read.clone();
+    all.merge(&measured.write);
+    let all_figures = OpFigures::from_stats(&all, seconds);
+    let figures = |stats: &OpStats| (stats.ios > 0).then(|| OpFigures::from_stats(stats, seconds));
+    Ok(BenchResult {
+        workload: params.workload,
+        engine: selected.engine.kind(),
+        engine_reason: selected.reason.clone(),
+        params: params.clone(),
+        target: TargetReport {
+            path: target.path.clone(),
+            kind: target.kind,
+            created: target.created,
+            region_bytes,
+            queue: target.queue_info(Path::new(&options.sysfs_root)),
+        },
+        stopped_by: measured.stopped_by,
+        bytes: all.bytes,
+        ios: all.ios,
+        seconds,
+        mib_per_s: all_figures.mib_per_s,
+        iops: all_figures.iops,
+        read: figures(&measured.read),
+        write: figures(&measured.write),
+        all: all_figures,
+        cpu: CpuFigures::new(measured.cpu_usr_ns, measured.cpu_sys_ns, wall_ns, all.ios),
+        flush_ns,
+        cache_drop,
+        curve: curve_report,
+        verify: verify_report,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_jobs_get_disjoint_slices() {
+        let mut p = WorkloadParams::defaults(WorkloadKind::SeqRead, "x".into());
+        p.jobs = 3;
+        let plans = plans(&p, 10 << 20, Access::Sequential, 100).unwrap();
+        assert_eq!(plans.len(), 3);
+        assert_eq!(plans[1].region_offset_bytes, 3 << 20);
+        assert!(plans.iter().all(|j| j.io_limit == Some(3)));
+    }
+
+    #[test]
+    fn random_jobs_split_the_io_count() {
+        let p = WorkloadParams::defaults(WorkloadKind::RandRead, "x".into());
+        let plans = plans(&p, 4096 * 10, Access::Random, 100).unwrap();
+        let limits: Vec<_> = plans.iter().map(|j| j.io_limit.unwrap()).collect();
+        assert_eq!(limits, vec![3, 3, 2, 2]);
+        assert!(plans.iter().all(|j| j.region_bytes == 4096 * 10));
+    }
+
+    #[test]
+    fn direct_io_needs_sector_multiples() {
+        let mut p = WorkloadParams::defaults(WorkloadKind::RandRead, "x".into());
+        p.block_bytes = 1000;
+        assert!(matches!(validate(&p), Err(WorkloadError::Alignment(1000))));
+        p.cache = CacheMode::Buffered;
+        assert!(validate(&p).is_ok());
+    }
+
+    #[test]
+    fn defaults_follow_the_seeds() {
+        let p = WorkloadParams::defaults(WorkloadKind::RandRead, "x".into());
+        assert_eq!((p.block_bytes, p.queue_depth, p.jobs), (4096, 16, 4));
+        let m = WorkloadParams::defaults(WorkloadKind::Mixed, "x".into());
+        assert_eq!(m.read_percent, 70);
+        assert!(m.writes() && m.reads());
+        let s = WorkloadParams::defaults(WorkloadKind::SeqWrite, "x".into());
+        assert_eq!(s.block_bytes, 1 << 20);
+        assert!(!s.reads());
+    }
+}

@@ -1,0 +1,247 @@
+//! Owns the `verify` data pattern: every block carries a header (magic, offset, sequence, seed,
+//! payload checksum) and a payload derived from the seed and the offset, so a read-back names
+//! each bad block and tells corruption from aliasing (fake-capacity media, f3's idea).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{mix64, DataHook};
+
+const MAGIC: [u8; 8] = *b"USBPVRFY";
+/// Header: magic, offset, sequence (block number), seed, payload checksum; 8 bytes each.
+pub const HEADER_BYTES: usize = 40;
+/// The report keeps this many mismatches in detail; the count covers all of them.
+const KEEP_MISMATCHES: usize = 100;
+
+/// What is wrong with a block read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum MismatchKind {
+    /// No header: never written, or overwritten by something else.
+    NoPattern,
+    /// The block holds the data written for another offset: the medium maps two offsets to
+    /// the same storage (fake capacity) or misdirected a write.
+    Aliased { holds_offset: u64 },
+    /// A block of another verify run (another seed): this run's write was lost.
+    Stale { seed: u64 },
+    /// Header right, payload wrong: bit rot, torn or corrupted write.
+    Corrupt {
+        bytes_differing: u64,
+        first_at_byte: u64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mismatch {
+    pub offset: u64,
+    #[serde(flatten)]
+    pub kind: MismatchKind,
+}
+
+/// Which verify passes to run: both, or only one (write, unplug/replug, then read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerifyPhase {
+    Both,
+    Write,
+    Read,
+}
+
+/// Full: every block of the region. Quick: `points` blocks spread over the region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerifyMode {
+    Full,
+    Quick,
+}
+
+/// The verify outcome, as reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub mode: VerifyMode,
+    pub phase: VerifyPhase,
+    pub seed: u64,
+    pub blocks_written: u64,
+    pub blocks_checked: u64,
+    pub mismatched_blocks: u64,
+    /// The first mismatches in offset order (at most 100).
+    pub mismatches: Vec<Mismatch>,
+}
+
+/// Writes and checks the pattern; shared by all I/O threads.
+pub struct PatternHook {
+    seed: u64,
+    checked: AtomicU64,
+    mismatched: AtomicU64,
+    kept: Mutex<Vec<Mismatch>>,
+}
+
+impl PatternHook {
+    pub fn new(seed: u64) -> Self {
+        PatternHook {
+            seed,
+            checked: AtomicU64::new(0),
+            mismatched: AtomicU64::new(0),
+            kept: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn checked_blocks(&self) -> u64 {
+        self.checked.load(Ordering::Relaxed)
+    }
+
+    pub fn mismatched_blocks(&self) -> u64 {
+        self.mismatched.load(Ordering::Relaxed)
+    }
+
+    /// The kept mismatches sorted by offset.
+    pub fn mismatches(&self) -> Vec<Mismatch> {
+        let mut kept = self.kept.lock().map(|k| k.clone()).unwrap_or_default();
+        kept.sort_by_key(|m| m.offset);
+        kept
+    }
+
+    fn payload_word(&self, offset: u64, index: usize) -> u64 {
+        mix64(
+            self.seed ^ offset.rotate_left(32) ^ (index as u64).wrapping_mul(0xA076_1D64_78BD_642F),
+        )
+    }
+
+    fn record(&self, offset: u64, kind: MismatchKind) {
+        self.mismatched.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut kept) = self.kept.lock() {
+            if kept.len() < KEEP_MISMATCHES {
+                kept.push(Mismatch { offset, kind });
+            }
+        }
+    }
+}
+
+fn word(buf: &[u8], at: usize) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&buf[at..at + 8]);
+    u64::from_le_bytes(bytes)
+}
+
+/// FNV-1a over the payload, 8 bytes at a time: cheap, and any flipped bit changes it.
+fn checksum(payload: &[u8]) -> u64 {
+    payload.chunks(8).fold(0xCBF2_9CE4_8422_2325, |h, chunk| {
+        let mut bytes = [0u8; 8];
+        bytes[..chunk.len()].copy_from_slice(chunk);
+        (h ^ u64::from_le_bytes(bytes)).wrapping_mul(0x0000_0100_0000_01B3)
+    })
+}
+
+impl DataHook for PatternHook {
+    fn fill(&self, offset: u64, buf: &mut [u8]) {
+        let block_bytes = buf.len() as u64;
+        let (header, payload) = buf.split_at_mut(HEADER_BYTES.min(buf.len()));
+        for (i, chunk) in payload.chunks_mut(8).enumerate() {
+            let w = self.payload_word(offset, i).to_le_bytes();
+            chunk.copy_from_slice(&w[..chunk.len()]);
+        }
+        let sum = checksum(payload);
+        let fields = [
+            u64::from_le_bytes(MAGIC),
+            offset,
+            offset / block_bytes.max(1),
+            self.seed,
+            sum,
+        ];
+        for (i, f) in fields.iter().enumerate() {
+            if header.len() >= (i + 1) * 8 {
+                header[i * 8..(i + 1) * 8].copy_from_slice(&f.to_le_bytes());
+            }
+        }
+    }
+
+    fn check(&self, offset: u64, buf: &[u8]) {
+        self.checked.fetch_add(1, Ordering::Relaxed);
+        if buf.len() < HEADER_BYTES || buf[..8] != MAGIC {
+            self.record(offset, MismatchKind::NoPattern);
+            return;
+        }
+        let stored_offset = word(buf, 8);
+        let stored_seed = word(buf, 24);
+        if stored_seed != self.seed {
+            self.record(offset, MismatchKind::Stale { seed: stored_seed });
+            return;
+        }
+        if stored_offset != offset {
+            self.record(
+                offset,
+                MismatchKind::Aliased {
+                    holds_offset: stored_offset,
+                },
+            );
+            return;
+        }
+        let payload = &buf[HEADER_BYTES..];
+        if checksum(payload) == word(buf, 32) {
+            return;
+        }
+        let mut differing = 0u64;
+        let mut first = None;
+        for (i, chunk) in payload.chunks(8).enumerate() {
+            let want = self.payload_word(offset, i).to_le_bytes();
+            for (j, (&got, &exp)) in chunk.iter().zip(want.iter()).enumerate() {
+                if got != exp {
+                    differing += 1;
+                    first.get_or_insert((HEADER_BYTES + i * 8 + j) as u64);
+                }
+            }
+        }
+        self.record(
+            offset,
+            MismatchKind::Corrupt {
+                bytes_differing: differing,
+                first_at_byte: first.unwrap_or(32),
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_checks_clean_and_names_each_fault() {
+        let hook = PatternHook::new(7);
+        let mut block = vec![0u8; 4096];
+        hook.fill(8192, &mut block);
+        hook.check(8192, &block);
+        assert_eq!(hook.mismatched_blocks(), 0);
+
+        // The same data read at another offset: aliasing.
+        hook.check(1 << 30, &block);
+        // A flipped byte in the payload.
+        let mut corrupt = block.clone();
+        corrupt[1000] ^= 0x40;
+        hook.check(8192, &corrupt);
+        // Zeros: never written.
+        hook.check(4096, &[0u8; 4096]);
+        // Another run's block.
+        let mut other = vec![0u8; 4096];
+        PatternHook::new(8).fill(12288, &mut other);
+        hook.check(12288, &other);
+
+        assert_eq!(hook.checked_blocks(), 5);
+        assert_eq!(hook.mismatched_blocks(), 4);
+        let m = hook.mismatches();
+        assert_eq!(m[0].offset, 4096);
+        assert_eq!(m[0].kind, MismatchKind::NoPattern);
+        assert_eq!(
+            m[1].kind,
+            MismatchKind::Corrupt {
+                bytes_differing: 1,
+                first_at_byte: 1000
+            }
+        );
+        assert_eq!(m[2].kind, MismatchKind::Stale { seed: 8 });
+        assert_eq!(m[3].offset, 1 << 30);
+        assert_eq!(m[3].kind, MismatchKind::Aliased { holds_offset: 8192 });
+    }
+}

@@ -1,0 +1,318 @@
+//! Shared helpers of the integration tests: the built binary, the shared fixtures, loop
+//! devices and mounted filesystems, scratch paths on a real filesystem, one-call workload
+//! runs, and preconditions that fail loudly (a test that cannot run must never pass).
+#![allow(dead_code)]
+
+use std::os::fd::FromRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use usbperf::engine::{self, EngineRequest};
+use usbperf::workload::{
+    self, BenchResult, RunOptions, WorkloadError, WorkloadKind, WorkloadParams,
+};
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_usbperf-matrix"))
+}
+
+/// `../shared/fixtures` beside the repository (CI has it at the same place).
+pub fn fixtures() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    assert!(
+        p.join("README.md").is_file(),
+        "the shared fixtures are missing at {}: the tests read recorded device trees from there",
+        p.display()
+    );
+    p.canonicalize().unwrap()
+}
+
+/// Fails (not skips) when a tool the test needs is missing: scripts/test installs them all.
+pub fn require_tool(tool: &str, package: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{tool} is not installed: run scripts/test, or apt-get install {package}"
+    );
+}
+
+pub fn require_root(why: &str) {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "this test needs root ({why}); run it as root, as scripts/test and CI do"
+    );
+}
+
+/// A fresh temporary directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let tmpl = std::env::temp_dir().join(format!("usbperf-test-{tag}-XXXXXX"));
+        let p = nix::unistd::mkdtemp(&tmpl).expect("mkdtemp");
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs the binary with `args`, optionally under `umockdev-run --device FILE`.
+pub fn run_bin(umockdev: Option<&Path>, args: &[&str]) -> Output {
+    let mut cmd = match umockdev {
+        Some(f) => {
+            let mut c = Command::new("umockdev-run");
+            c.arg("--device").arg(f).arg("--").arg(bin());
+            c
+        }
+        None => Command::new(bin()),
+    };
+    cmd.args(args).output().expect("could not start the binary")
+}
+
+pub fn stdout_json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.code() == Some(0) || out.status.code() == Some(1),
+        "exit {:?}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "output is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// A loop device over a sparse file, detached on drop.
+pub struct Loop {
+    pub dev: String,
+    pub dir: TempDir,
+}
+
+impl Loop {
+    pub fn new(size_bytes: u64) -> Loop {
+        require_root("losetup needs root");
+        require_tool("losetup", "mount");
+        let dir = TempDir::new("loop");
+        let img = dir.path().join("disk.img");
+        let f = std::fs::File::create(&img).unwrap();
+        f.set_len(size_bytes).unwrap();
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "losetup failed (is the loop module available?): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Loop {
+            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            dir,
+        }
+    }
+    pub fn name(&self) -> &str {
+        self.dev.trim_start_matches("/dev/")
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+/// A loop device with a fresh filesystem mounted on a temporary directory; unmounted and
+/// detached on drop.
+pub struct Mounted {
+    pub lo: Loop,
+    pub mnt: TempDir,
+}
+
+impl Mounted {
+    pub fn new(size_bytes: u64, fstype: &str) -> Mounted {
+        let lo = Loop::new(size_bytes);
+        let mkfs = format!("mkfs.{fstype}");
+        let package = match fstype {
+            "vfat" => "dosfstools",
+            "xfs" => "xfsprogs",
+            _ => "e2fsprogs",
+        };
+        require_tool(&mkfs, package);
+        let mut cmd = Command::new(&mkfs);
+        if fstype.starts_with("ext") || fstype == "xfs" {
+            cmd.arg("-q");
+        }
+        let out = cmd.arg(&lo.dev).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{mkfs}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mnt = TempDir::new("mnt");
+        let out = Command::new("mount")
+            .arg(&lo.dev)
+            .arg(mnt.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mount: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Mounted { lo, mnt }
+    }
+    pub fn path(&self) -> &Path {
+        self.mnt.path()
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.mnt.path()).status();
+    }
+}
+
+/// Files left in `dir` whose name marks them as usbperf test files.
+pub fn test_files_in(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .map(|n| n.to_string_lossy().starts_with(".usbperf-testfile-"))
+                        .unwrap_or(false)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Validates reports against docs/report.schema.json (scripts/validate-report).
+pub fn validate_reports(paths: &[PathBuf]) {
+    require_tool("python3", "python3");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/validate-report");
+    let out = Command::new(script).args(paths).output().unwrap();
+    assert!(
+        out.status.success(),
+        "report invalid against docs/report.schema.json:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A loop device over a write-sealed memfd: every write fails with EPERM in the backing
+/// file, loop completes the request with an error and the block layer logs
+/// "I/O error, dev loopN, sector ..." (device-mapper's `error` target would do too, but
+/// this kernel may lack device-mapper; loop is always there where the live tests run).
+pub struct SealedLoop {
+    pub dev: String,
+    _memfd: std::os::fd::OwnedFd,
+}
+
+impl SealedLoop {
+    pub fn new() -> SealedLoop {
+        require_tool("losetup", "mount");
+        let name = std::ffi::CString::new("usbperf-events-ioerr").unwrap();
+        // SAFETY: a NUL-terminated name and flags; the fd is owned right after.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_ALLOW_SEALING) };
+        assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+        // SAFETY: fd is a fresh, valid descriptor owned by nobody else.
+        let memfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        // SAFETY: valid fd; length and seal flags are plain integers.
+        unsafe {
+            assert_eq!(libc::ftruncate(fd, 1 << 20), 0, "ftruncate");
+            let seals = libc::F_SEAL_WRITE | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+            assert_eq!(
+                libc::fcntl(fd, libc::F_ADD_SEALS, seals),
+                0,
+                "F_ADD_SEALS: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let backing = format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            std::os::fd::AsRawFd::as_raw_fd(&memfd)
+        );
+        let out = Command::new("losetup")
+            .args(["--find", "--show", &backing])
+            .output()
+            .expect("run losetup");
+        assert!(
+            out.status.success(),
+            "precondition: losetup failed (loop driver available?): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SealedLoop {
+            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            _memfd: memfd,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.dev.trim_start_matches("/dev/")
+    }
+}
+
+impl Drop for SealedLoop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+// ---- workload helpers ----
+
+/// A path in a scratch directory on the disk under test, deleted (with the directory) on drop.
+pub struct Scratch {
+    pub dir: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(name: &str) -> Self {
+        // CARGO_TARGET_TMPDIR is on the build disk (a real file system), unlike /tmp on tmpfs.
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let dir = base.join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch { dir }
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn params(kind: WorkloadKind, target: &Path) -> WorkloadParams {
+    WorkloadParams::defaults(kind, target.to_path_buf())
+}
+
+pub fn run(params: &WorkloadParams, engine: EngineRequest) -> Result<BenchResult, WorkloadError> {
+    let selected = engine::select(engine).expect("engine selection");
+    workload::run(params, &selected, &RunOptions::default())
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -1,0 +1,463 @@
+//! The factory run (`usbperf-matrix run`) on real block devices: loop devices with real ext4
+//! and vfat filesystems, raw loop devices, this machine's root disk. Each refusal of the
+//! safety rules is tried; signals, bad configs and the report schema are checked.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+/// A run's working directory: config, report dir and lock file of its own, so tests can run
+/// in parallel.
+struct RunDir {
+    dir: TempDir,
+}
+
+impl RunDir {
+    fn new() -> RunDir {
+        RunDir {
+            dir: TempDir::new("run"),
+        }
+    }
+    fn config(&self, yaml: &str) -> PathBuf {
+        let p = self.dir.path().join("cfg.yaml");
+        std::fs::write(&p, yaml).unwrap();
+        p
+    }
+    fn reports(&self) -> PathBuf {
+        self.dir.path().join("reports")
+    }
+    fn args(&self, cfg: Option<&Path>) -> Vec<String> {
+        let mut a = vec![
+            "run".to_string(),
+            "--report-dir".into(),
+            self.reports().display().to_string(),
+            "--lock-file".into(),
+            self.dir.path().join("lock").display().to_string(),
+        ];
+        if let Some(c) = cfg {
+            a.push("--config".into());
+            a.push(c.display().to_string());
+        }
+        a
+    }
+    fn run(&self, cfg: Option<&Path>, extra: &[&str]) -> Output {
+        let mut a = self.args(cfg);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        Command::new(bin()).args(&a).output().unwrap()
+    }
+    /// The single report the run wrote, parsed.
+    fn report(&self) -> (PathBuf, Value) {
+        let files: Vec<PathBuf> = std::fs::read_dir(self.reports())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+            .collect();
+        assert_eq!(files.len(), 1, "exactly one report: {files:?}");
+        let text = std::fs::read_to_string(&files[0]).unwrap();
+        let v: Value = if files[0].extension().unwrap() == "json" {
+            serde_json::from_str(&text).unwrap()
+        } else {
+            serde_norway::from_str(&text).unwrap()
+        };
+        (files[0].clone(), v)
+    }
+}
+
+fn device<'v>(report: &'v Value, name: &str) -> &'v Value {
+    report["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in report"))
+}
+
+fn statuses(dev: &Value) -> Vec<(String, String)> {
+    dev["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["workload"].as_str().unwrap().to_string(),
+                c["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn quick_matrix_on_ext4_xfs_and_raw_loop_devices() {
+    let ext4 = Mounted::new(192 << 20, "ext4");
+    // vfat is what most sticks ship with, but this machine's kernel has no vfat driver
+    // (/proc/filesystems); xfs stands in for a second filesystem with its own O_DIRECT and
+    // allocation rules. The QEMU end-to-end tests cover vfat on a real guest kernel.
+    let vfat = Mounted::new(320 << 20, "xfs");
+    let raw = Loop::new(96 << 20);
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "profile: quick\n\
+         devices:\n\
+         \x20 - {{select: {{name: {}}}, label: ext4 stick}}\n\
+         \x20 - {{select: {{name: {}}}, label: xfs card}}\n\
+         \x20 - {{select: {{name: {}}}, target: raw}}\n\
+         thresholds:\n\
+         \x20 - {{select: {{class: loop}}, workload: seq-write, min_mib_per_s: 1}}\n\
+         \x20 - {{select: {{class: loop}}, max_stalls: 0, min_capacity: 64M}}\n",
+        ext4.lo.name(),
+        vfat.lo.name(),
+        raw.name()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (path, rep) = rd.report();
+    validate_reports(&[path]);
+    assert_eq!(rep["status"], "complete");
+    assert_eq!(rep["verdict"]["pass"], true);
+    for (name, mode) in [
+        (ext4.lo.name(), "file"),
+        (vfat.lo.name(), "file"),
+        (raw.name(), "raw-write"),
+    ] {
+        let d = device(&rep, name);
+        assert_eq!(d["placement"]["mode"], mode, "{name}");
+        for (w, s) in statuses(d) {
+            assert_eq!(s, "passed", "{name} {w}: {d:#}");
+        }
+        let cells = d["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 7, "the quick matrix has 7 tests");
+        for c in cells {
+            assert!(c["result"]["bytes"].as_u64().unwrap() > 0, "{c:#}");
+        }
+    }
+    assert_eq!(device(&rep, ext4.lo.name())["placement"]["fstype"], "ext4");
+    assert_eq!(device(&rep, vfat.lo.name())["placement"]["fstype"], "xfs");
+    // Test files are gone; the filesystems hold only what mkfs made.
+    assert!(test_files_in(ext4.path()).is_empty());
+    assert!(test_files_in(vfat.path()).is_empty());
+    // Every parameter is recorded with its result.
+    let c = &device(&rep, raw.name())["cells"][3];
+    assert_eq!(c["workload"], "rand-read");
+    assert_eq!(c["result"]["params"]["queue_depth"], 16);
+    assert_eq!(c["result"]["params"]["jobs"], 4);
+    assert_eq!(c["result"]["params"]["block_bytes"], 4096);
+}
+
+#[test]
+fn json_report_and_thresholds_that_fail() {
+    let raw = Loop::new(64 << 20);
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "profile: quick\nreport_format: json\n\
+         devices:\n  - {{select: {{name: {}}}, target: raw}}\n\
+         tests:\n  - {{workload: seq-read, size: 16M, runtime: 1s}}\n\
+         thresholds:\n\
+         \x20 - {{select: {{name: {}}}, min_mib_per_s: 1000000, min_capacity: 1G}}\n",
+        raw.name(),
+        raw.name()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let (path, rep) = rd.report();
+    assert_eq!(path.extension().unwrap(), "json");
+    validate_reports(&[path]);
+    let d = device(&rep, raw.name());
+    assert_eq!(statuses(d), vec![("seq-read".into(), "failed".into())]);
+    let reasons = d["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("MiB/s < minimum 1000000 MiB/s"),
+        "{reasons}"
+    );
+    assert!(
+        reasons.contains("capacity: 64M is below the 1G required"),
+        "{reasons}"
+    );
+    assert_eq!(rep["exit_code"], 1);
+}
+
+#[test]
+fn raw_writes_to_mounted_or_system_disks_are_refused() {
+    let ext4 = Mounted::new(64 << 20, "ext4");
+    // The disk holding / on this machine, from the inventory.
+    let inv = stdout_json(&run_bin(None, &["list", "--format", "json"]));
+    let root = inv["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| {
+            d["mounts"].to_string().contains("\"mountpoint\":\"/\"")
+                || d["partitions"].to_string().contains("\"mountpoint\":\"/\"")
+        })
+        .expect("a disk holds /")["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "devices:\n\
+         \x20 - {{select: {{name: {}}}, target: raw}}\n\
+         \x20 - {{select: {{name: {root}}}, target: raw}}\n\
+         tests:\n  - {{workload: seq-write, size: 8M}}\n  - {{workload: read-buffered, runtime: 300ms}}\n",
+        ext4.lo.name()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let (path, rep) = rd.report();
+    validate_reports(&[path]);
+    let mounted = device(&rep, ext4.lo.name());
+    assert_eq!(mounted["placement"]["mode"], "refused");
+    assert!(
+        mounted["placement"]["refusals"]
+            .to_string()
+            .contains("is mounted at"),
+        "{mounted:#}"
+    );
+    // The write was refused, the read-only test still ran.
+    assert_eq!(
+        statuses(mounted),
+        vec![
+            ("seq-write".into(), "error".into()),
+            ("read-buffered".into(), "passed".into())
+        ]
+    );
+    let sys = device(&rep, &root);
+    assert!(
+        sys["placement"]["refusals"]
+            .to_string()
+            .contains("system filesystem"),
+        "{sys:#}"
+    );
+    assert_eq!(sys["cells"][0]["status"], "error");
+    assert!(test_files_in(ext4.path()).is_empty());
+}
+
+#[test]
+fn symlinked_test_directory_and_full_filesystem_are_refused() {
+    let small = Mounted::new(32 << 20, "ext4");
+    // Fill it so that less than the 10 % headroom stays free.
+    let fill = small.path().join("user-data.bin");
+    let st = nix::sys::statvfs::statvfs(small.path()).unwrap();
+    let avail = st.blocks_available() as u64 * st.fragment_size() as u64;
+    let keep_free = (st.blocks() as u64 * st.fragment_size() as u64) / 20;
+    let f = std::fs::File::create(&fill).unwrap();
+    nix::fcntl::posix_fallocate(
+        std::os::unix::io::AsRawFd::as_raw_fd(&f),
+        0,
+        (avail - keep_free) as i64,
+    )
+    .unwrap();
+    drop(f);
+    let other = Mounted::new(64 << 20, "ext4");
+    let link_dir = TempDir::new("links");
+    let link = link_dir.path().join("to-mnt");
+    std::os::unix::fs::symlink(other.path(), &link).unwrap();
+
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "devices:\n\
+         \x20 - {{select: {{name: {}}}, target: {{dir: {}}}}}\n\
+         \x20 - {{select: {{name: {}}}, target: {{dir: {}}}}}\n\
+         tests:\n  - {{workload: seq-write, size: 4M}}\n",
+        small.lo.name(),
+        small.path().display(),
+        other.lo.name(),
+        link.display()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let (path, rep) = rd.report();
+    validate_reports(&[path]);
+    let full = device(&rep, small.lo.name());
+    assert!(
+        full["placement"]["refusals"]
+            .to_string()
+            .contains("leaves too little"),
+        "{full:#}"
+    );
+    let linked = device(&rep, other.lo.name());
+    assert!(
+        linked["placement"]["refusals"]
+            .to_string()
+            .contains("is a symbolic link"),
+        "{linked:#}"
+    );
+    // The user's file is intact and nothing was added beside it.
+    assert_eq!(std::fs::metadata(&fill).unwrap().len(), avail - keep_free);
+    assert!(test_files_in(small.path()).is_empty());
+    assert!(test_files_in(other.path()).is_empty());
+}
+
+#[test]
+fn sigterm_mid_write_leaves_no_test_file_and_an_incomplete_report() {
+    let ext4 = Mounted::new(1100 << 20, "ext4");
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "devices:\n  - {{select: {{name: {}}}}}\n\
+         tests:\n\
+         \x20 - {{workload: write-curve, bs: 1M, size: 1G, runtime: 60s, cache: dsync, sample_interval: 200ms}}\n\
+         \x20 - {{workload: seq-read, size: 8M}}\n",
+        ext4.lo.name()
+    ));
+    let child = Command::new(bin())
+        .args(rd.args(Some(&cfg)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the write test has its file, then stop the run as systemd would.
+    let t0 = Instant::now();
+    while test_files_in(ext4.path()).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the test file never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        test_files_in(ext4.path()).is_empty(),
+        "test file left behind"
+    );
+    let (path, rep) = rd.report();
+    validate_reports(&[path]);
+    assert_eq!(rep["status"], "interrupted");
+    assert_eq!(rep["interrupted_by"], "SIGTERM");
+    assert_eq!(rep["exit_code"], 3);
+    let d = device(&rep, ext4.lo.name());
+    assert_eq!(
+        statuses(d),
+        vec![
+            ("write-curve".into(), "interrupted".into()),
+            ("seq-read".into(), "pending".into())
+        ]
+    );
+    let written = d["cells"][0]["result"]["bytes"].as_u64().unwrap();
+    assert!(
+        written > 0 && written < 1 << 30,
+        "partial figures kept: {written}"
+    );
+}
+
+#[test]
+fn malformed_config_names_file_and_line_before_any_io() {
+    let rd = RunDir::new();
+    let cfg = rd.config("profile: quick\ntests:\n  - workload: seq-write\n    blocksize: 4k\n");
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{}:4:5", cfg.display()))
+            && err.contains("unknown field `blocksize`"),
+        "{err}"
+    );
+    assert!(
+        !rd.reports().exists(),
+        "nothing is written on a usage error"
+    );
+
+    let out = rd.run(None, &["--profile", "no-such-board"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unknown profile \"no-such-board\""));
+}
+
+#[test]
+fn run_without_arguments_tests_only_non_system_devices_and_passes() {
+    // No config: the quick profile on every non-system device. On this machine that is none
+    // of its disks (the root disk is a system disk; loop devices are never picked by
+    // all_non_system), so nothing may be written anywhere but the report.
+    let rd = RunDir::new();
+    let out = rd.run(None, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (path, rep) = rd.report();
+    validate_reports(&[path]);
+    assert_eq!(rep["config"]["sources"][0], "builtin:quick");
+    for d in rep["devices"].as_array().unwrap() {
+        assert_ne!(d["disk"]["class"], "loop");
+        assert!(d["placement"]["mode"] != "raw-write", "{d:#}");
+    }
+}
+
+#[test]
+fn one_run_at_a_time() {
+    let rd = RunDir::new();
+    let lock = rd.dir.path().join("lock");
+    let held = std::fs::File::create(&lock).unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    let rc = unsafe {
+        libc::flock(
+            std::os::unix::io::AsRawFd::as_raw_fd(&held),
+            libc::LOCK_EX | libc::LOCK_NB,
+        )
+    };
+    assert_eq!(rc, 0);
+    let out = rd.run(None, &[]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        stderr(&out).contains("another usbperf run holds"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_io_error_fails_only_its_device_and_quotes_the_kernel() {
+    // Writes to this loop device fail in the kernel (its memfd backing is write-sealed): the
+    // block layer logs "I/O error, dev loopN, ...", a real error path as on a dying stick.
+    let bad = SealedLoop::new();
+    let good = Loop::new(32 << 20);
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "devices:\n\
+         \x20 - {{select: {{name: {}}}, target: raw}}\n\
+         \x20 - {{select: {{name: {}}}, target: raw}}\n\
+         tests:\n\
+         \x20 - {{workload: seq-write, bs: 256k, size: 1M}}\n\
+         \x20 - {{workload: read-buffered, bs: 256k, size: 1M, runtime: 200ms}}\n",
+        bad.name(),
+        good.name()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let (path, rep) = rd.report();
+    validate_reports(&[path]);
+    let b = device(&rep, bad.name());
+    assert_eq!(b["cells"][0]["status"], "error", "{b:#}");
+    let reasons = b["cells"][0]["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!("kernel: I/O error, dev {}", bad.name())),
+        "the kernel's words are quoted: {reasons}"
+    );
+    let ev = &b["cells"][0]["kernel_events"][0];
+    assert_eq!(ev["kind"], "io_error");
+    assert_eq!(ev["severity"], "fatal");
+    // Reads of the same device still work and are still measured.
+    assert_eq!(b["cells"][1]["status"], "passed", "{b:#}");
+    assert_eq!(b["verdict"]["pass"], false);
+    // The other device is untouched by the first one's errors.
+    let g = device(&rep, good.name());
+    assert_eq!(
+        statuses(g),
+        vec![
+            ("seq-write".into(), "passed".into()),
+            ("read-buffered".into(), "passed".into())
+        ]
+    );
+    assert!(g["cells"][0]["kernel_events"].is_null(), "{g:#}");
+}
