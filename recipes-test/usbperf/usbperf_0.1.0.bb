@@ -22,6 +22,7 @@ FILESEXTRAPATHS:prepend := "${THISDIR}/../..:"
 SRC_URI = "file://Cargo.toml;subdir=${BP} \
            file://Cargo.lock;subdir=${BP} \
            file://src;subdir=${BP} \
+           file://profiles;subdir=${BP} \
            file://LICENSE-APACHE;subdir=${BP} \
            file://LICENSE-MIT;subdir=${BP} \
            file://usbperf-boot;subdir=${BP} \
@@ -61,7 +62,8 @@ export CARGO_PROFILE_RELEASE_STRIP = "false"
 USBPERF_PROFILE ?= "quick"
 # 1: run the matrix once per unit (stamp /var/lib/usbperf/done); 0: every boot.
 USBPERF_RUN_ONCE ?= "1"
-# How long usbperf-matrix waits for the profile's devices at boot.
+# How long usbperf-matrix waits for the devices the configuration marks
+# required (wait_devices: in /etc/usbperf/usbperf.yaml).
 USBPERF_WAIT_DEVICES ?= "120s"
 
 SYSTEMD_SERVICE:${PN} = "usbperf-matrix.service"
@@ -88,14 +90,19 @@ do_install:append() {
 
     install -d ${D}${sysconfdir}/default
     sed -e 's,^RUN_ONCE=.*,RUN_ONCE=${USBPERF_RUN_ONCE},' \
-        -e 's,^WAIT_DEVICES=.*,WAIT_DEVICES=${USBPERF_WAIT_DEVICES},' \
         ${S}/usbperf.default > ${D}${sysconfdir}/default/usbperf
     chmod 0644 ${D}${sysconfdir}/default/usbperf
 
     install -d ${D}${sysconfdir}/usbperf
     sed -e 's,^profile:.*,profile: ${USBPERF_PROFILE},' \
+        -e 's,^wait_devices:.*,wait_devices: ${USBPERF_WAIT_DEVICES},' \
         ${S}/usbperf.yaml > ${D}${sysconfdir}/usbperf/usbperf.yaml
     chmod 0644 ${D}${sysconfdir}/usbperf/usbperf.yaml
+
+    # Example board profiles, found by name (--profile, profile:) in
+    # /usr/share/usbperf/profiles; quick and full are built into the binary.
+    install -d ${D}${datadir}/usbperf/profiles
+    install -m 0644 ${S}/profiles/boards/*.yaml ${D}${datadir}/usbperf/profiles/
 
     install -d ${D}${localstatedir}/lib/usbperf/reports
 }
