@@ -105,6 +105,9 @@ do_install:append() {
     install -m 0644 ${S}/profiles/boards/*.yaml ${D}${datadir}/usbperf/profiles/
 
     install -d ${D}${localstatedir}/lib/usbperf/reports
+    # Test files for devices that hold the rootfs (the on-module eMMC in the
+    # example board profiles: `target: {dir: /var/lib/usbperf/scratch}`).
+    install -d ${D}${localstatedir}/lib/usbperf/scratch
 }
 
 CONFFILES:${PN} = "${sysconfdir}/usbperf/usbperf.yaml ${sysconfdir}/default/usbperf"
