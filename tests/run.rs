@@ -461,3 +461,36 @@ fn an_io_error_fails_only_its_device_and_quotes_the_kernel() {
     );
     assert!(g["cells"][0]["kernel_events"].is_null(), "{g:#}");
 }
+
+#[test]
+fn a_symlink_planted_at_a_test_file_name_is_never_followed() {
+    let ext4 = Mounted::new(64 << 20, "ext4");
+    // Someone plants links with the test files' name pattern, pointing at precious data
+    // outside the filesystem under test (the next pids too, to cover the name this run gets).
+    let outside = TempDir::new("victim");
+    let victim = outside.path().join("precious.bin");
+    std::fs::write(&victim, b"do not touch").unwrap();
+    for n in 0..4 {
+        std::os::unix::fs::symlink(
+            &victim,
+            ext4.path()
+                .join(format!(".usbperf-testfile-999999-{n}.tmp")),
+        )
+        .unwrap();
+    }
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "devices:\n  - {{select: {{name: {}}}}}\ntests:\n  - {{workload: seq-write, size: 4M}}\n",
+        ext4.lo.name()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (_, rep) = rd.report();
+    assert_eq!(std::fs::read(&victim).unwrap(), b"do not touch");
+    assert!(
+        test_files_in(ext4.path()).is_empty(),
+        "planted links removed, not followed"
+    );
+    let warnings = rep["warnings"].to_string();
+    assert!(warnings.contains("removed a stale test file"), "{warnings}");
+}
