@@ -35,6 +35,10 @@ impl Default for SuggestOptions {
 /// One proposed limit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Suggestion {
+    /// The summary group it was learned from (its `name`).
+    pub group: String,
+    /// The summary metric it limits (`seq-write.mib_per_s`).
+    pub metric: String,
     pub class: String,
     /// `usb:1-2` when the fleet was grouped by port.
     pub port: Option<String>,
@@ -121,6 +125,8 @@ pub fn suggest(s: &FleetSummary, o: &SuggestOptions) -> Vec<Suggestion> {
             let p = &m.passing;
             let f = |v: f64| super::text::fmt_value(&m.metric, v);
             out.push(Suggestion {
+                group: g.name.clone(),
+                metric: m.metric.clone(),
                 class: class.clone(),
                 port: port.clone(),
                 workload,
