@@ -39,7 +39,9 @@ fn file_url(p: &Path) -> String {
     let abs = if p.is_absolute() {
         p.to_path_buf()
     } else {
-        std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf())
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
     };
     let mut url = String::from("file://");
     for b in abs.to_string_lossy().bytes() {
@@ -145,9 +147,17 @@ fn tiles(o: &mut String, s: &FleetSummary) {
         );
     };
     tile("units", s.units.to_string(), false);
-    tile("units passed", pct(s.unit_pass_rate), s.unit_pass_rate < 1.0);
+    tile(
+        "units passed",
+        pct(s.unit_pass_rate),
+        s.unit_pass_rate < 1.0,
+    );
     tile("device tests", s.devices.to_string(), false);
-    tile("device tests passed", pct(s.device_pass_rate), s.device_pass_rate < 1.0);
+    tile(
+        "device tests passed",
+        pct(s.device_pass_rate),
+        s.device_pass_rate < 1.0,
+    );
     let worst: Vec<String> = s
         .link_failures_by_port
         .iter()
@@ -165,7 +175,11 @@ fn tiles(o: &mut String, s: &FleetSummary) {
         },
         bad_ports,
     );
-    tile("unreadable reports", s.errors.len().to_string(), !s.errors.is_empty());
+    tile(
+        "unreadable reports",
+        s.errors.len().to_string(),
+        !s.errors.is_empty(),
+    );
     o.push_str("</div>\n");
 }
 
@@ -249,8 +263,10 @@ fn outliers(o: &mut String, s: &FleetSummary) {
     if rows.is_empty() {
         return;
     }
-    o.push_str("<table class=\"outliers\"><thead><tr><th>unit</th><th>device</th><th>group</th>\
-        <th>metrics (value / group median, z)</th><th>report</th></tr></thead><tbody>");
+    o.push_str(
+        "<table class=\"outliers\"><thead><tr><th>unit</th><th>device</th><th>group</th>\
+        <th>metrics (value / group median, z)</th><th>report</th></tr></thead><tbody>",
+    );
     for ((group, unit, device, file), ms) in rows.into_iter().take(MAX_OUTLIER_ROWS) {
         let figs: Vec<String> = ms
             .iter()
@@ -264,7 +280,8 @@ fn outliers(o: &mut String, s: &FleetSummary) {
                 )
             })
             .collect();
-        let _ = write!(
+        let _ =
+            write!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><a href=\"{}\">{}</a></td></tr>",
             esc(unit),
@@ -368,11 +385,22 @@ fn group(o: &mut String, s: &FleetSummary, g: &GroupSummary, sug: &[Suggestion])
                 Some(c) => g.classes.iter().any(|gc| gc == c),
             };
             if applies && t.metric == m.metric {
-                lines.push((t.value, "factory", format!("factory {} {}", t.bound, t.value)));
+                lines.push((
+                    t.value,
+                    "factory",
+                    format!("factory {} {}", t.bound, t.value),
+                ));
             }
         }
-        for t in sug.iter().filter(|t| t.group == g.name && t.metric == m.metric) {
-            lines.push((t.value, "suggested", format!("learned {} {}", t.field, t.value)));
+        for t in sug
+            .iter()
+            .filter(|t| t.group == g.name && t.metric == m.metric)
+        {
+            lines.push((
+                t.value,
+                "suggested",
+                format!("learned {} {}", t.field, t.value),
+            ));
         }
         dist_chart(o, m, &lines);
     }
