@@ -383,7 +383,7 @@ impl Accumulator {
                         )
                     })
                     .collect();
-                metrics.sort_by(|a, b| metric_rank(&a.metric).cmp(&metric_rank(&b.metric)));
+                metrics.sort_by_key(|m| metric_rank(&m.metric));
                 let name = self
                     .opts
                     .group_by

@@ -155,9 +155,8 @@ pub fn reason_kind(reason: &str) -> String {
             || next.starts_with("s)")
             || w.ends_with("ms");
         let is_limit = matches!(prev, "minimum" | "maximum");
-        if is_num && unit_follows && !is_limit {
-            out.push("N");
-        } else if prev == "latency" && w.parse::<f64>().is_ok() {
+        let latency = prev == "latency" && is_num;
+        if (is_num && unit_follows && !is_limit) || latency {
             out.push("N");
         } else {
             out.push(w);

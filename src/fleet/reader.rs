@@ -362,3 +362,24 @@ pub fn parse_report(path: &Path, bytes: &[u8]) -> Result<ReportLite, FleetError>
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prune_drops_unread_subtrees_and_keeps_the_rest() {
+        let text = b"a:\n  params:\n    x: 1\n\n    y: [1,\n      2]\n  keep: 2\n  tests:\n  - workload: x\n  - y\n  mounts: []\nverdict:\n  pass: true\n";
+        let out = String::from_utf8(prune_yaml(text)).unwrap();
+        assert_eq!(out, "a:\n  keep: 2\nverdict:\n  pass: true\n");
+    }
+
+    #[test]
+    fn newer_schema_is_named_in_the_error() {
+        let p = Path::new("r.json");
+        let e = parse_report(p, br#"{"schema_version": 7, "devices": 3}"#).unwrap_err();
+        assert!(e.to_string().contains("schema_version 7 is newer"), "{e}");
+        let e = parse_report(p, br#"{"schema_version": 1}"#).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+    }
+}
