@@ -76,6 +76,68 @@ fn metric_row(m: &MetricSummary) -> Vec<String> {
     ]
 }
 
+/// Outlier rows shown per group in the terminal (all are in YAML / JSON / HTML).
+const OUTLIER_ROWS: usize = 20;
+
+/// One line per flagged device test: how many of its figures stand out, and the most
+/// extreme one.
+fn outlier_rows(g: &super::aggregate::GroupSummary, out: &mut String) {
+    let mut by_dev: Vec<(
+        &str,
+        &str,
+        Vec<(&MetricSummary, &super::aggregate::Outlier)>,
+    )> = Vec::new();
+    for m in &g.metrics {
+        for o in &m.outliers {
+            match by_dev.iter_mut().find(|d| d.0 == o.unit && d.1 == o.device) {
+                Some(d) => d.2.push((m, o)),
+                None => by_dev.push((&o.unit, &o.device, vec![(m, o)])),
+            }
+        }
+    }
+    if by_dev.is_empty() {
+        return;
+    }
+    let worst = |v: &[(&MetricSummary, &super::aggregate::Outlier)]| {
+        v.iter()
+            .map(|x| x.1.modified_z.abs())
+            .fold(0.0f64, f64::max)
+    };
+    by_dev.sort_by(|a, b| worst(&b.2).total_cmp(&worst(&a.2)).then(a.0.cmp(b.0)));
+    let _ = writeln!(
+        out,
+        "  outliers (|modified z| > 3.5): {} device tests",
+        by_dev.len()
+    );
+    let mut rows = Vec::new();
+    for (unit, device, ms) in by_dev.iter().take(OUTLIER_ROWS) {
+        let (m, o) = ms
+            .iter()
+            .max_by(|a, b| a.1.modified_z.abs().total_cmp(&b.1.modified_z.abs()))
+            .expect("at least one");
+        rows.push(vec![
+            format!("    unit {unit}"),
+            device.to_string(),
+            format!("{} figures", ms.len()),
+            format!(
+                "worst {} {} (median {}, z {:.1})",
+                m.metric,
+                fmt_value(&m.metric, o.value),
+                fmt_value(&m.metric, o.median),
+                o.modified_z
+            ),
+        ]);
+    }
+    table(&rows, 4, out);
+    if by_dev.len() > OUTLIER_ROWS {
+        let _ = writeln!(
+            out,
+            "    ... and {} more (all in --format yaml, json, html)",
+            by_dev.len() - OUTLIER_ROWS
+        );
+    }
+}
+
 /// The terminal report: fleet totals, then per group the metric table, its outliers and
 /// failure reasons; then link failures per port, trends of throughput, and unreadable files.
 pub fn render_table(s: &FleetSummary) -> String {
@@ -115,26 +177,7 @@ pub fn render_table(s: &FleetSummary) -> String {
         .to_vec()];
         rows.extend(g.metrics.iter().map(metric_row));
         table(&rows, 1, &mut out);
-        let outliers: Vec<_> = g
-            .metrics
-            .iter()
-            .flat_map(|m| m.outliers.iter().map(move |o| (m, o)))
-            .collect();
-        if !outliers.is_empty() {
-            let _ = writeln!(out, "  outliers (|modified z| > 3.5):");
-            let mut rows = Vec::new();
-            for (m, o) in outliers {
-                rows.push(vec![
-                    format!("    {}", m.metric),
-                    format!("unit {}", o.unit),
-                    o.device.clone(),
-                    fmt_value(&m.metric, o.value),
-                    format!("median {}", fmt_value(&m.metric, o.median)),
-                    format!("z {:.1}", o.modified_z),
-                ]);
-            }
-            table(&rows, 3, &mut out);
-        }
+        outlier_rows(g, &mut out);
         if !g.failure_reasons.is_empty() {
             let _ = writeln!(out, "  failure reasons:");
             for r in g.failure_reasons.iter().take(10) {
