@@ -416,6 +416,13 @@ fn csv_table_since_and_group_by() {
     assert!(err(&o).contains("unknown --group-by dimension \"colour\""));
     let o = fleet(&[dir.to_str().unwrap(), "--since", "last tuesday"]);
     assert_eq!(o.status.code(), Some(2));
+    let o = fleet(&[d.path().join("nowhere").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).contains("no such file, or no reports"),
+        "{}",
+        err(&o)
+    );
 }
 
 /// Reports of the product's own runs on a loop device: the fleet reads what the factory writes.

@@ -72,9 +72,10 @@ fn parse_since(s: &str) -> anyhow::Result<DateTime<Utc>> {
 
 fn usage(e: FleetError) -> anyhow::Error {
     match e {
-        FleetError::UnknownDimension(_) | FleetError::ManyBoards(_) | FleetError::Empty => {
-            UsageError(e.to_string()).into()
-        }
+        FleetError::UnknownDimension(_)
+        | FleetError::ManyBoards(_)
+        | FleetError::Empty
+        | FleetError::NoReports { .. } => UsageError(e.to_string()).into(),
         other => anyhow::Error::new(other),
     }
 }

@@ -77,9 +77,11 @@ pub fn collect_paths(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, FleetError> {
             if out.len() == before {
                 return Err(FleetError::NoReports { path: i.clone() });
             }
-        } else {
+        } else if i.exists() {
             // A named file is read whatever its name; errors show up per file.
             out.push(i.clone());
+        } else {
+            return Err(FleetError::NoReports { path: i.clone() });
         }
     }
     out.sort();

@@ -41,7 +41,8 @@ pub enum FleetError {
         supported: u32,
     },
     #[error(
-        "{}: no reports found (reports are usbperf-*.yaml / .json files): check the path",
+        "{}: no such file, or no reports in it (reports are *.yaml / *.json files): check \
+         the path",
         path.display()
     )]
     NoReports { path: PathBuf },

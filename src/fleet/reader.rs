@@ -286,8 +286,8 @@ fn unread(key: &[u8]) -> bool {
 }
 
 /// Drops the block-style YAML subtrees and lines of [`unread`] keys before parsing: libyaml's
-/// event parser, not serde, is where the time goes, and these subtrees are about three
-/// fifths of a report. A key line `<indent>key:` owns every following line indented
+/// event parser, not serde, is where the time goes, and these lines are about four fifths of
+/// a report. A key line `<indent>key:` owns every following line indented
 /// deeper, plus `- ` items at its own indent (serde_norway writes a sequence under a key at
 /// the key's indent). Blank and comment lines inside a dropped subtree go with it. Only the
 /// bytes the reader ignores anyway are removed, so the result has the same meaning for it;

@@ -76,17 +76,16 @@ fn metric_row(m: &MetricSummary) -> Vec<String> {
     ]
 }
 
+/// One outlier value and the metric it belongs to.
+type Flagged<'a> = (&'a MetricSummary, &'a super::aggregate::Outlier);
+
 /// Outlier rows shown per group in the terminal (all are in YAML / JSON / HTML).
 const OUTLIER_ROWS: usize = 20;
 
 /// One line per flagged device test: how many of its figures stand out, and the most
 /// extreme one.
 fn outlier_rows(g: &super::aggregate::GroupSummary, out: &mut String) {
-    let mut by_dev: Vec<(
-        &str,
-        &str,
-        Vec<(&MetricSummary, &super::aggregate::Outlier)>,
-    )> = Vec::new();
+    let mut by_dev: Vec<(&str, &str, Vec<Flagged>)> = Vec::new();
     for m in &g.metrics {
         for o in &m.outliers {
             match by_dev.iter_mut().find(|d| d.0 == o.unit && d.1 == o.device) {
@@ -98,7 +97,7 @@ fn outlier_rows(g: &super::aggregate::GroupSummary, out: &mut String) {
     if by_dev.is_empty() {
         return;
     }
-    let worst = |v: &[(&MetricSummary, &super::aggregate::Outlier)]| {
+    let worst = |v: &[Flagged]| {
         v.iter()
             .map(|x| x.1.modified_z.abs())
             .fold(0.0f64, f64::max)
