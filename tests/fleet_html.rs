@@ -115,6 +115,18 @@ fn html_page_renders_in_chromium_with_its_charts() {
     // board, learned ones on top.
     assert!(n("threshold-lines") >= 8, "{}", n("threshold-lines"));
     assert!(n("outlier-rows") >= 5, "{}", n("outlier-rows"));
+    let throughput_charts = summary["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["metrics"].as_array().unwrap())
+        .filter(|m| m["metric"].as_str().unwrap().ends_with(".mib_per_s"))
+        .count();
+    assert_eq!(
+        n("trends"),
+        throughput_charts,
+        "a trend under every MiB/s chart"
+    );
     assert!(
         dom.contains("broken.yaml"),
         "the unreadable report is listed"

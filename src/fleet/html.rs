@@ -1,7 +1,8 @@
 //! Owns the fleet's HTML page: one self-contained file (inline CSS, inline SVG charts, a few
 //! lines of inline script; nothing fetched) with summary tiles, failure, port and outlier
 //! tables linking to each unit's report, write curves per device model with knees, and a
-//! distribution chart per group and metric with the factory's and the learned thresholds.
+//! distribution chart per group and metric with the factory's and the learned thresholds
+//! (throughput charts with their production trend underneath).
 //!
 //! The script only checks the page: it records script errors and, once loaded, counts the
 //! charts into `data-*` attributes of `<body>`, which a headless browser test reads back.
@@ -71,12 +72,13 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 .grid{display:flex;flex-wrap:wrap;gap:8px}
 .card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:4px}
 .card .t{font-size:12px;font-weight:600}.card .s{font-size:11px;color:#555}
+.card svg{display:block}
 svg text{font:10px system-ui,sans-serif;fill:#333}
 .bar{fill:#7fa7d6}.median{stroke:#222;stroke-width:1}
 .threshold.factory{stroke:#c0392b;stroke-width:2}
 .threshold.suggested{stroke:#e67e22;stroke-width:2;stroke-dasharray:4 3}
 .curve{fill:none;stroke-width:1.2;opacity:.8}.knee{fill:#c0392b;stroke:#fff}
-.trend{fill:none;stroke:#555;stroke-width:1}
+polyline.trend{fill:none;stroke:#555;stroke-width:1}
 .legend span{margin-right:14px;font-size:12px}
 ";
 
@@ -85,7 +87,7 @@ window.onerror=function(m,s,l){var b=document.body;b.dataset.errors=(b.dataset.e
 window.addEventListener('load',function(){var b=document.body,q=function(s){return document.querySelectorAll(s).length;};
 b.dataset.distCharts=q('svg.dist');b.dataset.thresholdLines=q('svg.dist line.threshold');
 b.dataset.curveCharts=q('svg.curves');b.dataset.curves=q('svg.curves polyline.curve');
-b.dataset.knees=q('svg.curves circle.knee');b.dataset.outlierRows=q('table.outliers tbody tr');
+b.dataset.knees=q('svg.curves circle.knee');b.dataset.trends=q('svg.trend polyline');b.dataset.outlierRows=q('table.outliers tbody tr');
 b.dataset.rendered='ok';});
 ";
 
@@ -474,11 +476,52 @@ fn dist_chart(o: &mut String, m: &MetricSummary, lines: &[Line]) {
     let _ = write!(
         o,
         "<line x1=\"{pad}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#999\"/>\
-         <text x=\"{pad}\" y=\"{ty}\">{}</text><text x=\"{r}\" y=\"{ty}\" text-anchor=\"end\">{}</text></svg></div>",
+         <text x=\"{pad}\" y=\"{ty}\">{}</text><text x=\"{r}\" y=\"{ty}\" text-anchor=\"end\">{}</text></svg>",
         esc(&fmt_value(&m.metric, lo)),
         esc(&fmt_value(&m.metric, hi)),
         b = h - mb,
         r = w - pad,
         ty = h - 5.0,
+    );
+    trend_line(o, m, w);
+    o.push_str("</div>");
+}
+
+/// The median per production day or week under the histogram, for throughput metrics (a
+/// drift in a supplier's parts shows there first).
+fn trend_line(o: &mut String, m: &MetricSummary, w: f64) {
+    if !m.metric.ends_with(".mib_per_s") || m.trend.len() < 2 {
+        return;
+    }
+    let h = 34.0;
+    let (lo, hi) = m.trend.iter().fold((f64::MAX, f64::MIN), |(lo, hi), t| {
+        (lo.min(t.median), hi.max(t.median))
+    });
+    let span = if hi > lo { hi - lo } else { 1.0 };
+    let n = (m.trend.len() - 1) as f64;
+    let pts: Vec<String> = m
+        .trend
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            format!(
+                "{:.1},{:.1}",
+                6.0 + i as f64 / n * (w - 12.0),
+                h - 4.0 - (t.median - lo) / span * (h - 14.0)
+            )
+        })
+        .collect();
+    let first = &m.trend[0];
+    let last = &m.trend[m.trend.len() - 1];
+    let _ = write!(
+        o,
+        "<svg class=\"trend\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\">\
+         <text x=\"6\" y=\"9\">median {} .. {}: {} .. {}</text>\
+         <polyline class=\"trend\" points=\"{}\"/></svg>",
+        esc(&first.start),
+        esc(&last.start),
+        esc(&fmt_value(&m.metric, lo)),
+        esc(&fmt_value(&m.metric, hi)),
+        pts.join(" ")
     );
 }
