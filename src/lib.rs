@@ -8,6 +8,7 @@ pub mod discover;
 pub mod engine;
 pub mod events;
 pub mod exit;
+pub mod fleet;
 pub mod matrix;
 pub mod report;
 pub mod safety;

@@ -1,6 +1,7 @@
 //! Owns the command line: clap definitions, dispatch to one file per subcommand, error printing.
 
 mod bench;
+mod fleet;
 mod list;
 mod run;
 mod tree;
@@ -48,6 +49,9 @@ pub enum Command {
     Tree(tree::TreeArgs),
     /// Run one storage test (fio-like): a workload on a file or block device.
     Bench(bench::BenchArgs),
+    /// Aggregate many factory reports: distributions, outliers, failures, trends, learned
+    /// thresholds, or an HTML page of charts.
+    Fleet(fleet::FleetArgs),
 }
 
 /// Parses the command line, runs it, prints any error with its causes, returns the exit code.
@@ -82,6 +86,7 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Tree(args) => tree::run(cli, args),
         Command::Run(args) => run::run(cli, args),
         Command::Bench(args) => bench::run(cli, args),
+        Command::Fleet(args) => fleet::run(cli, args),
     }
 }
 

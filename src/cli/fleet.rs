@@ -1,0 +1,146 @@
+//! Owns `usbperf-matrix fleet`: many factory reports aggregated into distributions,
+//! outliers, failure rankings, trends, learned thresholds or an HTML page.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::UsageError;
+use crate::exit::Exit;
+use crate::fleet::aggregate::{aggregate, Dimension, FleetOptions};
+use crate::fleet::load::LoadOptions;
+use crate::fleet::thresholds::{render_snippet, suggest, SuggestOptions};
+use crate::fleet::{html, text, FleetError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FleetFormat {
+    Table,
+    Csv,
+    Yaml,
+    Json,
+    Html,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct FleetArgs {
+    /// Report files, or directories searched recursively for *.yaml, *.yml and *.json.
+    #[arg(required = true, value_name = "DIR|FILE")]
+    pub inputs: Vec<PathBuf>,
+    /// Group devices by these, comma-separated: board, device-class, port, device-model,
+    /// tool-version.
+    #[arg(long, default_value = "board,device-class", value_name = "DIMS")]
+    pub group_by: String,
+    #[arg(long, value_enum, default_value_t = FleetFormat::Table)]
+    pub format: FleetFormat,
+    /// Write the output here instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Only reports started on or after DATE (YYYY-MM-DD, UTC, or an RFC 3339 time).
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// Only reports of this board (the unit's device-tree / DMI model, as the table shows it).
+    #[arg(long, value_name = "MODEL")]
+    pub board: Option<String>,
+    /// Print a board-profile `thresholds:` list learned from the devices that passed,
+    /// per device class (and per port with --group-by port), instead of the summary.
+    #[arg(long)]
+    pub suggest_thresholds: bool,
+    /// Margin of learned limits below the fleet's 1st percentile (above its p99 latency).
+    #[arg(long, default_value_t = 20.0, value_name = "PERCENT")]
+    pub margin_percent: f64,
+    /// Parser threads (0 = one per CPU).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+fn parse_since(s: &str) -> anyhow::Result<DateTime<Utc>> {
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(d.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc());
+    }
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| {
+            UsageError(format!(
+                "--since {s:?} is not a date: use YYYY-MM-DD (UTC) or an RFC 3339 time such as \
+                 2026-11-30T08:00:00Z"
+            ))
+            .into()
+        })
+}
+
+fn usage(e: FleetError) -> anyhow::Error {
+    match e {
+        FleetError::UnknownDimension(_)
+        | FleetError::ManyBoards(_)
+        | FleetError::Empty
+        | FleetError::NoReports { .. } => UsageError(e.to_string()).into(),
+        other => anyhow::Error::new(other),
+    }
+}
+
+pub fn run(_cli: &super::Cli, args: &FleetArgs) -> anyhow::Result<Exit> {
+    if !(0.0..100.0).contains(&args.margin_percent) {
+        return Err(UsageError(format!(
+            "--margin-percent {} must be in 0..100 (20 means limits 20 % below the fleet's p1)",
+            args.margin_percent
+        ))
+        .into());
+    }
+    let mut group_by = Dimension::parse_list(&args.group_by).map_err(usage)?;
+    if args.suggest_thresholds {
+        // A profile selects devices by class (and port), so limits are learned per class.
+        let by_port = group_by.contains(&Dimension::Port);
+        group_by = vec![Dimension::DeviceClass];
+        if by_port {
+            group_by.push(Dimension::Port);
+        }
+    }
+    let opts = FleetOptions {
+        group_by,
+        load: LoadOptions {
+            since: args.since.as_deref().map(parse_since).transpose()?,
+            board: args.board.clone(),
+            threads: args.threads,
+        },
+        ..FleetOptions::default()
+    };
+    let acc = aggregate(&args.inputs, opts).map_err(usage)?;
+    let boards = acc.boards();
+    let summary = acc.finish();
+    for e in &summary.errors {
+        eprintln!("usbperf-matrix fleet: skipped {}", e.issue);
+    }
+    let sopts = SuggestOptions {
+        margin: args.margin_percent / 100.0,
+        ..SuggestOptions::default()
+    };
+    let body = if args.suggest_thresholds {
+        match boards.len() {
+            0 => return Err(usage(FleetError::Empty)),
+            1 => {}
+            _ => return Err(usage(FleetError::ManyBoards(boards))),
+        }
+        render_snippet(&boards[0], &summary, &suggest(&summary, &sopts), &sopts)
+    } else {
+        match args.format {
+            FleetFormat::Table => text::render_table(&summary),
+            FleetFormat::Csv => text::render_csv(&summary),
+            FleetFormat::Yaml => serde_norway::to_string(&summary)?,
+            FleetFormat::Json => serde_json::to_string_pretty(&summary)? + "\n",
+            FleetFormat::Html => html::render_html(&summary, &suggest(&summary, &sopts)),
+        }
+    };
+    match &args.out {
+        Some(p) => {
+            std::fs::write(p, body).with_context(|| format!("cannot write {}", p.display()))?
+        }
+        None => {
+            let mut o = std::io::stdout().lock();
+            // A closed pipe (`| head`) is not an error worth a message.
+            let _ = o.write_all(body.as_bytes());
+        }
+    }
+    Ok(Exit::Pass)
+}

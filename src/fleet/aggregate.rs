@@ -1,0 +1,735 @@
+//! Owns the fleet's aggregation: records folded into per-(group, metric) value vectors as
+//! they arrive (plus failure counts, link failures per port, a bounded set of write curves),
+//! then summarised: count, pass rate, percentiles, robust outliers naming unit and device,
+//! ranked failure reasons and trends by production date.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::extract::{reason_kind, UnitRecord, CAPACITY_METRIC, LINK_METRIC};
+use super::load::{self, LoadOptions, Outcome};
+use super::reader::ThresholdLite;
+use super::stats::{self, OUTLIER_Z};
+use super::FleetError;
+
+/// What a group is keyed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dimension {
+    /// The unit's device-tree / DMI model.
+    Board,
+    DeviceClass,
+    /// `usb:1-2` for USB devices, the kernel name otherwise.
+    Port,
+    DeviceModel,
+    ToolVersion,
+}
+
+impl Dimension {
+    pub const ALL: [Dimension; 5] = [
+        Dimension::Board,
+        Dimension::DeviceClass,
+        Dimension::Port,
+        Dimension::DeviceModel,
+        Dimension::ToolVersion,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dimension::Board => "board",
+            Dimension::DeviceClass => "device-class",
+            Dimension::Port => "port",
+            Dimension::DeviceModel => "device-model",
+            Dimension::ToolVersion => "tool-version",
+        }
+    }
+
+    /// Parses `board,device-class` (the `--group-by` syntax).
+    pub fn parse_list(s: &str) -> Result<Vec<Dimension>, FleetError> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let d = Dimension::ALL
+                .into_iter()
+                .find(|d| d.as_str() == part)
+                .ok_or_else(|| FleetError::UnknownDimension(part.to_string()))?;
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// How to aggregate.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    pub group_by: Vec<Dimension>,
+    pub load: LoadOptions,
+    /// Write curves kept per device model for the chart (the first files in path order).
+    pub curves_per_model: usize,
+}
+
+impl Default for FleetOptions {
+    fn default() -> Self {
+        FleetOptions {
+            group_by: vec![Dimension::Board, Dimension::DeviceClass],
+            load: LoadOptions::default(),
+            curves_per_model: 12,
+        }
+    }
+}
+
+/// One device test of one report, as outliers name it.
+#[derive(Debug, Clone)]
+struct DevRef {
+    unit: u32,
+    label: String,
+    file: u32,
+    day: i32,
+    pass: bool,
+}
+
+#[derive(Debug, Default)]
+struct Series {
+    values: Vec<f64>,
+    devs: Vec<u32>,
+    ok: Vec<bool>,
+}
+
+#[derive(Debug, Default)]
+struct GroupAcc {
+    units: BTreeSet<u32>,
+    devices: u32,
+    passed: u32,
+    classes: BTreeSet<String>,
+    series: HashMap<String, Series>,
+    reasons: HashMap<String, (u32, String)>,
+}
+
+/// A file the fleet did not use, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileIssue {
+    pub file: PathBuf,
+    pub issue: String,
+}
+
+/// A threshold the factory runs applied (from the reports' own config), drawn on the charts.
+#[derive(Debug, Clone, PartialEq, PartialOrd, Serialize)]
+pub struct FactoryThreshold {
+    /// Device class it applies to; `None` = every non-system device.
+    pub class: Option<String>,
+    pub metric: String,
+    /// `min` or `max`.
+    pub bound: String,
+    pub value: f64,
+}
+
+/// One write curve of one device test.
+#[derive(Debug, Clone, Serialize)]
+pub struct CurveTrace {
+    pub unit: String,
+    pub device: String,
+    pub file: PathBuf,
+    /// (t_s, mib_per_s) per sample.
+    pub samples: Vec<(f64, f64)>,
+    /// (t_s, before_mib_per_s, after_mib_per_s).
+    pub knee: Option<(f64, f64, f64)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelCurves {
+    pub model: String,
+    pub curves: Vec<CurveTrace>,
+}
+
+/// Folds records; `finish` summarises.
+pub struct Accumulator {
+    opts: FleetOptions,
+    files: Vec<PathBuf>,
+    groups: HashMap<Vec<String>, GroupAcc>,
+    unit_ids: HashMap<String, u32>,
+    unit_names: Vec<String>,
+    /// Per unit: did its latest report (by start time) pass.
+    unit_latest: Vec<(chrono::DateTime<chrono::Utc>, bool)>,
+    devs: Vec<DevRef>,
+    reports: u32,
+    boards: BTreeSet<String>,
+    reasons: HashMap<String, (u32, String)>,
+    ports: BTreeMap<String, (u32, u32)>,
+    curves: BTreeMap<String, Vec<(u32, CurveTrace)>>,
+    thresholds: Vec<FactoryThreshold>,
+    errors: Vec<FileIssue>,
+    skipped: Vec<FileIssue>,
+}
+
+fn bump(map: &mut HashMap<String, (u32, String)>, reason: &str) {
+    let e = map
+        .entry(reason_kind(reason))
+        .or_insert_with(|| (0, reason.to_string()));
+    e.0 += 1;
+}
+
+impl Accumulator {
+    pub fn new(opts: FleetOptions, files: Vec<PathBuf>) -> Accumulator {
+        Accumulator {
+            opts,
+            files,
+            groups: HashMap::new(),
+            unit_ids: HashMap::new(),
+            unit_names: Vec::new(),
+            unit_latest: Vec::new(),
+            devs: Vec::new(),
+            reports: 0,
+            boards: BTreeSet::new(),
+            reasons: HashMap::new(),
+            ports: BTreeMap::new(),
+            curves: BTreeMap::new(),
+            thresholds: Vec::new(),
+            errors: Vec::new(),
+            skipped: Vec::new(),
+        }
+    }
+
+    pub fn add_outcome(&mut self, o: Outcome) {
+        match o {
+            Outcome::Record(r) => self.add(*r),
+            Outcome::Skipped { path, why } => self.skipped.push(FileIssue {
+                file: path,
+                issue: why,
+            }),
+            Outcome::Error(e) => {
+                let file = match &e {
+                    FleetError::Read { path, .. }
+                    | FleetError::Malformed { path, .. }
+                    | FleetError::SchemaTooNew { path, .. } => path.clone(),
+                    _ => PathBuf::new(),
+                };
+                self.errors.push(FileIssue {
+                    file,
+                    issue: e.to_string(),
+                })
+            }
+        }
+    }
+
+    fn note_thresholds(&mut self, ts: &[ThresholdLite]) {
+        for t in ts {
+            if t.select.port.is_some() {
+                // Port-specific limits do not belong on a class-wide chart.
+                continue;
+            }
+            let class = if t.select.all_non_system {
+                None
+            } else {
+                match &t.select.class {
+                    Some(c) => Some(c.clone()),
+                    None => continue,
+                }
+            };
+            let wl = t.workload.clone();
+            let mut add = |metric: String, bound: &str, value: f64| {
+                let ft = FactoryThreshold {
+                    class: class.clone(),
+                    metric,
+                    bound: bound.into(),
+                    value,
+                };
+                if !self.thresholds.contains(&ft) {
+                    self.thresholds.push(ft);
+                }
+            };
+            if let Some(w) = &wl {
+                if let Some(v) = t.min_mib_per_s {
+                    add(format!("{w}.mib_per_s"), "min", v);
+                }
+                if let Some(v) = t.min_iops {
+                    add(format!("{w}.iops"), "min", v);
+                }
+                if let Some(v) = t.max_p99_latency_ms {
+                    add(format!("{w}.p99_latency_ms"), "max", v);
+                }
+            }
+            if let Some(v) = t.min_link_mbps {
+                add(LINK_METRIC.into(), "min", v);
+            }
+        }
+    }
+
+    /// Folds one record in.
+    pub fn add(&mut self, r: UnitRecord) {
+        self.reports += 1;
+        self.boards.insert(r.board.clone());
+        // Configs repeat across a fleet: only look at a handful of distinct ones.
+        if self.thresholds.len() < 64 {
+            self.note_thresholds(&r.thresholds);
+        }
+        let next_id = self.unit_names.len() as u32;
+        let unit = *self.unit_ids.entry(r.unit.clone()).or_insert(next_id);
+        if unit == next_id {
+            self.unit_names.push(r.unit.clone());
+            self.unit_latest.push((r.started_at, r.pass));
+        } else if self.unit_latest[unit as usize].0 <= r.started_at {
+            // A retest replaces the unit's earlier verdict.
+            self.unit_latest[unit as usize] = (r.started_at, r.pass);
+        }
+        let day = stats::epoch_day(r.started_at);
+        for d in r.devices {
+            let dev = self.devs.len() as u32;
+            self.devs.push(DevRef {
+                unit,
+                label: d.label.clone(),
+                file: r.file,
+                day,
+                pass: d.pass,
+            });
+            let key: Vec<String> = self
+                .opts
+                .group_by
+                .iter()
+                .map(|dim| match dim {
+                    Dimension::Board => r.board.clone(),
+                    Dimension::DeviceClass => d.class.clone(),
+                    Dimension::Port => d.port.clone(),
+                    Dimension::DeviceModel => d.model.clone(),
+                    Dimension::ToolVersion => r.tool_version.clone(),
+                })
+                .collect();
+            let g = self.groups.entry(key).or_default();
+            g.units.insert(unit);
+            g.devices += 1;
+            g.passed += u32::from(d.pass);
+            if !g.classes.contains(&d.class) {
+                g.classes.insert(d.class.clone());
+            }
+            for reason in &d.reasons {
+                bump(&mut g.reasons, reason);
+                bump(&mut self.reasons, reason);
+            }
+            if d.port.starts_with("usb:") {
+                let link_fail = d.reasons.iter().any(|r| r.starts_with("link:"));
+                let e = self.ports.entry(d.port.clone()).or_insert((0, 0));
+                e.0 += 1;
+                e.1 += u32::from(link_fail);
+            }
+            for (metric, v, ok) in d.values {
+                if !v.is_finite() {
+                    continue;
+                }
+                let s = match g.series.get_mut(&metric) {
+                    Some(s) => s,
+                    None => g.series.entry(metric).or_default(),
+                };
+                s.values.push(v);
+                s.devs.push(dev);
+                s.ok.push(ok);
+            }
+            if let Some(c) = d.curve {
+                let keep = self.opts.curves_per_model;
+                let list = self.curves.entry(d.model.clone()).or_default();
+                let full = list.len() >= keep;
+                if keep > 0 && (!full || list.last().is_some_and(|l| l.0 > r.file)) {
+                    let trace = CurveTrace {
+                        unit: r.unit.clone(),
+                        device: d.label,
+                        file: self.files.get(r.file as usize).cloned().unwrap_or_default(),
+                        samples: c.samples.iter().map(|s| (s.t_s, s.mib_per_s)).collect(),
+                        knee: c
+                            .knee
+                            .map(|k| (k.t_s, k.before_mib_per_s, k.after_mib_per_s)),
+                    };
+                    let at = list.partition_point(|l| l.0 < r.file);
+                    list.insert(at, (r.file, trace));
+                    list.truncate(keep);
+                }
+            }
+        }
+    }
+
+    /// Boards seen, for `--suggest-thresholds`' one-board rule.
+    pub fn boards(&self) -> Vec<String> {
+        self.boards.iter().cloned().collect()
+    }
+
+    /// Summarises everything folded in.
+    pub fn finish(self) -> FleetSummary {
+        let (min_day, max_day) = self.devs.iter().fold((i32::MAX, i32::MIN), |(lo, hi), d| {
+            (lo.min(d.day), hi.max(d.day))
+        });
+        // Daily medians up to two months, weekly beyond: a readable number of points.
+        let bucket_days = if max_day - min_day <= 62 { 1 } else { 7 };
+        let date = |d: i32| {
+            chrono::NaiveDate::from_num_days_from_ce_opt(d + 719_163)
+                .map(|d| d.to_string())
+                .unwrap_or_default()
+        };
+        let mut groups: Vec<GroupSummary> = self
+            .groups
+            .into_iter()
+            .map(|(key, g)| {
+                let mut metrics: Vec<MetricSummary> = g
+                    .series
+                    .into_iter()
+                    .map(|(metric, s)| {
+                        summarise_metric(
+                            metric,
+                            &s,
+                            &self.devs,
+                            &self.unit_names,
+                            |i| self.files.get(i as usize).cloned().unwrap_or_default(),
+                            bucket_days,
+                            &date,
+                        )
+                    })
+                    .collect();
+                metrics.sort_by_key(|m| metric_rank(&m.metric));
+                let name = self
+                    .opts
+                    .group_by
+                    .iter()
+                    .zip(&key)
+                    .map(|(d, v)| format!("{}={v}", d.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                GroupSummary {
+                    name,
+                    key,
+                    units: g.units.len(),
+                    devices: g.devices as usize,
+                    device_pass_rate: ratio(g.passed as usize, g.devices as usize),
+                    classes: g.classes.into_iter().collect(),
+                    failure_reasons: ranked(g.reasons),
+                    metrics,
+                }
+            })
+            .collect();
+        groups.sort_by(|a, b| a.key.cmp(&b.key));
+        let devices = self.devs.len();
+        let passed_devices = self.devs.iter().filter(|d| d.pass).count();
+        let units_passed = self.unit_latest.iter().filter(|u| u.1).count();
+        let mut ports: Vec<PortLinks> = self
+            .ports
+            .into_iter()
+            .map(|(port, (n, fail))| PortLinks {
+                port,
+                devices: n as usize,
+                link_failures: fail as usize,
+                failure_rate: ratio(fail as usize, n as usize),
+            })
+            .collect();
+        ports.sort_by(|a, b| {
+            b.link_failures
+                .cmp(&a.link_failures)
+                .then_with(|| a.port.cmp(&b.port))
+        });
+        let mut errors = self.errors;
+        errors.sort_by(|a, b| a.file.cmp(&b.file));
+        let mut skipped = self.skipped;
+        skipped.sort_by(|a, b| a.file.cmp(&b.file));
+        let mut thresholds = self.thresholds;
+        thresholds.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        FleetSummary {
+            reports: self.reports as usize,
+            units: self.unit_names.len(),
+            unit_pass_rate: ratio(units_passed, self.unit_names.len()),
+            devices,
+            device_pass_rate: ratio(passed_devices, devices),
+            group_by: self.opts.group_by.clone(),
+            first_day: (devices > 0).then(|| date(min_day)),
+            last_day: (devices > 0).then(|| date(max_day)),
+            trend_bucket: if bucket_days == 1 { "daily" } else { "weekly" }.into(),
+            failure_reasons: ranked(self.reasons),
+            link_failures_by_port: ports,
+            groups,
+            factory_thresholds: thresholds,
+            write_curves: self
+                .curves
+                .into_iter()
+                .map(|(model, list)| ModelCurves {
+                    model,
+                    curves: list.into_iter().map(|c| c.1).collect(),
+                })
+                .collect(),
+            errors,
+            skipped,
+        }
+    }
+}
+
+fn ratio(n: usize, d: usize) -> f64 {
+    if d == 0 {
+        0.0
+    } else {
+        n as f64 / d as f64
+    }
+}
+
+fn ranked(map: HashMap<String, (u32, String)>) -> Vec<ReasonCount> {
+    let mut v: Vec<ReasonCount> = map
+        .into_iter()
+        .map(|(reason, (count, example))| ReasonCount {
+            reason,
+            count: count as usize,
+            example,
+        })
+        .collect();
+    v.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
+    v
+}
+
+/// The workloads in the factory matrix's order, then any other metric by name.
+fn metric_rank(m: &str) -> (usize, String) {
+    const ORDER: [&str; 8] = [
+        "read-buffered",
+        "seq-write",
+        "seq-read",
+        "rand-read",
+        "rand-write",
+        "mixed",
+        "write-curve",
+        "verify",
+    ];
+    let (w, fig) = m.split_once('.').unwrap_or((m, ""));
+    let fig_rank = ["mib_per_s", "iops", "p99_latency_ms"]
+        .iter()
+        .position(|f| *f == fig)
+        .unwrap_or(3);
+    let rank = match ORDER.iter().position(|o| *o == w) {
+        Some(i) => i * 4 + fig_rank,
+        None if m == LINK_METRIC => 100,
+        None if m == CAPACITY_METRIC => 101,
+        None => 50,
+    };
+    (rank, m.to_string())
+}
+
+fn summarise_metric(
+    metric: String,
+    s: &Series,
+    devs: &[DevRef],
+    units: &[String],
+    file: impl Fn(u32) -> PathBuf,
+    bucket_days: i32,
+    date: &dyn Fn(i32) -> String,
+) -> MetricSummary {
+    let mut sorted = s.values.clone();
+    stats::sort_f64(&mut sorted);
+    let p = |q: f64| stats::percentile(&sorted, q).unwrap_or(f64::NAN);
+    let median = p(50.0);
+    let mut outliers: Vec<Outlier> = match stats::modified_z(&s.values, &sorted) {
+        Some(z) => z
+            .iter()
+            .enumerate()
+            .filter(|(_, z)| z.abs() > OUTLIER_Z)
+            .map(|(i, z)| {
+                let d = &devs[s.devs[i] as usize];
+                Outlier {
+                    unit: units[d.unit as usize].clone(),
+                    device: d.label.clone(),
+                    file: file(d.file),
+                    value: s.values[i],
+                    median,
+                    modified_z: *z,
+                }
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    outliers.sort_by(|a, b| {
+        b.modified_z
+            .abs()
+            .total_cmp(&a.modified_z.abs())
+            .then_with(|| a.unit.cmp(&b.unit))
+            .then_with(|| a.device.cmp(&b.device))
+    });
+    let days: Vec<i32> = s.devs.iter().map(|&i| devs[i as usize].day).collect();
+    let trend = stats::bucket_medians(&days, &s.values, bucket_days)
+        .into_iter()
+        .map(|(d, count, median)| TrendPoint {
+            start: date(d),
+            count,
+            median,
+        })
+        .collect();
+    let mut passing: Vec<f64> = s
+        .values
+        .iter()
+        .zip(&s.devs)
+        .filter(|(_, &d)| devs[d as usize].pass)
+        .map(|(v, _)| *v)
+        .collect();
+    stats::sort_f64(&mut passing);
+    let pp = |q: f64| stats::percentile(&passing, q).unwrap_or(f64::NAN);
+    let histogram = Histogram::of(&sorted, 30);
+    MetricSummary {
+        count: s.values.len(),
+        pass_rate: ratio(s.ok.iter().filter(|o| **o).count(), s.ok.len()),
+        min: p(0.0),
+        p5: p(5.0),
+        median,
+        p95: p(95.0),
+        max: p(100.0),
+        passing: PassingStats {
+            count: passing.len(),
+            p1: pp(1.0),
+            p5: pp(5.0),
+            median: pp(50.0),
+            p95: pp(95.0),
+            p99: pp(99.0),
+        },
+        outliers,
+        trend,
+        histogram,
+        metric,
+    }
+}
+
+/// The fleet, summarised; what every output format renders.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetSummary {
+    /// Reports aggregated (retests of a unit count each).
+    pub reports: usize,
+    /// Distinct units (board serial, else machine-id).
+    pub units: usize,
+    /// Share of units whose latest report passed.
+    pub unit_pass_rate: f64,
+    /// Device tests aggregated (devices × reports).
+    pub devices: usize,
+    pub device_pass_rate: f64,
+    pub group_by: Vec<Dimension>,
+    pub first_day: Option<String>,
+    pub last_day: Option<String>,
+    /// `daily` or `weekly`: the trend's bucket.
+    pub trend_bucket: String,
+    pub failure_reasons: Vec<ReasonCount>,
+    pub link_failures_by_port: Vec<PortLinks>,
+    pub groups: Vec<GroupSummary>,
+    /// Thresholds the reports' factory configs applied (drawn on the charts).
+    pub factory_thresholds: Vec<FactoryThreshold>,
+    pub write_curves: Vec<ModelCurves>,
+    /// Files that could not be read, with why.
+    pub errors: Vec<FileIssue>,
+    /// Files read but left out (filters, unfinished runs).
+    pub skipped: Vec<FileIssue>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupSummary {
+    /// `board=..., device-class=usb`.
+    pub name: String,
+    /// The values of `group_by`, in its order.
+    pub key: Vec<String>,
+    pub units: usize,
+    pub devices: usize,
+    pub device_pass_rate: f64,
+    /// Device classes in the group (one when grouped by device-class).
+    pub classes: Vec<String>,
+    pub failure_reasons: Vec<ReasonCount>,
+    pub metrics: Vec<MetricSummary>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricSummary {
+    /// `seq-write.mib_per_s`, `rand-read.iops`, `mixed.p99_latency_ms`, `link_mbps`,
+    /// `capacity_bytes`.
+    pub metric: String,
+    pub count: usize,
+    /// Share of values whose own check passed (the cell; for link and capacity the
+    /// device's link / capacity check).
+    pub pass_rate: f64,
+    pub min: f64,
+    pub p5: f64,
+    pub median: f64,
+    pub p95: f64,
+    pub max: f64,
+    /// The same figure over devices that passed, for threshold suggestions.
+    pub passing: PassingStats,
+    /// Values with modified z-score beyond ±3.5, largest first.
+    pub outliers: Vec<Outlier>,
+    /// Median per production day or week (`trend_bucket`).
+    pub trend: Vec<TrendPoint>,
+    pub histogram: Histogram,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PassingStats {
+    pub count: usize,
+    pub p1: f64,
+    pub p5: f64,
+    pub median: f64,
+    pub p95: f64,
+    pub p99: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outlier {
+    pub unit: String,
+    pub device: String,
+    pub file: PathBuf,
+    pub value: f64,
+    pub median: f64,
+    pub modified_z: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TrendPoint {
+    /// First day of the bucket (YYYY-MM-DD).
+    pub start: String,
+    pub count: usize,
+    pub median: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReasonCount {
+    /// The reason with measured figures replaced by N.
+    pub reason: String,
+    pub count: usize,
+    /// One verbatim instance.
+    pub example: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PortLinks {
+    pub port: String,
+    pub devices: usize,
+    pub link_failures: usize,
+    pub failure_rate: f64,
+}
+
+/// Equal-width bins over [lo, hi] (the chart's bars).
+#[derive(Debug, Clone, Serialize)]
+pub struct Histogram {
+    pub lo: f64,
+    pub hi: f64,
+    pub counts: Vec<u32>,
+}
+
+impl Histogram {
+    fn of(sorted: &[f64], bins: usize) -> Histogram {
+        let (lo, hi) = match (sorted.first(), sorted.last()) {
+            (Some(&lo), Some(&hi)) => (lo, hi),
+            _ => (0.0, 0.0),
+        };
+        let mut counts = vec![0u32; bins];
+        let width = (hi - lo) / bins as f64;
+        for v in sorted {
+            let i = if width > 0.0 {
+                (((v - lo) / width) as usize).min(bins - 1)
+            } else {
+                0
+            };
+            counts[i] += 1;
+        }
+        Histogram { lo, hi, counts }
+    }
+}
+
+/// Reads every file and aggregates it: the whole fleet pipeline behind `usbperf-matrix fleet`.
+pub fn aggregate(inputs: &[PathBuf], opts: FleetOptions) -> Result<Accumulator, FleetError> {
+    let paths = load::collect_paths(inputs)?;
+    let load_opts = opts.load.clone();
+    let mut acc = Accumulator::new(opts, paths.clone());
+    load::load(&paths, &load_opts, |o| acc.add_outcome(o));
+    Ok(acc)
+}

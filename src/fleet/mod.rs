@@ -1,0 +1,62 @@
+//! Owns the fleet view: many factory reports read in parallel into per-group distributions,
+//! robust outliers, failure rankings, trends, suggested thresholds and an HTML page.
+//!
+//! Flow: [`load`] finds and parses files on worker threads ([`reader`] is the lenient report
+//! view), [`extract`] turns each report into a compact record, [`aggregate`] folds records
+//! into per-(group, metric) value vectors and summarises them with [`stats`];
+//! [`thresholds`], [`text`] and [`html`] render the summary.
+
+pub mod aggregate;
+pub mod extract;
+pub mod html;
+pub mod load;
+pub mod reader;
+pub mod stats;
+pub mod text;
+pub mod thresholds;
+
+use std::path::PathBuf;
+
+pub use aggregate::{Dimension, FleetOptions, FleetSummary};
+
+/// Errors of the fleet; each says what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("{}: cannot read: {err}", path.display())]
+    Read { path: PathBuf, err: std::io::Error },
+    #[error(
+        "{}: not a usbperf report, or a damaged or truncated one: {msg} (re-copy it from the \
+         unit, or remove it from the fleet directory)",
+        path.display()
+    )]
+    Malformed { path: PathBuf, msg: String },
+    #[error(
+        "{}: schema_version {version} is newer than this usbperf-matrix reads ({supported}): \
+         aggregate with a newer usbperf-matrix",
+        path.display()
+    )]
+    SchemaTooNew {
+        path: PathBuf,
+        version: u32,
+        supported: u32,
+    },
+    #[error(
+        "{}: no such file, or no reports in it (reports are *.yaml / *.json files): check \
+         the path",
+        path.display()
+    )]
+    NoReports { path: PathBuf },
+    #[error(
+        "unknown --group-by dimension {0:?}: use a comma-separated list of board, \
+         device-class, port, device-model, tool-version"
+    )]
+    UnknownDimension(String),
+    #[error(
+        "the fleet holds {} boards ({}): thresholds are per board, so pick one with --board",
+        .0.len(),
+        .0.join("; ")
+    )]
+    ManyBoards(Vec<String>),
+    #[error("no report matched (after --since / --board): nothing to suggest thresholds from")]
+    Empty,
+}

@@ -1,0 +1,125 @@
+//! Owns the fleet's statistics: percentiles of a sorted sample, robust outliers by the
+//! modified z-score (median absolute deviation), and medians per production day or week.
+
+/// Modified z-score above which a value is an outlier (Iglewicz & Hoaglin's 3.5).
+pub const OUTLIER_Z: f64 = 3.5;
+/// 0.6745 makes the MAD of a normal sample estimate its standard deviation.
+const MAD_SCALE: f64 = 0.6745;
+/// With MAD = 0 (more than half the values identical, as link speeds are), Iglewicz &
+/// Hoaglin's fallback scales the mean absolute deviation by 1.253314 instead.
+const MEANAD_SCALE: f64 = 1.253314;
+
+/// Percentile `p` (0..=100) of sorted values by linear interpolation between order
+/// statistics (the spreadsheet / numpy default); `None` for no values.
+pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    let n = sorted.len();
+    if n == 0 {
+        return None;
+    }
+    let rank = (p / 100.0).clamp(0.0, 1.0) * (n - 1) as f64;
+    let lo = rank.floor() as usize;
+    let hi = rank.ceil() as usize;
+    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64))
+}
+
+/// Sorts floats, NaN last (reports never hold NaN; this only keeps the sort total).
+pub fn sort_f64(v: &mut [f64]) {
+    v.sort_by(|a, b| a.total_cmp(b));
+}
+
+/// The modified z-score of each value, or `None` when the sample has no spread at all (every
+/// value equal: nothing stands out). `sorted` is the same values sorted.
+pub fn modified_z(values: &[f64], sorted: &[f64]) -> Option<Vec<f64>> {
+    let med = percentile(sorted, 50.0)?;
+    let mut dev: Vec<f64> = values.iter().map(|v| (v - med).abs()).collect();
+    sort_f64(&mut dev);
+    let mad = percentile(&dev, 50.0)?;
+    let scale = if mad > 0.0 {
+        mad / MAD_SCALE
+    } else {
+        let mean_ad = dev.iter().sum::<f64>() / dev.len() as f64;
+        if mean_ad <= 0.0 {
+            return None;
+        }
+        mean_ad * MEANAD_SCALE
+    };
+    Some(values.iter().map(|v| (v - med) / scale).collect())
+}
+
+/// Days since the Unix epoch of a timestamp (UTC), the trend's time axis.
+pub fn epoch_day(t: chrono::DateTime<chrono::Utc>) -> i32 {
+    t.timestamp().div_euclid(86_400) as i32
+}
+
+/// Median per bucket of `bucket_days` days (7-day buckets start on Mondays); `(start day,
+/// count, median)`, oldest first.
+pub fn bucket_medians(days: &[i32], values: &[f64], bucket_days: i32) -> Vec<(i32, usize, f64)> {
+    // 1970-01-01 was a Thursday: shifting by 3 makes weekly buckets start on Monday.
+    let shift = if bucket_days == 7 { 3 } else { 0 };
+    let mut pairs: Vec<(i32, f64)> = days
+        .iter()
+        .zip(values)
+        .map(|(d, v)| {
+            (
+                (d + shift).div_euclid(bucket_days) * bucket_days - shift,
+                *v,
+            )
+        })
+        .collect();
+    pairs.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < pairs.len() {
+        let start = pairs[i].0;
+        let j = i + pairs[i..].iter().take_while(|p| p.0 == start).count();
+        let vals: Vec<f64> = pairs[i..j].iter().map(|p| p.1).collect();
+        out.push((start, j - i, percentile(&vals, 50.0).unwrap_or(f64::NAN)));
+        i = j;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_interpolate_between_order_statistics() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(percentile(&v, 50.0), Some(3.0));
+        assert_eq!(percentile(&v, 0.0), Some(1.0));
+        assert_eq!(percentile(&v, 100.0), Some(5.0));
+        assert_eq!(percentile(&v, 5.0), Some(1.2));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    #[test]
+    fn modified_z_flags_the_far_value_only() {
+        let v = [10.0, 10.5, 9.5, 10.2, 9.8, 10.1, 2.0];
+        let mut s = v.to_vec();
+        sort_f64(&mut s);
+        let z = modified_z(&v, &s).unwrap();
+        let flagged: Vec<usize> = (0..v.len()).filter(|&i| z[i].abs() > OUTLIER_Z).collect();
+        assert_eq!(flagged, vec![6]);
+    }
+
+    #[test]
+    fn zero_mad_falls_back_to_mean_absolute_deviation() {
+        // 97 links at 480M and 3 at 12M: MAD is 0, the slow ones must still stand out.
+        let mut v = vec![480.0; 97];
+        v.extend([12.0; 3]);
+        let mut s = v.clone();
+        sort_f64(&mut s);
+        let z = modified_z(&v, &s).unwrap();
+        assert_eq!(z.iter().filter(|z| z.abs() > OUTLIER_Z).count(), 3);
+        assert!(modified_z(&[5.0; 4], &[5.0; 4]).is_none());
+    }
+
+    #[test]
+    fn weekly_buckets_start_on_monday() {
+        // 2026-11-30 is a Monday: epoch day 20422.
+        let monday = epoch_day("2026-11-30T12:00:00Z".parse().unwrap());
+        let b = bucket_medians(&[monday - 1, monday, monday + 6], &[1.0, 2.0, 4.0], 7);
+        assert_eq!(b, vec![(monday - 7, 1, 1.0), (monday, 2, 3.0)]);
+    }
+}

@@ -1,0 +1,281 @@
+//! Owns the fleet's text outputs: the aligned terminal table and CSV (one row per group and
+//! metric). YAML and JSON are the summary serialised as is (see the CLI).
+
+use std::fmt::Write;
+
+use super::aggregate::{FleetSummary, MetricSummary};
+use super::extract::CAPACITY_METRIC;
+use crate::units::format_size;
+
+/// A figure for people: sizes with a unit, other figures to about three significant digits.
+pub fn fmt_value(metric: &str, v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    if metric == CAPACITY_METRIC {
+        return format_size(v.max(0.0) as u64);
+    }
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Trend points the terminal table shows per group.
+const TREND_POINTS: usize = 8;
+
+fn pct(r: f64) -> String {
+    format!("{:.1}%", r * 100.0)
+}
+
+/// Left-aligns the first `left` columns, right-aligns the rest.
+fn table(rows: &[Vec<String>], left: usize, out: &mut String) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            if c < left {
+                let _ = write!(line, "{cell:<w$}", w = widths[c]);
+            } else {
+                let _ = write!(line, "{cell:>w$}", w = widths[c]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+fn metric_row(m: &MetricSummary) -> Vec<String> {
+    let f = |v: f64| fmt_value(&m.metric, v);
+    vec![
+        m.metric.clone(),
+        m.count.to_string(),
+        pct(m.pass_rate),
+        f(m.min),
+        f(m.p5),
+        f(m.median),
+        f(m.p95),
+        f(m.max),
+        m.outliers.len().to_string(),
+    ]
+}
+
+/// One outlier value and the metric it belongs to.
+type Flagged<'a> = (&'a MetricSummary, &'a super::aggregate::Outlier);
+
+/// Outlier rows shown per group in the terminal (all are in YAML / JSON / HTML).
+const OUTLIER_ROWS: usize = 20;
+
+/// One line per flagged device test: how many of its figures stand out, and the most
+/// extreme one.
+fn outlier_rows(g: &super::aggregate::GroupSummary, out: &mut String) {
+    let mut by_dev: Vec<(&str, &str, Vec<Flagged>)> = Vec::new();
+    for m in &g.metrics {
+        for o in &m.outliers {
+            match by_dev.iter_mut().find(|d| d.0 == o.unit && d.1 == o.device) {
+                Some(d) => d.2.push((m, o)),
+                None => by_dev.push((&o.unit, &o.device, vec![(m, o)])),
+            }
+        }
+    }
+    if by_dev.is_empty() {
+        return;
+    }
+    let worst = |v: &[Flagged]| {
+        v.iter()
+            .map(|x| x.1.modified_z.abs())
+            .fold(0.0f64, f64::max)
+    };
+    by_dev.sort_by(|a, b| worst(&b.2).total_cmp(&worst(&a.2)).then(a.0.cmp(b.0)));
+    let _ = writeln!(
+        out,
+        "  outliers (|modified z| > 3.5): {} device tests",
+        by_dev.len()
+    );
+    let mut rows = Vec::new();
+    for (unit, device, ms) in by_dev.iter().take(OUTLIER_ROWS) {
+        let (m, o) = ms
+            .iter()
+            .max_by(|a, b| a.1.modified_z.abs().total_cmp(&b.1.modified_z.abs()))
+            .expect("at least one");
+        rows.push(vec![
+            format!("    unit {unit}"),
+            device.to_string(),
+            format!("{} figures", ms.len()),
+            format!(
+                "worst {} {} (median {}, z {:.1})",
+                m.metric,
+                fmt_value(&m.metric, o.value),
+                fmt_value(&m.metric, o.median),
+                o.modified_z
+            ),
+        ]);
+    }
+    table(&rows, 4, out);
+    if by_dev.len() > OUTLIER_ROWS {
+        let _ = writeln!(
+            out,
+            "    ... and {} more (all in --format yaml, json, html)",
+            by_dev.len() - OUTLIER_ROWS
+        );
+    }
+}
+
+/// The terminal report: fleet totals, then per group the metric table, its outliers and
+/// failure reasons; then link failures per port, trends of throughput, and unreadable files.
+pub fn render_table(s: &FleetSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "fleet: {} reports, {} units ({} passed), {} device tests ({} passed), {} .. {}",
+        s.reports,
+        s.units,
+        pct(s.unit_pass_rate),
+        s.devices,
+        pct(s.device_pass_rate),
+        s.first_day.as_deref().unwrap_or("-"),
+        s.last_day.as_deref().unwrap_or("-"),
+    );
+    if !s.errors.is_empty() || !s.skipped.is_empty() {
+        let _ = writeln!(
+            out,
+            "       {} files unreadable (listed at the end), {} skipped",
+            s.errors.len(),
+            s.skipped.len()
+        );
+    }
+    for g in &s.groups {
+        let _ = writeln!(
+            out,
+            "\n== {}: {} units, {} device tests, {} passed",
+            g.name,
+            g.units,
+            g.devices,
+            pct(g.device_pass_rate)
+        );
+        let mut rows = vec![[
+            "metric", "count", "pass", "min", "p5", "median", "p95", "max", "outliers",
+        ]
+        .map(String::from)
+        .to_vec()];
+        rows.extend(g.metrics.iter().map(metric_row));
+        table(&rows, 1, &mut out);
+        outlier_rows(g, &mut out);
+        if !g.failure_reasons.is_empty() {
+            let _ = writeln!(out, "  failure reasons:");
+            for r in g.failure_reasons.iter().take(10) {
+                let _ = writeln!(out, "    {:>6}  {}", r.count, r.reason);
+            }
+        }
+    }
+    if !s.link_failures_by_port.is_empty() {
+        let _ = writeln!(out, "\nlink-speed failures by port:");
+        let mut rows = vec![vec![
+            "  port".to_string(),
+            "devices".into(),
+            "failures".into(),
+            "rate".into(),
+        ]];
+        for p in &s.link_failures_by_port {
+            rows.push(vec![
+                format!("  {}", p.port),
+                p.devices.to_string(),
+                p.link_failures.to_string(),
+                pct(p.failure_rate),
+            ]);
+        }
+        table(&rows, 1, &mut out);
+    }
+    let _ = writeln!(
+        out,
+        "\ntrend of seq-write MiB/s (last {TREND_POINTS} {} medians; all of them in yaml, json, html):",
+        s.trend_bucket
+    );
+    for g in &s.groups {
+        for m in g
+            .metrics
+            .iter()
+            .filter(|m| m.metric == "seq-write.mib_per_s")
+        {
+            let skip = m.trend.len().saturating_sub(TREND_POINTS);
+            let pts: Vec<String> = m
+                .trend
+                .iter()
+                .skip(skip)
+                .map(|t| format!("{} {}", &t.start[5..], fmt_value(&m.metric, t.median)))
+                .collect();
+            let _ = writeln!(out, "  {} {}: {}", g.name, m.metric, pts.join(", "));
+        }
+    }
+    if !s.errors.is_empty() {
+        let _ = writeln!(out, "\nunreadable reports (skipped):");
+        for e in &s.errors {
+            let _ = writeln!(out, "  {}", e.issue);
+        }
+    }
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One row per (group, metric); the group's dimensions are the first columns. Figures are
+/// plain numbers (bytes, MiB/s, IOPS, ms, Mbit/s) for spreadsheets.
+pub fn render_csv(s: &FleetSummary) -> String {
+    let mut out = String::new();
+    let mut head: Vec<String> = s.group_by.iter().map(|d| d.as_str().to_string()).collect();
+    head.extend(
+        [
+            "metric",
+            "count",
+            "pass_rate",
+            "min",
+            "p5",
+            "median",
+            "p95",
+            "max",
+            "outliers",
+            "units",
+        ]
+        .map(String::from),
+    );
+    out.push_str(&head.join(","));
+    out.push('\n');
+    for g in &s.groups {
+        for m in &g.metrics {
+            let mut row: Vec<String> = g.key.iter().map(|k| csv_field(k)).collect();
+            row.push(csv_field(&m.metric));
+            row.push(m.count.to_string());
+            row.push(format!("{:.4}", m.pass_rate));
+            for v in [m.min, m.p5, m.median, m.p95, m.max] {
+                row.push(format!("{v}"));
+            }
+            row.push(m.outliers.len().to_string());
+            row.push(g.units.to_string());
+            out.push_str(&row.join(","));
+            out.push('\n');
+        }
+    }
+    out
+}
