@@ -104,7 +104,11 @@ for s in ${SCENARIOS:-baseline}; do
                 --config /etc/usbperf/e2e/enospc.yaml --report-dir $R/enospc
               rm -f /media/sd/filler /media/sd/filler2 ;;
     erofs)    run_scen erofs "usbperf-matrix: $UAS read-buffered: start" act_erofs \
-                --config /etc/usbperf/e2e/erofs.yaml --report-dir $R/erofs ;;
+                --config /etc/usbperf/e2e/erofs.yaml --report-dir $R/erofs
+              # what survived on the medium is removed by the next run, once writable again
+              umount /media/uas; mount -t ext4 -o rw,errors=remount-ro /dev/$UAS /media/uas
+              ls -a /media/uas > $E/erofs-remounted.ls
+              run_scen erofs-rerun "" act_none --config /etc/usbperf/e2e/erofs-rerun.yaml --report-dir $R/erofs-rerun ;;
     unplug)   run_scen unplug "usbperf-matrix: $XBOT seq-write: start" act_unplug \
                 --config /etc/usbperf/e2e/unplug.yaml --report-dir $R/unplug ;;
     *) ts "E2E-WARN unknown scenario $s" ;;
