@@ -79,6 +79,22 @@ fn qemu_x86_e2e() -> Vec<Want> {
     ]
 }
 
+/// `tests/fixtures/qemu/arm64-e2e.umockdev`: the same devices on an aarch64 `-M virt` guest
+/// (the SATA disk probed second here).
+fn qemu_arm64_e2e() -> Vec<Want> {
+    vec![
+        d("sda", "usb").usb("1-1", Some(480.0), "usb-storage"),
+        d("sdb", "sata").sata(1.5),
+        d("sdc", "usb").usb("2-1", Some(12.0), "usb-storage"),
+        d("sdd", "usb").usb("4-1", Some(5000.0), "uas"),
+        d("sde", "usb").usb("4-2", Some(5000.0), "usb-storage"),
+        d("sdf", "usb").usb("3-4.1", Some(12.0), "usb-storage"),
+        d("sdg", "usb").usb("3-4.1", Some(12.0), "usb-storage"),
+        d("sdh", "usb").usb("4-3", Some(5000.0), "usb-storage"),
+        d("mmcblk0", "sd").mmc("SD", None),
+    ]
+}
+
 /// Every fixture and every disk in it. Sources: the fixture READMEs' tables (qemu: recorded
 /// speed/driver/sata_spd), the udev exports' own properties (ID_BUS, ID_USB_DRIVER, MMC_TYPE).
 fn table() -> Vec<(&'static str, Vec<Want>)> {
@@ -147,6 +163,7 @@ fn table() -> Vec<(&'static str, Vec<Want>)> {
         // stick behind QEMU's full-speed hub on xHCI (two disks, one port 3-4.1, 12M), a stick
         // on blkdebug (the harness's own output disk is left out by --record).
         ("repo/qemu/x86-e2e.umockdev", qemu_x86_e2e()),
+        ("repo/qemu/arm64-e2e.umockdev", qemu_arm64_e2e()),
         ("umockdev/DELL_VOSTRO_270.storage.umockdev", vostro.clone()),
         ("umockdev/EMMC_AS_MAIN_DRIVE.storage.umockdev", emmc4()),
         (
