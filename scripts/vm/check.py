@@ -15,6 +15,7 @@ ap.add_argument("--scenarios", default="baseline")
 ap.add_argument("--img", help="dir of the guest's disk images (host-side leftover check)")
 ap.add_argument("--validator", default="scripts/validate-report")
 ap.add_argument("--host-events")
+ap.add_argument("--arch", default="x86_64")
 a = ap.parse_args()
 E = os.path.join(a.out, "e2e")
 failures = []
@@ -57,6 +58,9 @@ def find(rep, serial=None, cls=None):
     return None
 
 
+rep_file = [""]
+
+
 def load_report(scen):
     d = a.out if scen == "baseline" else os.path.join(a.out, scen)
     files = sorted(glob.glob(os.path.join(d, "usbperf-*.yaml")) + glob.glob(os.path.join(d, "usbperf-*.json")))
@@ -65,6 +69,7 @@ def load_report(scen):
         return None
     v = subprocess.run([sys.executable, a.validator, files[-1]], capture_output=True, text=True)
     check(v.returncode == 0, f"{scen}: report valid against docs/report.schema.json {v.stdout.strip()} {v.stderr.strip()}")
+    rep_file[:] = [os.path.basename(files[-1])]
     with open(files[-1]) as f:
         return yaml.load(f, Loader=Loader) if files[-1].endswith(".yaml") else json.load(f)
 
@@ -124,6 +129,14 @@ def baseline():
         return
     summary("baseline", rep, rc)
     check(rc == 1, f"baseline: exit code 1 (got {rc})")
+    unit = rep.get("unit", {})
+    print(f"  unit: {unit}")
+    if a.arch == "x86_64":
+        # QEMU -smbios type=1,serial=VMUNIT0001: the report carries the unit and is named after it
+        check(unit.get("serial") == "VMUNIT0001" and rep_file[0].startswith("usbperf-VMUNIT0001-"),
+              f"baseline: report names the unit (serial {unit.get('serial')}, file {rep_file[0]})")
+    else:
+        check(unit.get("hostname") == "vm-e2e-unit", f"baseline: report names the unit (hostname {unit.get('hostname')})")
     check(rep["status"] == "complete" and rep.get("exit_code") == 1, "baseline: report complete, exit_code 1")
     check(rep["config"]["sources"][-1] == "/etc/usbperf/usbperf.yaml" or "/etc/usbperf/usbperf.yaml" in rep["config"]["sources"],
           f"baseline: ran with the default config /etc/usbperf/usbperf.yaml ({rep['config']['sources']})")

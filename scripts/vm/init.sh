@@ -11,6 +11,7 @@ mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 mount -t tmpfs run /run; mount -t tmpfs tmp /tmp
 ts() { echo "E2E T+$(cut -d' ' -f1 /proc/uptime)s $*"; }
 ts "init start, kernel $(uname -r) $(uname -m)"
+hostname vm-e2e-unit
 while read -r m; do
   case $m in *usb-storage.ko) insmod "$m" delay_use=0 ;; *) insmod "$m" ;; esac 2>/dev/null || echo "insmod FAILED $m"
 done < /modlist
