@@ -274,10 +274,34 @@ def unplug():
     d = find(rep, serial="XHCIBOT1")
     if d:
         c = d["cells"][0]
-        check(c["status"] == "error" and "vanished" in cell_text(c), f"unplug: the stick's seq-write is error, 'vanished' ({c['status']})")
-        check(re.search(r"USB disconnect|disconnect", cell_text(c)) is not None, "unplug: the kernel's 'USB disconnect' is quoted")
+        check(c["status"] == "error", f"unplug: the stick's seq-write (the cell it was unplugged in) is error ({c['status']})")
+        check(re.search(r"USB disconnect", cell_text(c)) is not None, "unplug: that cell quotes the kernel's 'USB disconnect'")
+        # The kernel removes the disk asynchronously after the disconnect: the product's
+        # vanish check right after the cell may still see /sys/class/block/sdX, and then says
+        # 'vanished' on the next cell (seen under TCG). Either cell is accepted.
+        check(any("vanished" in cell_text(x) and x["status"] == "error" for x in d["cells"]),
+              "unplug: the report says the stick vanished")
+        check(all(x["status"] == "error" for x in d["cells"]), "unplug: no cell of the vanished stick passed")
     others_complete("unplug", rep)
     no_leftover("unplug")
+    print("\n--- unplug, then the same stick plugged into another port (EHCI port 2): the next run")
+    check("device_add replugstk" in ev and ev.count('"return"') >= 5, "unplug-replug: host plugged the stick back over QMP")
+    rc = rc_of("unplug-replug"); rep = load_report("unplug-replug")
+    if rep is None:
+        return
+    summary("unplug-replug", rep, rc)
+    on_medium = [l for l in (read("unplug-replugged.ls") or "").split() if l.startswith(".usbperf-testfile-")]
+    stale = [w for w in rep.get("warnings", []) if "stale test file" in w]
+    print(f"  test files found on the re-plugged stick: {on_medium}; report warnings: {stale}")
+    check(rc == 0 and rep["status"] == "complete", f"unplug-replug: the next run passes (exit {rc})")
+    d = find(rep, serial="XHCIBOT1")
+    if check(d is not None, "unplug-replug: the stick is found again by its serial"):
+        lcs = d.get("link_checks", [])
+        check(len(lcs) == 1 and lcs[0]["pass"] and lcs[0]["measured_mbps"] == 480 and lcs[0]["port"].endswith("-2")
+              and (d["disk"].get("usb") or {}).get("host_controller_driver") == "ehci-pci",
+              f"unplug-replug: found on its new port, EHCI port 2 at 480M: {[(l['port'], l['measured_mbps']) for l in lcs]}")
+    check(len(stale) == len(on_medium), "unplug-replug: every test file the unplug left on the stick is removed and reported as stale")
+    no_leftover("unplug-replug")
 
 
 ver = read("version.txt")
@@ -291,11 +315,6 @@ if a.img:
         p = os.path.join(a.img, f"{n}.img")
         r = subprocess.run(["debugfs", "-R", "ls -l /", p], capture_output=True, text=True)
         left = re.findall(r"\.usbperf-testfile-\S+", r.stdout)
-        if n == "xbot" and "unplug" in a.scenarios.split():
-            # Unplugged mid-write: whatever the journal had committed stays on the stick until
-            # the next run on it removes it as stale (not exercised: no re-plug yet).
-            print(f"  note xbot.img (unplugged mid-write): test files on the medium: {left}")
-            continue
         check(not left, f"{n}.img: no test file left on the medium {left}")
 print()
 print(f"check.py: {len(failures)} failure(s)" if failures else "check.py: all assertions held")

@@ -10,6 +10,7 @@ ap.add_argument("--console", required=True)
 ap.add_argument("--qmp", required=True)
 ap.add_argument("--timeout", type=float, default=900)
 ap.add_argument("--events", help="file to append host-side actions to")
+ap.add_argument("--replug-image", help="image of the stick E2E-REPLUG plugs back (EHCI port 2)")
 ap.add_argument("qemu", nargs=argparse.REMAINDER)
 a = ap.parse_args()
 cmd = a.qemu[1:] if a.qemu and a.qemu[0] == "--" else a.qemu
@@ -63,6 +64,25 @@ while p.poll() is None:
     buf += chunk
     *lines, buf = buf.split(b"\n")
     for ln in lines:
+        m = re.search(rb"^E2E-REPLUG (\S+)", ln.strip(b"\r"))
+        if m and b"replug" not in done and a.replug_image:
+            done.add(b"replug")
+            try:
+                qmp = qmp or Qmp(a.qmp)
+                steps = [
+                    ("blockdev-add", dict(driver="raw", **{"node-name": "replug"},
+                                          file=dict(driver="file", filename=a.replug_image))),
+                    ("device_add", dict(driver="usb-bot", id="replugstk", bus="ehci.0", port="2", serial="XHCIBOT1")),
+                    ("device_add", dict(driver="scsi-hd", bus="replugstk.0", **{"scsi-id": 0}, lun=0, drive="replug",
+                                        vendor="QEMU", product="XHCI-BOT-STICK", serial="XHCIBOT1", removable=True)),
+                    # a hot-plugged usb-bot stays detached until told (QEMU commit b78ecd09)
+                    ("qom-set", dict(path="replugstk", property="attached", value=True)),
+                ]
+                for name, args in steps:
+                    r = qmp.cmd(name, **args)
+                    log(f"QMP {name} {args.get('id', args.get('node-name', args.get('path', '')))}: {json.dumps(r)}")
+            except OSError as e:
+                log(f"QMP re-plug failed: {e}")
         m = re.search(rb"^E2E-UNPLUG (\S+)", ln.strip(b"\r"))
         if m and m.group(1) not in done:
             dev = m.group(1).decode()

@@ -111,7 +111,18 @@ for s in ${SCENARIOS:-baseline}; do
               ls -a /media/uas > $E/erofs-remounted.ls
               run_scen erofs-rerun "" act_none --config /etc/usbperf/e2e/erofs-rerun.yaml --report-dir $R/erofs-rerun ;;
     unplug)   run_scen unplug "usbperf-matrix: $XBOT seq-write: start" act_unplug \
-                --config /etc/usbperf/e2e/unplug.yaml --report-dir $R/unplug ;;
+                --config /etc/usbperf/e2e/unplug.yaml --report-dir $R/unplug
+              # the host plugs the same stick into EHCI port 2; the next run must clean up
+              umount -l /media/xbot 2>/dev/null
+              echo "E2E-REPLUG xbotstk"
+              i=0; NEW=
+              while [ -z "$NEW" ] && [ $i -lt 60 ]; do sleep 0.5; i=$((i+1)); NEW=$(disk_by_serial XHCIBOT1); done
+              udevadm settle --timeout=30
+              ts "re-plugged stick: ${NEW:-not found}"
+              if [ -n "$NEW" ]; then
+                mountfs "$NEW" /media/xbot ext4 rw; ls -a /media/xbot > $E/unplug-replugged.ls
+                run_scen unplug-replug "" act_none --config /etc/usbperf/e2e/unplug-replug.yaml --report-dir $R/unplug-replug
+              fi ;;
     *) ts "E2E-WARN unknown scenario $s" ;;
   esac
 done
