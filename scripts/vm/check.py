@@ -168,6 +168,9 @@ def baseline():
             check(lc["pass"], f"baseline: {d['name']} passes the link check {lc['port']} ({lc.get('measured_mbps')}M)")
         check(d["verdict"]["pass"], f"baseline: {d['name']} ({'/'.join(serials(d))}) passes: {d['verdict'].get('reasons')}")
     check(len(rep["verdict"].get("reasons", [])) == 1, f"baseline: the unit fails for exactly one reason (the OHCI link)")
+    stale = [w for w in rep.get("warnings", []) if "stale test file" in w]
+    check(any("/media/sata/.usbperf-testfile-4242-0.tmp" in w for w in stale),
+          f"baseline: the test file a power cut left on the SATA disk is removed and reported: {stale}")
     no_leftover("baseline")
     # Inventory: every device of the guest, classified.
     lj = read("list.json")

@@ -97,7 +97,9 @@ act_unplug() { echo "E2E-UNPLUG xbotstk"; }
 
 for s in ${SCENARIOS:-baseline}; do
   case $s in
-    baseline) run_scen baseline "" act_none ;;   # the boot service's exact command
+    baseline) # a test file left by a run the power was cut under (an earlier boot)
+              [ -n "$SATA" ] && head -c 65536 /dev/zero > /media/sata/.usbperf-testfile-4242-0.tmp
+              run_scen baseline "" act_none ;;   # the boot service's exact command
     blkdebug) run_scen blkdebug "" act_none --config /etc/usbperf/e2e/blkdebug.yaml --report-dir $R/blkdebug ;;
     sigterm)  run_scen sigterm "usbperf-matrix: $SATA seq-write: start" act_term \
                 --config /etc/usbperf/e2e/sigterm.yaml --report-dir $R/sigterm ;;
