@@ -64,6 +64,37 @@ fn emmc4() -> Vec<Want> {
     ]
 }
 
+/// `tests/fixtures/qemu/x86-e2e.umockdev` (README: tests/fixtures/qemu/README.md).
+fn qemu_x86_e2e() -> Vec<Want> {
+    vec![
+        d("sda", "usb").usb("1-1", Some(480.0), "usb-storage"),
+        d("sdb", "usb").usb("2-1", Some(12.0), "usb-storage"),
+        d("sdc", "sata").sata(1.5),
+        d("sdd", "usb").usb("4-1", Some(5000.0), "uas"),
+        d("sde", "usb").usb("4-2", Some(5000.0), "usb-storage"),
+        d("sdf", "usb").usb("3-4.1", Some(12.0), "usb-storage"),
+        d("sdg", "usb").usb("3-4.1", Some(12.0), "usb-storage"),
+        d("sdh", "usb").usb("4-3", Some(5000.0), "usb-storage"),
+        d("mmcblk0", "sd").mmc("SD", None),
+    ]
+}
+
+/// `tests/fixtures/qemu/arm64-e2e.umockdev`: the same devices on an aarch64 `-M virt` guest
+/// (the SATA disk probed second here).
+fn qemu_arm64_e2e() -> Vec<Want> {
+    vec![
+        d("sda", "usb").usb("1-1", Some(480.0), "usb-storage"),
+        d("sdb", "sata").sata(1.5),
+        d("sdc", "usb").usb("2-1", Some(12.0), "usb-storage"),
+        d("sdd", "usb").usb("4-1", Some(5000.0), "uas"),
+        d("sde", "usb").usb("4-2", Some(5000.0), "usb-storage"),
+        d("sdf", "usb").usb("3-4.1", Some(12.0), "usb-storage"),
+        d("sdg", "usb").usb("3-4.1", Some(12.0), "usb-storage"),
+        d("sdh", "usb").usb("4-3", Some(5000.0), "usb-storage"),
+        d("mmcblk0", "sd").mmc("SD", None),
+    ]
+}
+
 /// Every fixture and every disk in it. Sources: the fixture READMEs' tables (qemu: recorded
 /// speed/driver/sata_spd), the udev exports' own properties (ID_BUS, ID_USB_DRIVER, MMC_TYPE).
 fn table() -> Vec<(&'static str, Vec<Want>)> {
@@ -128,6 +159,11 @@ fn table() -> Vec<(&'static str, Vec<Want>)> {
         ),
         ("qemu/x86-mixed.umockdev", qemu_x86),
         ("qemu/arm64-mixed.umockdev", qemu_arm64),
+        // Recorded by `scripts/vm-e2e --record` (this repository's tests/fixtures): a 2-LUN
+        // stick behind QEMU's full-speed hub on xHCI (two disks, one port 3-4.1, 12M), a stick
+        // on blkdebug (the harness's own output disk is left out by --record).
+        ("repo/qemu/x86-e2e.umockdev", qemu_x86_e2e()),
+        ("repo/qemu/arm64-e2e.umockdev", qemu_arm64_e2e()),
         ("umockdev/DELL_VOSTRO_270.storage.umockdev", vostro.clone()),
         ("umockdev/EMMC_AS_MAIN_DRIVE.storage.umockdev", emmc4()),
         (
@@ -186,6 +222,11 @@ fn table() -> Vec<(&'static str, Vec<Want>)> {
 /// The umockdev file of a fixture id; exports are converted into `tmp` first.
 fn fixture_file(id: &str, tmp: &Path) -> PathBuf {
     let fx = fixtures();
+    if let Some(rel) = id.strip_prefix("repo/") {
+        return Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(rel);
+    }
     if let Some(name) = id.strip_prefix("export/") {
         let out = tmp.join(format!("{name}.umockdev"));
         let conv = Command::new("python3")
@@ -371,4 +412,27 @@ fn tree_shows_hubs_ports_speeds_and_disks() {
     // Buses in order, each root hub once.
     // x86-mixed has USB storage on usb1 (EHCI), usb2 (OHCI), usb3 (UHCI) and usb5 (xHCI).
     assert_eq!(text.matches("Class=root_hub").count(), 4, "{text}");
+}
+
+/// `scripts/vm-e2e --record`: a 2-LUN stick behind a full-speed hub on an xHCI port. One link
+/// finding names the port and both of its disks; the hub is what limits the chain.
+#[test]
+fn multi_lun_stick_behind_a_full_speed_hub() {
+    require_tool("umockdev-run", "umockdev");
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qemu/x86-e2e.umockdev");
+    let out = run_bin(
+        Some(&f),
+        &["list", "--format", "json", "--expect", "usb:3-4.1=480"],
+    );
+    assert_eq!(out.status.code(), Some(1), "a failed link check exits 1");
+    let v = stdout_json(&out);
+    let lc = v["link_check"].as_array().unwrap();
+    assert_eq!(lc.len(), 1, "{lc:?}");
+    assert_eq!(lc[0]["pass"], false);
+    assert_eq!(lc[0]["disks"], serde_json::json!(["sdf", "sdg"]));
+    assert_eq!(lc[0]["measured_mbps"], 12.0);
+    assert_eq!(lc[0]["min_chain_speed_mbps"], 12.0);
+    let sdf = &disks(&v)[5];
+    assert_eq!(sdf["usb"]["hubs"][0]["port_path"], "3-4");
+    assert_eq!(sdf["usb"]["hubs"][0]["speed_mbps"], 12.0);
 }

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Boot one vm-e2e guest: run QEMU with the serial console captured to a file and a QMP socket;
+watch the console for `E2E-UNPLUG <device-id>` (printed by the guest's init when a test it
+wants to break has started) and answer with QMP `device_del`. Exits with QEMU's status
+(124 on timeout). Usage: guest.py --console FILE --qmp SOCK --timeout S -- QEMU ARGS..."""
+import argparse, json, os, re, socket, subprocess, sys, time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--console", required=True)
+ap.add_argument("--qmp", required=True)
+ap.add_argument("--timeout", type=float, default=900)
+ap.add_argument("--events", help="file to append host-side actions to")
+ap.add_argument("--replug-image", help="image of the stick E2E-REPLUG plugs back (EHCI port 2)")
+ap.add_argument("qemu", nargs=argparse.REMAINDER)
+a = ap.parse_args()
+cmd = a.qemu[1:] if a.qemu and a.qemu[0] == "--" else a.qemu
+if os.path.exists(a.qmp):
+    os.unlink(a.qmp)
+cmd += ["-qmp", f"unix:{a.qmp},server=on,wait=off"]
+
+
+def log(msg):
+    line = f"host T+{time.time() - t0:.1f}s {msg}"
+    print(line, flush=True)
+    if a.events:
+        with open(a.events, "a") as f:
+            f.write(line + "\n")
+
+
+class Qmp:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.f = self.s.makefile("rw")
+        json.loads(self.f.readline())  # greeting
+        self.cmd("qmp_capabilities")
+
+    def cmd(self, name, **args):
+        self.f.write(json.dumps({"execute": name, "arguments": args}) + "\n")
+        self.f.flush()
+        while True:
+            m = json.loads(self.f.readline())
+            if "return" in m or "error" in m:
+                return m
+
+
+t0 = time.time()
+with open(a.console, "wb") as con:
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=con, stderr=subprocess.STDOUT)
+qmp = None
+pos = 0
+buf = b""
+done = set()
+while p.poll() is None:
+    if time.time() - t0 > a.timeout:
+        log(f"timeout after {a.timeout:.0f}s: killing QEMU")
+        p.kill()
+        p.wait()
+        sys.exit(124)
+    with open(a.console, "rb") as f:
+        f.seek(pos)
+        chunk = f.read()
+    pos += len(chunk)
+    buf += chunk
+    *lines, buf = buf.split(b"\n")
+    for ln in lines:
+        m = re.search(rb"^E2E-REPLUG (\S+)", ln.strip(b"\r"))
+        if m and b"replug" not in done and a.replug_image:
+            done.add(b"replug")
+            try:
+                qmp = qmp or Qmp(a.qmp)
+                steps = [
+                    ("blockdev-add", dict(driver="raw", **{"node-name": "replug"},
+                                          file=dict(driver="file", filename=a.replug_image))),
+                    ("device_add", dict(driver="usb-bot", id="replugstk", bus="ehci.0", port="2", serial="XHCIBOT1")),
+                    ("device_add", dict(driver="scsi-hd", bus="replugstk.0", **{"scsi-id": 0}, lun=0, drive="replug",
+                                        vendor="QEMU", product="XHCI-BOT-STICK", serial="XHCIBOT1", removable=True)),
+                    # a hot-plugged usb-bot stays detached until told (QEMU commit b78ecd09)
+                    ("qom-set", dict(path="replugstk", property="attached", value=True)),
+                ]
+                for name, args in steps:
+                    r = qmp.cmd(name, **args)
+                    log(f"QMP {name} {args.get('id', args.get('node-name', args.get('path', '')))}: {json.dumps(r)}")
+            except OSError as e:
+                log(f"QMP re-plug failed: {e}")
+        m = re.search(rb"^E2E-UNPLUG (\S+)", ln.strip(b"\r"))
+        if m and m.group(1) not in done:
+            dev = m.group(1).decode()
+            done.add(m.group(1))
+            try:
+                qmp = qmp or Qmp(a.qmp)
+                r = qmp.cmd("device_del", id=dev)
+                log(f"QMP device_del {dev}: {json.dumps(r)}")
+            except OSError as e:
+                log(f"QMP device_del {dev} failed: {e}")
+    time.sleep(0.1)
+log(f"QEMU exited {p.returncode}")
+sys.exit(p.returncode)

@@ -1,0 +1,134 @@
+#!/bin/sh
+# vm-e2e guest /init (busybox ash): bring the "unit" up like its boot would (modules, udevd,
+# mounts), run usbperf-matrix as the boot service does, then the fault scenarios, and leave
+# every report, exit code and log on the output disk (virtio, serial OUT00001, ext4, mounted
+# at the report directory). The host reads that disk back after power-off.
+# Kernel command line (environment): EXPECT=N disks to wait for, SCENARIOS="baseline ...",
+# RECORD=1 to also dump sysfs (../shared/fixtures/qemu/tools/sysdump.sh) for --record.
+export PATH=/bin:/sbin
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+mount -t tmpfs run /run; mount -t tmpfs tmp /tmp
+ts() { echo "E2E T+$(cut -d' ' -f1 /proc/uptime)s $*"; }
+ts "init start, kernel $(uname -r) $(uname -m)"
+hostname vm-e2e-unit
+while read -r m; do
+  case $m in *usb-storage.ko) insmod "$m" delay_use=0 ;; *) insmod "$m" ;; esac 2>/dev/null || echo "insmod FAILED $m"
+done < /modlist
+ndisks() { ls /sys/block | grep -cvE '^(loop|ram|zram)'; }
+N=${EXPECT:-1}; i=0
+while [ "$(ndisks)" -lt "$N" ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done
+sleep 2
+ts "modules loaded, $(ndisks) disks present (expected $N): $(ls /sys/block | tr '\n' ' ')"
+/lib/systemd/systemd-udevd --daemon 2>&1 | tail -3
+udevadm trigger --type=devices --action=add
+udevadm settle --timeout=60; ts "udev settled rc=$?"
+
+# kernel name of the disk whose USB/ATA/virtio serial is $1 (MMC: the only mmcblk)
+disk_by_serial() {
+  for b in /sys/block/*; do
+    n=${b##*/}
+    case $n in loop*|ram*|zram*) continue ;; esac
+    s=$(udevadm info -q property -n /dev/$n 2>/dev/null | sed -n 's/^ID_SERIAL_SHORT=//p')
+    [ -z "$s" ] && [ -e $b/serial ] && s=$(cat $b/serial)
+    [ "$s" = "$1" ] && { echo $n; return 0; }
+  done
+  return 1; }
+R=/var/lib/usbperf/reports
+OUT=$(disk_by_serial OUT00001)
+if [ -z "$OUT" ] || ! mount -t ext4 /dev/$OUT $R; then
+  ts "E2E-FATAL: output disk OUT00001 not found or not mountable"; poweroff -f
+fi
+E=$R/e2e; mkdir -p $E
+EHCI=$(disk_by_serial EHCI0001); OHCI=$(disk_by_serial OHCI0001); UAS=$(disk_by_serial UAS00001)
+XBOT=$(disk_by_serial XHCIBOT1); ERR=$(disk_by_serial ERR00001); SATA=$(disk_by_serial SATA0001)
+SD=$(ls /sys/block | grep '^mmcblk' | head -1)
+echo "EHCI=$EHCI OHCI=$OHCI UAS=$UAS XBOT=$XBOT ERR=$ERR SATA=$SATA SD=$SD OUT=$OUT" | tee $E/names.txt
+mountfs() { # disk dir fstype opts
+  [ -n "$1" ] || return 0; mkdir -p $2
+  mount -t $3 -o $4 /dev/$1 $2 || ts "E2E-WARN: mount $1 on $2 failed"; }
+mountfs "$EHCI" /media/ehci vfat rw
+mountfs "$UAS" /media/uas ext4 rw,errors=remount-ro
+mountfs "$XBOT" /media/xbot ext4 rw
+mountfs "$SATA" /media/sata ext4 rw
+mountfs "$SD" /media/sd ext4 rw
+grep /media /proc/mounts
+
+if [ "${RECORD:-0}" = 1 ]; then
+  ts "recording sysfs"
+  sysdump /run/sysdump.txt && gzip -9 -c /run/sysdump.txt > $E/sysdump.gz
+  ts "sysdump done: $(wc -l < /run/sysdump.txt) lines"
+fi
+usbperf-matrix --version > $E/version.txt 2>&1
+usbperf-matrix list --format json > $E/list.json 2> $E/list.err; echo $? > $E/list.rc
+usbperf-matrix list
+dmesg > $E/dmesg-boot.txt
+
+# run_scen NAME PATTERN ACTION [usbperf args...]: runs usbperf-matrix in the background; when
+# its log shows PATTERN (a start line), ACTION (a shell function) runs once, with $pid set.
+run_scen() {
+  name=$1; pat=$2; act=$3; shift 3
+  log=$E/$name.log; : > $log
+  ts "E2E-SCENARIO $name start: usbperf-matrix run $*"
+  usbperf-matrix run "$@" > $log 2>&1 &
+  pid=$!; fired=0
+  while kill -0 $pid 2>/dev/null; do
+    if [ $fired = 0 ] && [ -n "$pat" ] && grep -q "$pat" $log; then
+      fired=1; ts "E2E-TRIGGER $name ($act)"; $act
+    fi
+    sleep 0.2
+  done
+  wait $pid; rc=$?
+  echo $rc > $E/$name.rc
+  sed "s/^/[$name] /" $log
+  find /media -name '.usbperf-testfile-*' > $E/$name.leftover 2>/dev/null
+  ts "E2E-SCENARIO $name done rc=$rc fired=$fired leftover=$(wc -l < $E/$name.leftover)"
+  sync
+}
+act_none() { :; }
+act_term() { sleep 2; kill -TERM $pid; }
+act_fill() { # fill the SD card's ext4 (fallocate: metadata only, instant), then the last blocks
+  avail=$(df -k /media/sd | awk 'NR==2{print $4}')
+  fallocate -l $((avail * 1024)) /media/sd/filler 2>/dev/null ||
+    fallocate -l $(((avail - 256) * 1024)) /media/sd/filler
+  dd if=/dev/zero of=/media/sd/filler2 bs=4k 2>/dev/null; sync; df -k /media/sd | tail -1; }
+act_erofs() { echo 1 > /sys/fs/ext4/$UAS/trigger_fs_error; }
+act_unplug() { echo "E2E-UNPLUG xbotstk"; }
+
+for s in ${SCENARIOS:-baseline}; do
+  case $s in
+    baseline) # a test file left by a run the power was cut under (an earlier boot)
+              [ -n "$SATA" ] && head -c 65536 /dev/zero > /media/sata/.usbperf-testfile-4242-0.tmp
+              run_scen baseline "" act_none ;;   # the boot service's exact command
+    blkdebug) run_scen blkdebug "" act_none --config /etc/usbperf/e2e/blkdebug.yaml --report-dir $R/blkdebug ;;
+    sigterm)  run_scen sigterm "usbperf-matrix: $SATA seq-write: start" act_term \
+                --config /etc/usbperf/e2e/sigterm.yaml --report-dir $R/sigterm ;;
+    enospc)   run_scen enospc "usbperf-matrix: $EHCI read-buffered: start" act_fill \
+                --config /etc/usbperf/e2e/enospc.yaml --report-dir $R/enospc
+              rm -f /media/sd/filler /media/sd/filler2 ;;
+    erofs)    run_scen erofs "usbperf-matrix: $UAS read-buffered: start" act_erofs \
+                --config /etc/usbperf/e2e/erofs.yaml --report-dir $R/erofs
+              # what survived on the medium is removed by the next run, once writable again
+              umount /media/uas; mount -t ext4 -o rw,errors=remount-ro /dev/$UAS /media/uas
+              ls -a /media/uas > $E/erofs-remounted.ls
+              run_scen erofs-rerun "" act_none --config /etc/usbperf/e2e/erofs-rerun.yaml --report-dir $R/erofs-rerun ;;
+    unplug)   run_scen unplug "usbperf-matrix: $XBOT seq-write: start" act_unplug \
+                --config /etc/usbperf/e2e/unplug.yaml --report-dir $R/unplug
+              # the host plugs the same stick into EHCI port 2; the next run must clean up
+              umount -l /media/xbot 2>/dev/null
+              echo "E2E-REPLUG xbotstk"
+              i=0; NEW=
+              while [ -z "$NEW" ] && [ $i -lt 60 ]; do sleep 0.5; i=$((i+1)); NEW=$(disk_by_serial XHCIBOT1); done
+              udevadm settle --timeout=30
+              ts "re-plugged stick: ${NEW:-not found}"
+              if [ -n "$NEW" ]; then
+                mountfs "$NEW" /media/xbot ext4 rw; ls -a /media/xbot > $E/unplug-replugged.ls
+                run_scen unplug-replug "" act_none --config /etc/usbperf/e2e/unplug-replug.yaml --report-dir $R/unplug-replug
+              fi ;;
+    *) ts "E2E-WARN unknown scenario $s" ;;
+  esac
+done
+dmesg > $E/dmesg.txt
+sync; umount $R; sync
+ts "E2E-DONE"
+poweroff -f

@@ -1,0 +1,69 @@
+#!/bin/bash
+# mkinitrd.sh - the vm-e2e guest initramfs: busybox, systemd-udevd, the storage/fs modules,
+# usbperf-matrix with its libraries, its default config and the e2e guest init.
+#   usage: mkinitrd.sh amd64|arm64 BINARY OUT.cpio.gz
+#   env:   W   cache dir holding $W/k/<arch> (kernel) and $W/k/<arch>-root (userland), made by
+#              ../shared/fixtures/qemu/tools/prepare.sh
+# Adapted from ../shared/fixtures/qemu/tools/mkinitrd.sh (same sysroot layout), plus ext4/vfat/
+# virtio modules, the product binary and sysdump.sh (for --record).
+set -euo pipefail
+A=$1; BIN=$2; OUTF=$3
+W=${W:?W must name the cache dir}
+HERE=$(cd "$(dirname "$0")" && pwd)
+SHARED_TOOLS=${SHARED_TOOLS:-$HERE/../../../shared/fixtures/qemu/tools}
+K=$W/k/$A; SYSROOT=$W/k/$A-root; V=$(ls "$K/lib/modules")
+R=$(mktemp -d "${TMPDIR:-/tmp}/usbperf-vm-root.XXXXXX")
+trap 'rm -rf "$R"' EXIT
+case $A in
+  amd64) MT=x86_64-linux-gnu;  LDSO=/lib64/ld-linux-x86-64.so.2; HCD="ehci-pci ohci-pci uhci-hcd xhci-pci" ;;
+  arm64) MT=aarch64-linux-gnu; LDSO=/lib/ld-linux-aarch64.so.1;  HCD="ehci-pci ohci-pci xhci-pci" ;;
+  *) echo "arch must be amd64 or arm64" >&2; exit 2 ;;
+esac
+mkdir -p "$R"/{bin,sbin,proc,sys,dev,run,tmp,media,etc/udev,etc/usbperf,lib/udev,lib/systemd,lib/modules/$V,var/lib/usbperf/reports}
+
+cp "$SYSROOT/bin/busybox" "$R/bin/busybox"; ln -s busybox "$R/bin/sh"
+
+[ -e "$K/lib/modules/$V/modules.dep.bin" ] || depmod -b "$K" "$V"
+MODS="sd_mod crc64_rocksoft_generic usb-storage uas $HCD ahci mmc_block sdhci-pci virtio_pci virtio_blk
+      crc32c_generic ext4 vfat nls_cp437 nls_ascii nls_iso8859-1 nls_utf8"
+for m in $MODS; do modprobe -d "$K" -S "$V" --show-depends "$m" 2>/dev/null || true; done \
+  | awk '$1=="insmod"{print $2}' | awk '!s[$0]++' > "$R/modlist.host"
+: > "$R/modlist"
+while read -r p; do
+  rel=${p#*/lib/modules/$V/}; mkdir -p "$R/lib/modules/$V/$(dirname "$rel")"
+  cp "$p" "$R/lib/modules/$V/$rel"; echo "/lib/modules/$V/$rel" >> "$R/modlist"
+done < "$R/modlist.host"
+rm "$R/modlist.host"
+
+sysroot_file() { local f=$1 t n=0
+  while [ -L "$SYSROOT$f" ] && [ $n -lt 20 ]; do
+    t=$(readlink "$SYSROOT$f"); case $t in /*) f=$t ;; *) f=$(dirname "$f")/$t ;; esac; n=$((n+1))
+  done
+  echo "$SYSROOT$f"; }
+declare -A SEEN
+addlib() { local n=$1 d
+  [ -n "${SEEN[$n]:-}" ] && return 0; SEEN[$n]=1
+  for d in /lib/$MT /usr/lib/$MT; do
+    if [ -e "$SYSROOT$d/$n" ]; then mkdir -p "$R$d"; cp "$(sysroot_file "$d/$n")" "$R$d/$n"; closure "$R$d/$n"; return 0; fi
+  done
+  case $n in ld-linux*) return 0 ;; esac   # the loader is copied below
+  echo "missing lib $n" >&2; return 1; }
+closure() { local n; for n in $(readelf -d "$1" 2>/dev/null | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p'); do addlib "$n"; done; }
+
+cp "$(sysroot_file /bin/udevadm)" "$R/bin/udevadm"; closure "$R/bin/udevadm"
+ln -s /bin/udevadm "$R/lib/systemd/systemd-udevd"
+mkdir -p "$R$(dirname $LDSO)"; cp "$(sysroot_file $LDSO)" "$R$LDSO"
+cp -r "$SYSROOT/lib/udev/rules.d" "$R/lib/udev/"; cp "$SYSROOT"/lib/udev/{ata_id,scsi_id} "$R/lib/udev/"
+closure "$R/lib/udev/ata_id"; closure "$R/lib/udev/scsi_id"
+echo 'root:x:0:0:root:/:/bin/sh' > "$R/etc/passwd"; printf 'root:x:0:\ndisk:x:6:\n' > "$R/etc/group"
+
+# The product, linked against the guest architecture's Debian 12 libraries (libudev1, libc6).
+cp "$BIN" "$R/bin/usbperf-matrix"; closure "$R/bin/usbperf-matrix"
+# Its default config, where the boot service finds it, and the fault scenarios' configs.
+cp "$HERE/usbperf.yaml" "$R/etc/usbperf/usbperf.yaml"
+mkdir -p "$R/etc/usbperf/e2e"; cp "$HERE"/scenarios/*.yaml "$R/etc/usbperf/e2e/"
+
+cp "$HERE/init.sh" "$R/init"; chmod +x "$R/init"
+cp "$SHARED_TOOLS/sysdump.sh" "$R/bin/sysdump"; chmod +x "$R/bin/sysdump"
+(cd "$R" && find . | cpio -o -H newc --quiet | gzip -1) > "$OUTF"
+ls -l "$OUTF"
