@@ -340,7 +340,15 @@ fn sigterm_mid_write_leaves_no_test_file_and_an_incomplete_report() {
     assert_eq!(rep["status"], "interrupted");
     assert_eq!(rep["interrupted_by"], "SIGTERM");
     assert_eq!(rep["exit_code"], 3);
+    // An incomplete run never reads as a pass to anything that looks only at the verdict.
+    assert_eq!(rep["verdict"]["pass"], false);
+    assert!(
+        rep["verdict"]["reasons"].to_string().contains("interrupted by SIGTERM"),
+        "{}",
+        rep["verdict"]
+    );
     let d = device(&rep, ext4.lo.name());
+    assert_eq!(d["verdict"]["pass"], false);
     assert_eq!(
         statuses(d),
         vec![

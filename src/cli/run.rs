@@ -427,10 +427,31 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
                 reasons.extend(cell.reasons.iter().cloned());
             }
         }
+        let unfinished = d
+            .cells
+            .iter()
+            .filter(|c| matches!(c.status, CellStatus::Pending | CellStatus::Interrupted))
+            .count();
+        if unfinished > 0 {
+            // An incomplete device is never a pass, whatever the tests that ran said.
+            reasons.push(format!(
+                "{unfinished} of {} tests did not run to the end (run interrupted)",
+                d.cells.len()
+            ));
+        }
         d.verdict = Verdict::from_reasons(reasons);
         if !d.verdict.pass {
             unit_reasons.push(format!("{}: {}", d.name, d.verdict.reasons.join("; ")));
         }
+    }
+    if interrupted {
+        unit_reasons.push(format!(
+            "the run was interrupted by {} before every test ran: the results are incomplete",
+            runner
+                .flag
+                .signal_name()
+                .unwrap_or_else(|| "a signal".into())
+        ));
     }
     runner.report.verdict = Verdict::from_reasons(unit_reasons);
     let exit = if interrupted {
@@ -610,7 +631,9 @@ fn run_device(
         let outcome = run_with_progress(r, &c.disk.name, &w, || {
             workload::run(&params, selected, &opts)
         });
-        drop(tf);
+        // A test file that cannot be removed (the filesystem went read-only, the device is
+        // gone) is named in the report: it may still be on the medium.
+        let leftover = tf.and_then(|t| t.remove().err());
         let mut kernel = Vec::new();
         if let Some(k) = r.kmsg.as_mut() {
             match k.drain() {
@@ -619,7 +642,16 @@ fn run_device(
             }
         }
         let removed = events::removal_event(Path::new("/sys/class/block"), &keys);
-        let vanished = removed.is_some();
+        // The kernel removes the disk a moment after it logs the disconnect, so sysfs alone
+        // may still show it: the disconnect of the device (or a hub above it) is enough.
+        let vanished = removed.is_some()
+            || kernel.iter().any(|e| {
+                e.is_fatal()
+                    && matches!(
+                        e.kind,
+                        events::EventKind::UsbDisconnect | events::EventKind::DeviceRemoved
+                    )
+            });
         kernel.extend(removed);
         let cell = &mut r.report.devices[di].cells[ci];
         cell.wall_seconds = Some(t0.elapsed().as_secs_f64());
@@ -657,6 +689,10 @@ fn run_device(
                 r.progress
                     .line(format!("usbperf-matrix: {} {w}: error: {e}", c.disk.name));
             }
+        }
+        if let Some(e) = leftover {
+            cell.reasons
+                .push(format!("{w}: the test file could not be removed: {e}"));
         }
         if let Some(e) = kmsg_error {
             cell.reasons

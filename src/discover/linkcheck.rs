@@ -130,6 +130,23 @@ pub fn cause(expected: f64, usb: &UsbLink) -> String {
     let exp = speed_label(expected);
     let got = speed_label(dev);
     if dev < expected {
+        // A device behind a slower hub can only link at the hub's speed: then the hub (or the
+        // cable above it) is the fault, not the device.
+        if let Some(hub) = usb
+            .hubs
+            .iter()
+            .find(|h| h.speed_mbps.is_some_and(|s| s <= dev))
+        {
+            return format!(
+                "port {} linked at {got} behind hub {} which itself runs at {}: the hub or its \
+                 upstream cable limits the link below {exp} ({}); replace or re-seat the hub, \
+                 or plug the device into the port directly",
+                usb.port_path,
+                hub.port_path,
+                speed_label(hub.speed_mbps.unwrap_or(dev)),
+                usb_speed_name(expected)
+            );
+        }
         let why = if dev <= 12.0 && expected >= 480.0 {
             "the high-speed handshake (chirp) failed, which on a USB 2.0 port almost always \
              means a bad cable or connector, a damaged stick, or a USB 1.1 device: re-seat or \
@@ -250,6 +267,7 @@ mod tests {
             disk("sdc", "3-1", Some(480.0), &[], 5000.0),
             disk("sdd", "1-2.4", Some(480.0), &[("1-2", 12.0)], 480.0),
             disk("sde", "1-3", None, &[], 480.0),
+            disk("sdf", "1-4.1", Some(12.0), &[("1-4", 12.0)], 480.0),
         ];
         let table: &[(&str, bool, &str)] = &[
             ("usb:1-1=480", true, ""),
@@ -262,6 +280,12 @@ mod tests {
                 "1-2 on the way to the root hub runs at 12M",
             ),
             ("usb:1-3=480", false, "cannot be verified"),
+            // A high-speed stick behind a full-speed hub links at 12M: the hub is to blame.
+            (
+                "usb:1-4.1=480",
+                false,
+                "behind hub 1-4 which itself runs at 12M",
+            ),
             (
                 "usb:9-9=480",
                 false,

@@ -37,6 +37,22 @@ impl TestFile {
         &self.path
     }
 
+    /// Removes the file now, saying why when it cannot be removed (it is unregistered either
+    /// way: nothing more can be done for it in this run).
+    pub fn remove(self) -> io::Result<()> {
+        let path = self.path.clone();
+        let res = match std::fs::symlink_metadata(&self.path) {
+            Ok(md) if md.file_type().is_file() || md.file_type().is_symlink() => {
+                std::fs::remove_file(&self.path)
+            }
+            Ok(_) => Err(io::Error::other("not a regular file: left in place")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        };
+        drop(self);
+        res.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+    }
+
     /// Creates the file exclusively: fails if anything (a file, or a symlink planted by
     /// someone else) already has the name, and never follows a symlink.
     pub fn create(&self) -> io::Result<File> {
