@@ -433,7 +433,10 @@ fn multi_lun_stick_behind_a_full_speed_hub() {
     assert_eq!(lc[0]["measured_mbps"], 12.0);
     assert_eq!(lc[0]["min_chain_speed_mbps"], 12.0);
     let cause = lc[0]["cause"].as_str().unwrap();
-    assert!(cause.contains("behind hub 3-4 which itself runs at 12M"), "{cause}");
+    assert!(
+        cause.contains("behind hub 3-4 which itself runs at 12M"),
+        "{cause}"
+    );
     let sdf = &disks(&v)[5];
     assert_eq!(sdf["usb"]["hubs"][0]["port_path"], "3-4");
     assert_eq!(sdf["usb"]["hubs"][0]["speed_mbps"], 12.0);

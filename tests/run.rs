@@ -343,7 +343,9 @@ fn sigterm_mid_write_leaves_no_test_file_and_an_incomplete_report() {
     // An incomplete run never reads as a pass to anything that looks only at the verdict.
     assert_eq!(rep["verdict"]["pass"], false);
     assert!(
-        rep["verdict"]["reasons"].to_string().contains("interrupted by SIGTERM"),
+        rep["verdict"]["reasons"]
+            .to_string()
+            .contains("interrupted by SIGTERM"),
         "{}",
         rep["verdict"]
     );

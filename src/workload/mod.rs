@@ -378,6 +378,16 @@ impl Measured {
     }
 }
 
+/// fdatasync of the target, timed in ns: the flush is part of what a buffered write costs.
+fn timed_flush(target: &Target) -> Result<u64, WorkloadError> {
+    let t0 = engine::now_ns();
+    target.flush().map_err(|e| WorkloadError::Flush {
+        path: target.path.clone(),
+        source: e,
+    })?;
+    Ok(engine::now_ns() - t0)
+}
+
 /// Runs one workload on its target with the selected engine.
 pub fn run(
     params: &WorkloadParams,
@@ -445,12 +455,7 @@ pub fn run(
                 written = outcome.write.ios;
                 measured.add(&outcome);
                 if !direct {
-                    let t0 = engine::now_ns();
-                    target.flush().map_err(|e| WorkloadError::Flush {
-                        path: target.path.clone(),
-                        source: e,
-                    })?;
-                    flush_ns = Some(engine::now_ns() - t0);
+                    flush_ns = Some(timed_flush(&target)?);
                     cache_drop = Some(target.drop_cache());
                 }
             }
@@ -534,12 +539,7 @@ pub fn run(
     }
 
     if writes && params.cache == CacheMode::Fdatasync && params.workload != WorkloadKind::Verify {
-        let t0 = engine::now_ns();
-        target.flush().map_err(|e| WorkloadError::Flush {
-            path: target.path.clone(),
-            source: e,
-        })?;
-        flush_ns = Some(engine::now_ns() - t0);
+        flush_ns = Some(timed_flush(&target)?);
     }
 
     let wall_ns = measured.elapsed_ns + flush_ns.unwrap_or(0);
