@@ -156,14 +156,6 @@ fn params_for(spec: &TestSpec, target: PathBuf, engine: EngineRequest) -> Worklo
     p
 }
 
-fn writes(w: WorkloadKind, read_percent: Option<u8>) -> bool {
-    match w {
-        WorkloadKind::ReadBuffered | WorkloadKind::SeqRead | WorkloadKind::RandRead => false,
-        WorkloadKind::Mixed => read_percent.unwrap_or(70) < 100,
-        _ => true,
-    }
-}
-
 /// Progress output: one plain line per event without a terminal (serial console, journal);
 /// a spinner with the live figure on a terminal.
 struct Progress {
@@ -545,7 +537,8 @@ fn run_device(
             return;
         }
         let w = verdict::workload_name(spec.workload);
-        let wants_write = writes(spec.workload, spec.read_percent);
+        // The workload's own rule (mixed at 100 % reads, verify read phase only do not write).
+        let wants_write = params_for(spec, PathBuf::new(), cfg.engine).writes();
         if wants_write && !placement.writable() {
             let why = match &placement {
                 Placement::RawRead { why } => why.clone(),

@@ -133,7 +133,8 @@ impl WorkloadParams {
         }
     }
 
-    fn writes(&self) -> bool {
+    /// Whether the workload writes (so needs a writable target).
+    pub fn writes(&self) -> bool {
         use WorkloadKind::*;
         match self.workload {
             ReadBuffered | SeqRead | RandRead => false,
