@@ -270,3 +270,64 @@ fn quick_verify_on_zram_spreads_probes_over_the_device() {
         (64, 64, 0)
     );
 }
+
+/// `auto` asks each target whether it takes non-blocking I/O. zram refuses it (its driver has
+/// no nowait support on this kernel, 6.x, where the block device open sets FMODE_NOWAIT only
+/// for capable queues), so io_uring would punt every I/O to io-wq and the thread pool runs
+/// instead; a loop device and a file on ext4 take it and keep io_uring. A named engine is
+/// always used as asked, and both engines do exactly the same I/O.
+#[cfg(feature = "uring")]
+#[test]
+fn auto_picks_the_engine_per_target_by_nonblocking_support() {
+    use usbperf::engine::nowait::{self, Nowait};
+    use usbperf::engine::EngineKind;
+
+    let zram = require!(Zram::new(32 << 20), "auto_engine_per_target");
+    let lo = require!(Loop::new("lo-auto", 32 << 20), "auto_engine_per_target");
+    let scratch = Scratch::new("auto-engine");
+    let file = scratch.path("target.dat");
+
+    let probe = |path: &Path| {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+            .unwrap();
+        nowait::probe(std::os::fd::AsRawFd::as_raw_fd(&f), 4096, 0)
+    };
+    assert_eq!(probe(&zram.dev), Nowait::Unsupported);
+    assert_eq!(probe(&lo.dev), Nowait::Supported);
+
+    let mut expected_ios = None;
+    for (target, auto_engine) in [
+        (&zram.dev, EngineKind::Sync),
+        (&lo.dev, EngineKind::Uring),
+        (&file, EngineKind::Uring),
+    ] {
+        let mut p = params(WorkloadKind::RandWrite, target);
+        p.runtime_ms = None;
+        p.size_bytes = Some(16 << 20);
+        p.allow_write_device = true;
+        let auto = run(&p, EngineRequest::Auto).unwrap();
+        assert_eq!(
+            auto.engine,
+            auto_engine,
+            "{}: {}",
+            target.display(),
+            auto.engine_reason
+        );
+        if auto_engine == EngineKind::Sync {
+            assert!(
+                auto.engine_reason.contains("RWF_NOWAIT"),
+                "the report says why: {}",
+                auto.engine_reason
+            );
+        }
+        let named = run(&p, EngineRequest::Uring).unwrap();
+        assert_eq!(named.engine, EngineKind::Uring, "{}", target.display());
+        assert_eq!(auto.bytes, 16 << 20, "{}", target.display());
+        assert_eq!((named.bytes, named.ios), (auto.bytes, auto.ios));
+        assert_eq!(*expected_ios.get_or_insert(auto.ios), auto.ios);
+    }
+    assert!(!file.exists(), "the test file is removed after the run");
+}

@@ -417,6 +417,15 @@ pub fn run(
         params.keep,
     )?;
     let region_bytes = target.size_bytes / params.block_bytes * params.block_bytes;
+    // One aligned read of the first block tells `auto` whether io_uring can drive this target
+    // inline; 4 KiB suits O_DIRECT on every device whose logical block is 4 KiB or less.
+    let probe_len = if params.block_bytes % 4096 == 0 {
+        4096
+    } else {
+        params.block_bytes
+    };
+    let (engine, engine_reason) =
+        selected.for_target(target.fd(), usize::try_from(probe_len).unwrap_or(4096), 0);
     let mut cache_drop = None;
     if params.reads() && !direct && params.verify_phase != VerifyPhase::Write {
         cache_drop = Some(target.drop_cache());
@@ -452,7 +461,7 @@ pub fn run(
             if params.verify_phase != VerifyPhase::Read {
                 let mut s = spec(plans(&verify_params, region_bytes, access, 0)?, runtime);
                 s.data = Some(hook.clone());
-                let outcome = engine::run(selected.engine.as_ref(), &s)?;
+                let outcome = engine::run(engine, &s)?;
                 written = outcome.write.ios;
                 measured.add(&outcome);
                 if !direct {
@@ -470,7 +479,7 @@ pub fn run(
                 }
                 let mut s = spec(read_plans, None);
                 s.data = Some(hook.clone());
-                measured.add(&engine::run(selected.engine.as_ref(), &s)?);
+                measured.add(&engine::run(engine, &s)?);
             }
             verify_report = Some(VerifyReport {
                 mode: params.verify_mode,
@@ -487,7 +496,7 @@ pub fn run(
             let interval = Duration::from_millis(params.sample_interval_ms.max(10));
             let (outcome, points) = std::thread::scope(|scope| {
                 let start = std::time::Instant::now();
-                let handle = scope.spawn(|| engine::run(selected.engine.as_ref(), &s));
+                let handle = scope.spawn(|| engine::run(engine, &s));
                 let mut points = vec![(0.0, 0u64)];
                 let mut next = interval;
                 while !handle.is_finished() {
@@ -535,7 +544,7 @@ pub fn run(
                 _ => 100,
             };
             let s = spec(plans(params, region_bytes, access, read_percent)?, runtime);
-            measured.add(&engine::run(selected.engine.as_ref(), &s)?);
+            measured.add(&engine::run(engine, &s)?);
         }
     }
 
@@ -551,8 +560,8 @@ pub fn run(
     let figures = |stats: &OpStats| (stats.ios > 0).then(|| OpFigures::from_stats(stats, seconds));
     Ok(BenchResult {
         workload: params.workload,
-        engine: selected.engine.kind(),
-        engine_reason: selected.reason.clone(),
+        engine: engine.kind(),
+        engine_reason,
         params: params.clone(),
         target: TargetReport {
             path: target.path.clone(),
