@@ -6,7 +6,10 @@
 //! such as vfat), the kernel skips that attempt and queues every request to an io-wq worker,
 //! which then blocks in its place: two extra thread hand-offs per I/O. `preadv2(RWF_NOWAIT)`
 //! checks the same `FMODE_NOWAIT` bit and answers `EOPNOTSUPP` when it is missing, so one
-//! read-only probe tells us beforehand.
+//! read-only probe tells us beforehand. That is io_uring's own criterion for files since Linux
+//! 6.2 and, once the block layer set `FMODE_NOWAIT` only for capable queues (the 6.6 LTS has
+//! it), for block devices too; on older kernels a refusing block device answers `EAGAIN`, is
+//! taken as capable, and keeps io_uring as before.
 
 use std::os::fd::RawFd;
 
