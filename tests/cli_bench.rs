@@ -179,3 +179,55 @@ fn sigint_stops_the_run_cleanly_with_exit_code_3() {
         "the created file is removed after an interrupt too"
     );
 }
+
+/// A file on tmpfs refuses non-blocking I/O (`RWF_NOWAIT`), so io_uring would punt every I/O to
+/// its worker threads: `auto` runs the thread pool there, says so on stderr and in the result,
+/// and `--engine uring` still runs io_uring because it was asked for by name.
+#[cfg(feature = "uring")]
+#[test]
+fn auto_says_which_engine_ran_on_a_target_without_nonblocking_io() {
+    let shm = std::path::Path::new("/dev/shm");
+    let is_tmpfs = nix::sys::statfs::statfs(shm)
+        .map(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+        .unwrap_or(false);
+    assert!(
+        is_tmpfs,
+        "/dev/shm must be a tmpfs for this test (it is on Debian and Ubuntu)"
+    );
+    let path = shm.join(format!("usbperf-test-auto-{}.dat", std::process::id()));
+    let target = path.to_str().unwrap();
+    let args = |engine: &'static str| {
+        vec![
+            "--target",
+            target,
+            "--workload",
+            "rand-read",
+            "--size",
+            "4M",
+            "--engine",
+            engine,
+            "--format",
+            "json",
+        ]
+    };
+    let out = bench(&args("auto"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("engine for this target: sync engine (auto)")
+            && stderr.contains("RWF_NOWAIT"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["engine"], "sync");
+    assert_eq!(v["bytes"], 4 << 20);
+
+    let out = bench(&args("uring"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("engine for this target"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["engine"], "uring");
+    assert_eq!(v["bytes"], 4 << 20);
+    assert!(!path.exists(), "the created file is deleted without --keep");
+}

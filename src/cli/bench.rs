@@ -213,6 +213,13 @@ pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
     eprintln!("usbperf-matrix: engine: {}", selected.reason);
     let result = workload::run(&params, &selected, &options)
         .with_context(|| format!("{:?} on {}", params.workload, params.target.display()))?;
+    if result.engine_reason != selected.reason {
+        // `auto` chose another engine for this very target: say which one ran and why.
+        eprintln!(
+            "usbperf-matrix: engine for this target: {}",
+            result.engine_reason
+        );
+    }
     match args.format {
         FormatArg::Table => print!("{}", table(&result)),
         FormatArg::Yaml => print!("{}", serde_norway::to_string(&result)?),

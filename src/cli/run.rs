@@ -661,12 +661,13 @@ fn run_device(
                 };
                 cell.reasons.extend(reasons);
                 r.progress.line(format!(
-                    "usbperf-matrix: {} {w}: {} {:.1} MiB/s {:.0} IOPS p99 {:.2} ms",
+                    "usbperf-matrix: {} {w}: {} {:.1} MiB/s {:.0} IOPS p99 {:.2} ms, engine {}",
                     c.disk.name,
                     verdict::status_name(cell.status),
                     res.mib_per_s,
                     res.iops,
-                    res.all.latency.p99_ns as f64 / 1e6
+                    res.all.latency.p99_ns as f64 / 1e6,
+                    res.engine
                 ));
                 // The result carries the parameters; keep them once.
                 cell.params = None;
