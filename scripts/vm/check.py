@@ -172,6 +172,19 @@ def baseline():
     check(any("/media/sata/.usbperf-testfile-4242-0.tmp" in w for w in stale),
           f"baseline: the test file a power cut left on the SATA disk is removed and reported: {stale}")
     no_leftover("baseline")
+    # Engine choice per target on a real kernel: vfat refuses non-blocking I/O, so the test
+    # files on the vfat stick run on the thread pool; its raw device and the ext4 test files
+    # of the UAS disk keep io_uring.
+    for s, fs_engine in (("EHCI0001", "sync"), ("UAS00001", "uring")):
+        d = find(rep, serial=s)
+        if not d:
+            continue
+        engines = {c["workload"]: (c.get("result") or {}).get("engine") for c in d["cells"]}
+        reasons = " ".join((c.get("result") or {}).get("engine_reason", "") for c in d["cells"])
+        check(engines.get("read-buffered") == "uring"
+              and engines.get("seq-write") == fs_engine and engines.get("seq-read") == fs_engine
+              and (fs_engine == "uring" or "RWF_NOWAIT" in reasons),
+              f"baseline: {s} engines per test {engines} (test files: {fs_engine}, raw device: uring)")
     # Inventory: every device of the guest, classified.
     lj = read("list.json")
     if check(lj is not None, "inventory (usbperf-matrix list --format json) present"):
