@@ -61,7 +61,7 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     #[test]
-    fn a_file_on_the_build_filesystem_gives_an_answer_and_a_bad_fd_is_unknown() {
+    fn a_file_in_the_temp_dir_gets_an_answer_and_a_bad_fd_is_unknown() {
         // Which answer depends on the filesystem of the temporary directory; tests/devices.rs
         // pins the answers on ext4, loop and zram.
         let path = std::env::temp_dir().join(format!("nowait-probe-{}", std::process::id()));
