@@ -198,7 +198,7 @@ impl Engine for UringEngine {
                 // (`iodepth_batch_submit=1`), not all together. io_uring plugs a call that
                 // carries three or more entries: the block layer holds those requests until the
                 // call ends and hands them to the driver as one batch with one doorbell. On this
-                // project's virtio disk that batching cost 8 % of random-read IOPS against a
+                // project's virtio disk that batching cost 7 % of random-read IOPS against a
                 // steady stream (paired runs beside fio in docs/benchmarks.md), so the device
                 // would be measured under a load fio never gives it. The entry pushed last is
                 // submitted together with the wait below, so a lone refill still costs one call.
