@@ -10,6 +10,7 @@ pub mod events;
 pub mod exit;
 pub mod fleet;
 pub mod matrix;
+pub mod out;
 pub mod report;
 pub mod safety;
 pub mod stats;

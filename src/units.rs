@@ -72,6 +72,29 @@ pub fn format_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// A byte count for people: `512 B`, `11.4 MiB`, `3.73 GiB` (binary units, 3 significant
+/// digits). `format_size` is the exact form configs and reports take; this one is for reading.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$} {}", UNITS[i])
+}
+
 /// Parses `500ms`, `5s`, `2m`, `1h`, `3` (seconds); fractions such as `1.5s` are accepted.
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let trimmed = text.trim();
@@ -126,6 +149,22 @@ pub fn mib_per_s(bytes: u64, seconds: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_bytes_reads_like_a_person_writes() {
+        let table = [
+            (0, "0 B"),
+            (512, "512 B"),
+            (16 << 20, "16.0 MiB"),
+            (11_985_920, "11.4 MiB"),
+            (1 << 30, "1.00 GiB"),
+            (4_000_000_000, "3.73 GiB"),
+            (u64::MAX, "16.0 EiB"),
+        ];
+        for (b, want) in table {
+            assert_eq!(human_bytes(b), want, "{b}");
+        }
+    }
 
     #[test]
     fn sizes_are_binary() {

@@ -2,15 +2,17 @@
 //! JSON; SIGINT/SIGTERM stop it cleanly (in-flight I/O drained, exit code 3).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::ValueEnum;
 
+use super::UsageError;
+use crate::discover::{self, Backend, SysfsRoot};
 use crate::engine::{self, EngineRequest, StopReason};
 use crate::exit::Exit;
+use crate::matrix::verdict;
+use crate::safety::{self, signals, SystemFacts};
 use crate::stats::OpFigures;
 use crate::units::{format_size, parse_duration, parse_size};
 use crate::workload::verify::{VerifyMode, VerifyPhase};
@@ -170,31 +172,107 @@ impl BenchArgs {
     }
 }
 
-/// Set from the signal handler; a watcher thread forwards it to the run's stop flag.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::Relaxed);
+/// Checks everything about the command before any file is created or any I/O is done:
+/// the workload's parameters (the same rules a config file's tests obey), the kind of target,
+/// and for a block device every safety rule of the factory run. `--allow-write-device` only
+/// lifts "this is a device"; a mounted, system, swap, RAID/LVM member or eMMC boot device is
+/// refused whatever the flags say.
+fn check_command(params: &WorkloadParams) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    if params.size_bytes == Some(0) {
+        return Err(
+            UsageError("--size 0: give the size of the region to test, e.g. 16M".into()).into(),
+        );
+    }
+    workload::check_params(params).map_err(|e| UsageError(e.as_flag()))?;
+    let path = &params.target;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(UsageError(format!("--target {}: {e}", path.display())).into());
+        }
+    };
+    let Some(meta) = meta else {
+        if params.size_bytes.is_none() {
+            return Err(UsageError(format!(
+                "--target {} does not exist: give --size to create a test file of that size there",
+                path.display()
+            ))
+            .into());
+        }
+        return check_new_file(path, params.size_bytes.unwrap_or(0));
+    };
+    // Follow a /dev/disk/by-id/... link to what it names; a symlink to a file is refused by
+    // the target itself (a test file path must never redirect writes).
+    let followed = if meta.file_type().is_symlink() {
+        std::fs::metadata(path).ok()
+    } else {
+        Some(meta.clone())
+    };
+    let Some(real) = followed else {
+        return Err(UsageError(format!(
+            "--target {}: dangling symbolic link",
+            path.display()
+        ))
+        .into());
+    };
+    if real.is_dir() {
+        return Err(UsageError(format!(
+            "--target {} is a directory: name a file in it (created at --size and removed \
+             afterwards), e.g. {}/usbperf.bin",
+            path.display(),
+            path.display()
+        ))
+        .into());
+    }
+    if !(real.is_file() || real.file_type().is_block_device()) {
+        return Err(UsageError(format!(
+            "--target {} is neither a regular file nor a block device (character device, FIFO \
+             or socket): point it at a file or a /dev/sdX-like disk",
+            path.display()
+        ))
+        .into());
+    }
+    if real.file_type().is_block_device() && params.writes() {
+        if !params.allow_write_device {
+            return Err(UsageError(format!(
+                "{} is a block device and {} writes to it, destroying its data: add \
+                 --allow-write-device if that is intended",
+                path.display(),
+                verdict::workload_name(params.workload)
+            ))
+            .into());
+        }
+        // Always the live system: a recorded tree cannot prove this machine's disk is unused.
+        let inv = discover::discover(&SysfsRoot::live(), Backend::Sysfs)
+            .context("cannot enumerate block devices to check the target is safe to write")?;
+        let facts = SystemFacts::live();
+        if let Err(refusals) = safety::check_device_write(path, &inv, &facts) {
+            let why: Vec<String> = refusals.iter().map(|r| r.to_string()).collect();
+            return Err(UsageError(format!(
+                "refusing to write to {}: {}",
+                path.display(),
+                why.join("; ")
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }
 
-fn install_stop(stop: Arc<AtomicBool>) {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        let _ = unsafe { sigaction(sig, &action) };
-    }
-    std::thread::spawn(move || loop {
-        if INTERRUPTED.load(Ordering::Relaxed) {
-            stop.store(true, Ordering::Relaxed);
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    });
+/// A file bench will create: its directory must be a real directory on a writable filesystem
+/// with room for it above the free-space headroom (10 %), as a factory run's test files.
+fn check_new_file(path: &std::path::Path, size: u64) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let inv = discover::discover(&SysfsRoot::live(), Backend::Sysfs).unwrap_or_default();
+    let facts = SystemFacts::live();
+    safety::check_file_dir(&dir, &facts, &inv, 10, 0, size)
+        .map(|_| ())
+        .map_err(|r| UsageError(format!("cannot create {}: {r}", path.display())).into())
 }
 
 pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
@@ -206,24 +284,30 @@ pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
             .unwrap_or_else(|| PathBuf::from("/sys")),
         ..RunOptions::default()
     };
-    // Installed before anything is printed, so a SIGINT after the engine line never kills us
-    // half-way (a created file would be left behind).
-    install_stop(options.stop.clone());
+    // Before anything is created: every thread spawned later inherits the blocked signals,
+    // and a SIGINT after a test file exists always reaches the cleanup.
+    let flag = signals::install().context("cannot set up signal handling")?;
+    let options = RunOptions {
+        stop: flag.stop.clone(),
+        ..options
+    };
+    check_command(&params)?;
     let selected = engine::select(params.engine)?;
-    eprintln!("usbperf-matrix: engine: {}", selected.reason);
-    let result = workload::run(&params, &selected, &options)
-        .with_context(|| format!("{:?} on {}", params.workload, params.target.display()))?;
+    crate::errln!("usbperf-matrix: engine: {}", selected.reason);
+    let name = verdict::workload_name(params.workload);
+    let result = with_progress(&params, || workload::run(&params, &selected, &options))
+        .with_context(|| format!("{name} on {}", params.target.display()))?;
     if result.engine_reason != selected.reason {
         // `auto` chose another engine for this very target: say which one ran and why.
-        eprintln!(
+        crate::errln!(
             "usbperf-matrix: engine for this target: {}",
             result.engine_reason
         );
     }
     match args.format {
-        FormatArg::Table => print!("{}", table(&result)),
-        FormatArg::Yaml => print!("{}", serde_norway::to_string(&result)?),
-        FormatArg::Json => println!("{}", serde_json::to_string_pretty(&result)?),
+        FormatArg::Table => crate::out!("{}", table(&result)),
+        FormatArg::Yaml => crate::out!("{}", serde_norway::to_string(&result)?),
+        FormatArg::Json => crate::outln!("{}", serde_json::to_string_pretty(&result)?),
     }
     if result.stopped_by == StopReason::Interrupted {
         return Ok(Exit::Incomplete);
@@ -236,6 +320,35 @@ pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::VerdictFailed);
     }
     Ok(Exit::Pass)
+}
+
+/// A spinner with the elapsed time on a terminal while the test runs; nothing otherwise (a
+/// script reading the table must not get spinner frames).
+fn with_progress<T: Send>(params: &WorkloadParams, f: impl FnOnce() -> T + Send) -> T {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return f();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let what = format!(
+        "{} on {}",
+        verdict::workload_name(params.workload),
+        params.target.display()
+    );
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(f);
+        let t0 = std::time::Instant::now();
+        while !handle.is_finished() {
+            bar.set_message(format!("{what}: {:.0} s", t0.elapsed().as_secs_f64()));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bar.finish_and_clear();
+        match handle.join() {
+            Ok(v) => v,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    })
 }
 
 fn us(ns: u64) -> String {
@@ -259,21 +372,35 @@ fn op_line(name: &str, f: &OpFigures) -> String {
     )
 }
 
+/// How the test ended, in words.
+fn stopped_by(r: &BenchResult) -> &'static str {
+    match r.stopped_by {
+        StopReason::Size => "the size bound (every block done)",
+        StopReason::Time => "the time bound",
+        StopReason::Interrupted => "an interrupt",
+    }
+}
+
 /// The human summary: one line per direction, then CPU, target and extras.
 pub fn table(r: &BenchResult) -> String {
     let p = &r.params;
     let mut out = format!(
-        "{:?} on {} ({}): bs {} qd {} jobs {} engine {} stopped by {:?}\n",
-        r.workload,
+        "{} on {} ({}): bs {} qd {} jobs {} engine {}, stopped by {}\n",
+        verdict::workload_name(r.workload),
         r.target.path.display(),
-        format_size(r.target.region_bytes),
+        crate::units::human_bytes(r.target.region_bytes),
         format_size(p.block_bytes),
         p.queue_depth,
         p.jobs,
         r.engine,
-        r.stopped_by
+        stopped_by(r)
     );
-    out.push_str(&format!("total  {} bytes in {:.3} s\n", r.bytes, r.seconds));
+    out.push_str(&format!(
+        "total  {} ({} bytes) in {:.3} s\n",
+        crate::units::human_bytes(r.bytes),
+        r.bytes,
+        r.seconds
+    ));
     if let Some(f) = &r.read {
         out.push_str(&op_line("read", f));
     }
@@ -311,12 +438,8 @@ pub fn table(r: &BenchResult) -> String {
         }
     }
     if let Some(v) = &r.verify {
-        out.push_str(&format!(
-            "verify {} blocks written, {} checked, {} bad\n",
-            v.blocks_written, v.blocks_checked, v.mismatched_blocks
-        ));
-        for m in &v.mismatches {
-            out.push_str(&format!("bad    offset {} {:?}\n", m.offset, m.kind));
+        for line in crate::workload::verify::summary(v, r.target.region_bytes) {
+            out.push_str(&format!("verify {line}\n"));
         }
     }
     out

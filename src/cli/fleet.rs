@@ -110,7 +110,7 @@ pub fn run(_cli: &super::Cli, args: &FleetArgs) -> anyhow::Result<Exit> {
     let boards = acc.boards();
     let summary = acc.finish();
     for e in &summary.errors {
-        eprintln!("usbperf-matrix fleet: skipped {}", e.issue);
+        crate::errln!("usbperf-matrix fleet: skipped {}", e.issue);
     }
     let sopts = SuggestOptions {
         margin: args.margin_percent / 100.0,

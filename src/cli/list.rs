@@ -30,7 +30,7 @@ pub fn run(cli: &super::Cli, args: &ListArgs) -> anyhow::Result<Exit> {
     let findings = link_findings(&inv, &args.expect);
     match args.format {
         Format::Table => {
-            print!("{}", table(&inv));
+            crate::out!("{}", table(&inv));
             print_findings(&findings);
         }
         Format::Yaml | Format::Json => {
@@ -45,7 +45,7 @@ pub fn run(cli: &super::Cli, args: &ListArgs) -> anyhow::Result<Exit> {
                     .context("could not encode the inventory as JSON")?
                     + "\n"
             };
-            print!("{text}");
+            crate::out!("{text}");
         }
     }
     Ok(if findings.iter().all(|f| f.pass) {

@@ -71,7 +71,7 @@ pub fn main() -> Exit {
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("usbperf-matrix: error: {e:#}");
+            crate::errln!("usbperf-matrix: error: {e:#}");
             match e.downcast_ref::<UsageError>() {
                 Some(_) => Exit::Usage,
                 None => Exit::Error,
@@ -141,14 +141,14 @@ pub(crate) fn print_findings(findings: &[LinkFinding]) {
             .map(discover::parse::speed_label)
             .unwrap_or_else(|| "-".into());
         if f.pass {
-            println!(
+            crate::outln!(
                 "link {}: PASS {} >= {}",
                 f.port,
                 measured,
                 discover::parse::speed_label(f.expected_mbps)
             );
         } else {
-            println!("link {}: FAIL {}", f.port, f.cause);
+            crate::outln!("link {}: FAIL {}", f.port, f.cause);
         }
     }
 }

@@ -10,18 +10,19 @@ use chrono::Utc;
 
 use super::UsageError;
 use crate::discover::linkcheck::{check_links, PortExpectation};
+use crate::discover::usbpower::UsbAwake;
 use crate::discover::{self, Backend, Inventory, SysfsRoot};
 use crate::engine::{self, EngineRequest};
 use crate::events;
 use crate::exit::Exit;
-use crate::matrix::config::{self, Config, ConfigError, Dur, ReportFormat, TestSpec};
+use crate::matrix::config::{self, Config, ConfigError, Dur, ReportFormat};
 use crate::matrix::select::{self, Chosen, Placement};
 use crate::matrix::verdict::{self, Verdict};
 use crate::report::schema::{Cell, CellStatus, DeviceReport, Report, RunStatus, Tool};
 use crate::report::{unit, write};
 use crate::safety::{self, lock::RunLock, signals, testfile, SystemFacts};
 use crate::units;
-use crate::workload::{self, RunOptions, WorkloadKind, WorkloadParams};
+use crate::workload::{self, RunOptions, WorkloadKind};
 
 /// Test file size for a test that names none.
 const DEFAULT_FILE_BYTES: u64 = 64 << 20;
@@ -122,40 +123,6 @@ pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
     Ok(config::resolve(layers))
 }
 
-/// Builds a cell's parameters from its test spec and the workload's seed defaults.
-fn params_for(spec: &TestSpec, target: PathBuf, engine: EngineRequest) -> WorkloadParams {
-    let mut p = WorkloadParams::defaults(spec.workload, target);
-    p.engine = engine;
-    if let Some(v) = spec.bs {
-        p.block_bytes = v.0;
-    }
-    if let Some(v) = spec.qd {
-        p.queue_depth = v;
-    }
-    if let Some(v) = spec.jobs {
-        p.jobs = v;
-    }
-    if let Some(v) = spec.size {
-        p.size_bytes = Some(v.0);
-    }
-    if let Some(v) = spec.runtime {
-        p.runtime_ms = Some(v.0.as_millis() as u64);
-    }
-    if let Some(v) = spec.cache {
-        p.cache = v;
-    }
-    if let Some(v) = spec.read_percent {
-        p.read_percent = v;
-    }
-    if let Some(v) = spec.verify_mode {
-        p.verify_mode = v;
-    }
-    if let Some(v) = spec.sample_interval {
-        p.sample_interval_ms = v.0.as_millis() as u64;
-    }
-    p
-}
-
 /// Progress output: one plain line per event without a terminal (serial console, journal);
 /// a spinner with the live figure on a terminal.
 struct Progress {
@@ -175,7 +142,7 @@ impl Progress {
     fn line(&self, msg: String) {
         match &self.bar {
             Some(b) => b.println(msg),
-            None => eprintln!("{msg}"),
+            None => crate::errln!("{msg}"),
         }
     }
     fn status(&self, msg: String) {
@@ -196,7 +163,12 @@ struct Runner {
     /// why in the report).
     kmsg: Option<events::KmsgWatcher>,
     report: Report,
+    /// Where the report is written: the configured directory, or a fallback when that one
+    /// cannot be written.
     path: PathBuf,
+    /// Whether `path` already holds this run's report: the first write creates it and never
+    /// replaces a file already there; later writes replace this run's own file.
+    created: bool,
     json: bool,
     flag: signals::StopFlag,
     progress: Progress,
@@ -206,12 +178,76 @@ struct Runner {
 
 impl Runner {
     fn save(&mut self) {
-        match self.report.encode(self.json) {
-            Ok(bytes) => match write::atomic_write(&self.path, &bytes) {
-                Ok(()) => self.write_error = None,
-                Err(e) => self.write_error = Some(e.to_string()),
-            },
-            Err(e) => self.write_error = Some(format!("cannot encode the report: {e}")),
+        let bytes = match self.report.encode(self.json) {
+            Ok(b) => b,
+            Err(e) => {
+                self.write_error = Some(format!("cannot encode the report: {e}"));
+                return;
+            }
+        };
+        let res = if self.created {
+            write::atomic_write(&self.path, &bytes)
+        } else {
+            create_unique(&mut self.path, &bytes)
+        };
+        match res {
+            Ok(()) => {
+                self.created = true;
+                self.write_error = None;
+            }
+            Err(e) => self.write_error = Some(e.to_string()),
+        }
+    }
+}
+
+/// Creates the report file under a name no other file has: the run id makes a clash all but
+/// impossible, and should one happen (a copied-in file, a clock set back) the next free
+/// `-N` suffix is taken instead of replacing anything.
+fn create_unique(path: &mut PathBuf, bytes: &[u8]) -> Result<(), write::WriteError> {
+    let original = path.clone();
+    let stem = original
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = original
+        .extension()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut n = 0;
+    loop {
+        match write::atomic_create(path, bytes) {
+            Err(e) if e.is_exists() && n < 100 => {
+                n += 1;
+                *path = original.with_file_name(format!("{stem}-{n}.{ext}"));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Where the report goes when the configured directory cannot be written (a read-only or full
+/// rootfs): the runtime directory, then the temporary one. The report is also printed to
+/// standard output at the end, so the journal or serial log holds it either way.
+fn fallback_report_dirs() -> Vec<PathBuf> {
+    vec![
+        PathBuf::from("/run/usbperf/reports"),
+        std::env::temp_dir().join("usbperf-reports"),
+    ]
+}
+
+/// Creates the directories usbperf owns on the rootfs (`/var/lib/usbperf/...`) that the
+/// configuration names as test directories; a directory of the user's is never created (on
+/// an unmounted stick's mount point it would land on the rootfs).
+fn ensure_own_dirs(cfg: &Config) {
+    use std::os::unix::fs::DirBuilderExt;
+    for d in &cfg.devices {
+        if let config::TargetSpec::Dir(dir) = &d.target {
+            if dir.starts_with("/var/lib/usbperf/") && !dir.exists() {
+                let _ = std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir);
+            }
         }
     }
 }
@@ -233,6 +269,7 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
         super::BackendArg::Auto => Backend::Auto,
     };
 
+    ensure_own_dirs(&cfg);
     if args.dry_run {
         let inv = discover::discover(&sys, backend).context("could not enumerate block devices")?;
         let facts = SystemFacts::live();
@@ -252,7 +289,10 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
             "devices": plan,
             "missing_required": missing.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
         });
-        print!("{}", serde_norway::to_string(&doc)?);
+        match cfg.report_format {
+            ReportFormat::Json => crate::outln!("{}", serde_json::to_string_pretty(&doc)?),
+            ReportFormat::Yaml => crate::out!("{}", serde_norway::to_string(&doc)?),
+        }
         return Ok(Exit::Pass);
     }
 
@@ -274,10 +314,13 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
     let started = Utc::now();
     let unit = unit::identify(&unit::IdentitySources::default());
     let json = cfg.report_format == ReportFormat::Json;
+    let report_id = crate::report::schema::new_report_id();
+    // The time orders reports at a glance; the run id keeps two runs in one second apart.
     let name = format!(
-        "usbperf-{}-{}.{}",
+        "usbperf-{}-{}-{}.{}",
         unit::file_label(&unit),
         started.format("%Y%m%dT%H%M%SZ"),
+        &report_id[..8],
         if json { "json" } else { "yaml" }
     );
     let path = cfg.report_dir.join(name);
@@ -362,6 +405,7 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
         kmsg,
         report: Report {
             schema_version: crate::report::schema::SCHEMA_VERSION,
+            report_id: Some(report_id),
             tool: Tool::this(),
             started_at: started,
             finished_at: None,
@@ -377,19 +421,55 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
             warnings,
         },
         path,
+        created: false,
         json,
         flag,
         progress,
         write_error: None,
     };
     runner.save();
-    if let Some(e) = &runner.write_error {
-        // Nothing has been tested yet: better to stop than to test without a record.
-        anyhow::bail!("{e}");
+    if let Some(first) = runner.write_error.clone() {
+        // The configured directory refuses the report (read-only or full rootfs). The unit is
+        // tested anyway: the report goes to a fallback directory if one takes it, and to
+        // standard output (the journal, the serial log) at the end whatever happens.
+        let configured = runner.path.clone();
+        let name = configured
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let mut landed = false;
+        for dir in fallback_report_dirs() {
+            runner.path = dir.join(&name);
+            runner.save();
+            if runner.write_error.is_none() {
+                landed = true;
+                break;
+            }
+        }
+        let now = if landed {
+            format!("it is written to {} instead", runner.path.display())
+        } else {
+            "no fallback directory could be written either".to_string()
+        };
+        runner.report.warnings.push(format!(
+            "the report directory {} cannot be written ({first}): {now}, and the whole report \
+             is printed to standard output at the end; fix report_dir or the filesystem",
+            cfg.report_dir.display()
+        ));
+        if !landed {
+            runner.path = configured;
+        }
+        runner.save();
+        runner.progress.line(format!(
+            "usbperf-matrix: warning: cannot write the report to {} ({first}); {now}",
+            cfg.report_dir.display()
+        ));
     }
-    runner
-        .progress
-        .line(format!("usbperf-matrix: report {}", runner.path.display()));
+    if runner.write_error.is_none() {
+        runner
+            .progress
+            .line(format!("usbperf-matrix: report {}", runner.path.display()));
+    }
 
     for (di, c) in chosen.iter().enumerate() {
         run_device(&mut runner, c, di, &cfg, &selected_engine, &facts);
@@ -430,11 +510,16 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
                 "{unfinished} of {} tests did not run to the end (run interrupted)",
                 d.cells.len()
             ));
+        } else if let Some(r) = verdict::untested_reason(&d.cells) {
+            reasons.push(r);
         }
         d.verdict = Verdict::from_reasons(reasons);
         if !d.verdict.pass {
             unit_reasons.push(format!("{}: {}", d.name, d.verdict.reasons.join("; ")));
         }
+    }
+    if chosen.is_empty() {
+        unit_reasons.push(verdict::NO_DEVICE_TESTED.to_string());
     }
     if interrupted {
         unit_reasons.push(format!(
@@ -465,15 +550,36 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
     runner.progress.done();
     drop(lock);
 
-    print_summary(&runner.report, &runner.path);
-    if let Some(e) = runner.write_error.take() {
-        // Last resort so the record is not lost: the report goes to stdout (the journal).
+    // Where the report really is: the configured directory, a fallback, or nowhere but
+    // standard output (then printed in full, so the journal or serial log keeps the record).
+    let in_configured_dir = runner.path.parent() == Some(cfg.report_dir.as_path());
+    let written = match (&runner.write_error, runner.created) {
+        (None, _) => ReportPlace::File(runner.path.clone()),
+        (Some(e), true) => ReportPlace::Stale(runner.path.clone(), e.clone()),
+        (Some(e), false) => ReportPlace::Nowhere(e.clone()),
+    };
+    if !matches!(written, ReportPlace::File(_)) || !in_configured_dir {
         if let Ok(bytes) = runner.report.encode(false) {
-            println!("{}", String::from_utf8_lossy(&bytes));
+            crate::outln!("{}", String::from_utf8_lossy(&bytes));
         }
-        anyhow::bail!("{e}; the report was printed to standard output instead");
     }
-    Ok(exit)
+    print_summary(&runner.report, &written);
+    match written {
+        // A report that reached no file at all is a hole in the production record: exit 4,
+        // so the boot service runs again at the next boot (the verdict is in the journal).
+        ReportPlace::Nowhere(_) => Ok(Exit::Error),
+        _ => Ok(exit),
+    }
+}
+
+/// Where the final report is.
+enum ReportPlace {
+    /// Written in full, here.
+    File(PathBuf),
+    /// This file holds an earlier state of the report; the last write failed.
+    Stale(PathBuf, String),
+    /// In no file; only on standard output.
+    Nowhere(String),
 }
 
 /// The smallest test file worth placing on a filesystem: the smallest size any file test of
@@ -531,14 +637,14 @@ fn run_device(
     let keys = events::DeviceKeys::from_disk(&c.disk);
     // Runtime autosuspend resets a USB device on resume with the same kernel lines as an
     // error-recovery reset; keep the device and its hubs awake while they are tested.
-    let _awake = UsbAwake::pin(&c.disk);
+    let _awake = UsbAwake::pin(&SysfsRoot::live(), &c.disk);
     for (ci, spec) in cfg.tests.iter().enumerate() {
         if r.flag.requested() {
             return;
         }
         let w = verdict::workload_name(spec.workload);
         // The workload's own rule (mixed at 100 % reads, verify read phase only do not write).
-        let wants_write = params_for(spec, PathBuf::new(), cfg.engine).writes();
+        let wants_write = spec.params(PathBuf::new(), cfg.engine).writes();
         if wants_write && !placement.writable() {
             let why = match &placement {
                 Placement::RawRead { why } => why.clone(),
@@ -559,10 +665,32 @@ fn run_device(
         }
         // Each cell gets its own test file, removed when it drops (and on signals).
         let tf;
+        let mut note = Vec::new();
+        // hdparm -t reads the raw device, which is safe even while it is mounted; a test
+        // file would first have to be written and would measure the filesystem too. Where
+        // the raw device cannot even be opened for reading (a container or VM guarding its
+        // root disk), it is measured on a test file of the filesystem instead, and says so.
+        let raw_read_refused = match &placement {
+            Placement::File(ft) if spec.workload == WorkloadKind::ReadBuffered => {
+                match std::fs::File::open(&c.disk.dev_node) {
+                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                        note.push(format!(
+                            "{w}: the raw device {} cannot be opened ({e}): measured on a test \
+                             file in {} instead",
+                            c.disk.dev_node,
+                            ft.dir.display()
+                        ));
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        };
         let (target, size) = match &placement {
-            // hdparm -t reads the raw device, which is safe even while it is mounted; a test
-            // file would first have to be written and would measure the filesystem too.
-            Placement::File(_) if spec.workload == WorkloadKind::ReadBuffered => {
+            Placement::File(_)
+                if spec.workload == WorkloadKind::ReadBuffered && !raw_read_refused =>
+            {
                 tf = None;
                 (PathBuf::from(&c.disk.dev_node), spec.size.map(|s| s.0))
             }
@@ -587,14 +715,18 @@ fn run_device(
                 (dev, size)
             }
         };
-        let mut params = params_for(spec, target, cfg.engine);
+        let mut params = spec.params(target, cfg.engine);
         params.size_bytes = size;
         params.allow_write_device = matches!(placement, Placement::RawWrite);
-        let mut note = Vec::new();
         if let (Some(s), Some(want)) = (size, spec.size) {
             if s < want.0 {
+                let why = if matches!(placement, Placement::File(_)) {
+                    "to keep the free-space headroom"
+                } else {
+                    "to the size of the device"
+                };
                 note.push(format!(
-                    "{w}: size reduced from {} to {} to keep the free-space headroom",
+                    "{w}: size reduced from {} to {} {why}",
                     units::format_size(want.0),
                     units::format_size(s)
                 ));
@@ -756,17 +888,19 @@ fn run_with_progress<T: Send>(
                 continue;
             };
             if last.0.elapsed() >= Duration::from_millis(500) {
-                let rate = (now - last.1) as f64 / last.0.elapsed().as_secs_f64() / 1048576.0;
+                // The counters restart from zero when a disk comes back under the same name
+                // (unplugged and replugged): never subtract past zero.
+                let rate =
+                    now.saturating_sub(last.1) as f64 / last.0.elapsed().as_secs_f64() / 1048576.0;
+                let moved = units::human_bytes(now.saturating_sub(s0));
                 r.progress.status(format!(
-                    "{disk} {what}: {:.0} s, {} moved, {rate:.1} MiB/s",
+                    "{disk} {what}: {:.0} s, {moved} moved, {rate:.1} MiB/s",
                     t0.elapsed().as_secs_f64(),
-                    units::format_size(now - s0)
                 ));
                 if r.progress.bar.is_none() && last_line.elapsed() >= Duration::from_secs(10) {
                     r.progress.line(format!(
-                        "usbperf-matrix: {disk} {what}: running {:.0} s, {} moved, {rate:.1} MiB/s",
+                        "usbperf-matrix: {disk} {what}: running {:.0} s, {moved} moved, {rate:.1} MiB/s",
                         t0.elapsed().as_secs_f64(),
-                        units::format_size(now - s0)
                     ));
                     last_line = Instant::now();
                 }
@@ -780,65 +914,44 @@ fn run_with_progress<T: Send>(
     })
 }
 
-/// Sets `power/control` to `on` for a USB disk's device and hubs, restoring the old values
-/// when dropped.
-struct UsbAwake {
-    restore: Vec<(PathBuf, String)>,
-}
-
-impl UsbAwake {
-    fn pin(disk: &crate::discover::Disk) -> UsbAwake {
-        let mut restore = Vec::new();
-        if let Some(u) = &disk.usb {
-            let ports = std::iter::once(u.port_path.clone())
-                .chain(u.hubs.iter().map(|h| h.port_path.clone()));
-            for port in ports {
-                let p = Path::new("/sys/bus/usb/devices")
-                    .join(port)
-                    .join("power/control");
-                if let Ok(old) = std::fs::read_to_string(&p) {
-                    let old = old.trim().to_string();
-                    if old != "on" && std::fs::write(&p, "on").is_ok() {
-                        restore.push((p, old));
-                    }
-                }
-            }
-        }
-        UsbAwake { restore }
-    }
-}
-
-impl Drop for UsbAwake {
-    fn drop(&mut self) {
-        for (p, old) in &self.restore {
-            let _ = std::fs::write(p, old);
-        }
-    }
-}
-
-fn print_summary(report: &Report, path: &Path) {
-    println!(
-        "usbperf-matrix: {} device(s), verdict {}; report {}",
+fn print_summary(report: &Report, place: &ReportPlace) {
+    let place = match place {
+        ReportPlace::File(p) => format!("report {}", p.display()),
+        ReportPlace::Stale(p, e) => format!(
+            "report {} is INCOMPLETE (the last write failed: {e}); the full report is on \
+             standard output above",
+            p.display()
+        ),
+        ReportPlace::Nowhere(e) => format!(
+            "report NOT WRITTEN to any file ({e}); the full report is on standard output above"
+        ),
+    };
+    crate::outln!(
+        "usbperf-matrix: {} device(s), verdict {}; {place}",
         report.devices.len(),
         if report.verdict.pass { "PASS" } else { "FAIL" },
-        path.display()
     );
+    if report.devices.is_empty() {
+        for reason in &report.verdict.reasons {
+            crate::outln!("  {reason}");
+        }
+    }
     for d in &report.devices {
-        println!(
+        crate::outln!(
             "  {:<10} {:<6} {}",
             d.name,
             d.disk.class,
             if d.verdict.pass { "PASS" } else { "FAIL" }
         );
         for reason in &d.verdict.reasons {
-            println!("      {reason}");
+            crate::outln!("      {reason}");
         }
     }
     for m in &report.missing_devices {
-        println!("  missing: {m}");
+        crate::outln!("  missing: {m}");
     }
     if report.status == RunStatus::Interrupted {
-        println!(
+        crate::outln!(
             "  interrupted by {}: the report is marked incomplete",
             report.interrupted_by.as_deref().unwrap_or("a signal")
         );

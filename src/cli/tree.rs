@@ -24,11 +24,11 @@ pub fn run(cli: &super::Cli, args: &TreeArgs) -> anyhow::Result<Exit> {
     let findings = link_findings(&inv, &args.expect);
     match args.format {
         Format::Table => {
-            print!("{}", render(&buses, &inv));
+            crate::out!("{}", render(&buses, &inv));
             print_findings(&findings);
         }
-        Format::Yaml => print!("{}", serde_norway::to_string(&buses)?),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&buses)?),
+        Format::Yaml => crate::out!("{}", serde_norway::to_string(&buses)?),
+        Format::Json => crate::outln!("{}", serde_json::to_string_pretty(&buses)?),
     }
     Ok(if findings.iter().all(|f| f.pass) {
         Exit::Pass

@@ -22,7 +22,10 @@ pub enum ExpectationError {
          480, 5000, 10000)"
     )]
     Syntax(String),
-    #[error("link expectation {0:?}: the port must start with usb: or id_path:")]
+    #[error(
+        "link expectation {0:?}: the port must be usb:BUS-PORT[.PORT...] (kernel port path, as \
+         lsusb -t shows it, e.g. usb:1-1.2) or id_path:<udev ID_PATH prefix>"
+    )]
     Port(String),
     #[error("link expectation {0:?}: {1:?} is not a speed in Mbit/s (12, 480, 5000, 10000)")]
     Speed(String, String),
@@ -34,7 +37,9 @@ impl std::str::FromStr for PortExpectation {
         let (port, speed) = s
             .rsplit_once('=')
             .ok_or_else(|| ExpectationError::Syntax(s.to_string()))?;
-        if !(port.starts_with("usb:") || port.starts_with("id_path:")) || port.ends_with(':') {
+        let usb_ok = port.strip_prefix("usb:").is_some_and(is_usb_port_path);
+        let id_path_ok = port.starts_with("id_path:") && !port.ends_with(':');
+        if !(usb_ok || id_path_ok) {
             return Err(ExpectationError::Port(s.to_string()));
         }
         let sp = speed.trim().trim_end_matches('M');
@@ -47,6 +52,17 @@ impl std::str::FromStr for PortExpectation {
             port: port.to_string(),
             min_speed_mbps: v,
         })
+    }
+}
+
+/// A kernel USB port path: `BUS-PORT[.PORT...]`, every part a decimal number (`1-1`, `3-1.4.2`),
+/// as `lsusb -t` and `/sys/bus/usb/devices` name devices. The one grammar for `--expect` and
+/// for a config selector's `port:`, so a typo is refused in both rather than matching nothing.
+pub fn is_usb_port_path(p: &str) -> bool {
+    let number = |t: &str| !t.is_empty() && t.len() <= 3 && t.bytes().all(|b| b.is_ascii_digit());
+    match p.split_once('-') {
+        Some((bus, ports)) => number(bus) && ports.split('.').all(number),
+        None => false,
     }
 }
 
@@ -253,6 +269,33 @@ mod tests {
             "usb:1-1".parse::<PortExpectation>(),
             Err(ExpectationError::Syntax(_))
         ));
+        for bad in [
+            "usb:garbage=480",
+            "usb:1=480",
+            "usb:1-=480",
+            "usb:1-1..2=480",
+            "usb:=480",
+        ] {
+            assert!(
+                matches!(
+                    bad.parse::<PortExpectation>(),
+                    Err(ExpectationError::Port(_))
+                ),
+                "{bad}"
+            );
+        }
+        let table = [
+            ("1-1", true),
+            ("3-1.4.2", true),
+            ("10-2", true),
+            ("1", false),
+            ("a-1", false),
+            ("1-1.", false),
+            ("", false),
+        ];
+        for (p, ok) in table {
+            assert_eq!(is_usb_port_path(p), ok, "{p}");
+        }
         assert!(matches!(
             "usb:1-1=fast".parse::<PortExpectation>(),
             Err(ExpectationError::Speed(..))

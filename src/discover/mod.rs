@@ -9,6 +9,7 @@ pub mod parse;
 pub mod sysfs;
 #[cfg(feature = "udev")]
 mod udev_backend;
+pub mod usbpower;
 pub mod usbtree;
 
 pub use model::*;

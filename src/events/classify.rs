@@ -459,10 +459,14 @@ pub fn classify(message: &str) -> Option<KernelEvent> {
     // with the disposition ("FAILED", ...); sd.c `sd_print_result`: "%s: Result: ..." after
     // "Synchronize Cache(10) failed", "Read Capacity(10) failed", "Start/Stop Unit failed".
     // scsi_lib.c `scsi_cmd_runtime_exceeced`: "timing out command, waited %lus".
+    // scsi_error.c's abort path, in its own words only (a vendor or model string such as
+    // "Abort Co" in the probe line must not fail a device): `scsi_abort_command` "abort
+    // scheduled", `scmd_eh_abort_handler` "aborting command" and "cmd abort failed|timed out",
+    // `scsi_eh_abort_cmds` "aborting cmd".
     if body.contains("FAILED Result: ")
         || body.contains("failed: Result: ")
         || body.starts_with("timing out command")
-        || body.to_ascii_lowercase().contains("abort")
+        || scsi_abort(body)
     {
         return ev(ScsiError, Fatal);
     }
@@ -483,6 +487,18 @@ pub fn classify(message: &str) -> Option<KernelEvent> {
         return ev(ScsiError, Info);
     }
     None
+}
+
+/// The SCSI error handler's abort lines (after the `tag#N` prefix when there is one).
+fn scsi_abort(body: &str) -> bool {
+    let b = match body.strip_prefix("tag#") {
+        Some(rest) => rest.split_once(' ').map_or("", |(_, r)| r),
+        None => body,
+    };
+    b.starts_with("abort scheduled")
+        || b.starts_with("aborting command")
+        || b.starts_with("cmd abort ")
+        || b.contains("aborting cmd")
 }
 
 /// Filesystem lines (fs/ext4/super.c, fs/fat/misc.c, fs/exfat/misc.c, fs/jbd2/journal.c).
@@ -1061,6 +1077,28 @@ mod tests {
             (
                 "scsi host3: uas_post_reset: alloc streams error -19 after reset",
                 Some((UasError, Fatal, &["scsi_host:host3"])),
+            ),
+            // A vendor string with "Abort" in the probe line is no abort (it failed good
+            // devices once); the error handler's own abort lines are.
+            (
+                "scsi 0:0:0:0: Direct-Access     Abort Co USB Flash Disk  1.00 PQ: 0 ANSI: 4",
+                None,
+            ),
+            (
+                "sd 0:0:0:0: [sda] Attached SCSI removable disk (Abort-Safe series)",
+                None,
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#3 abort scheduled",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#3 aborting command",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#3 cmd abort failed",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
             ),
             // drivers/scsi/scsi_logging.c `scsi_print_result`, `scsi_print_sense_hdr`,
             // `scsi_print_command`.

@@ -11,7 +11,7 @@ use crate::discover::DeviceClass;
 use crate::engine::EngineRequest;
 use crate::units;
 use crate::workload::verify::VerifyMode;
-use crate::workload::{CacheMode, WorkloadKind};
+use crate::workload::{CacheMode, WorkloadKind, WorkloadParams, MAX_JOBS, MAX_QUEUE_DEPTH};
 
 /// Built-in profiles: the name `profile:` takes, and the YAML shipped in the binary.
 pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
@@ -93,6 +93,10 @@ pub struct Selector {
     /// areas) and not a loop/zram/dm device.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all_non_system: bool,
+    /// The disk that holds the root filesystem `/` (the eMMC of most boards, the only disk of
+    /// a VM): tested through test files in a directory of it, never raw.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub system_disk: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<DeviceClass>,
     /// USB port path as `usb:1-1.2` (kernel port path, as `lsusb -t` shows).
@@ -113,6 +117,7 @@ pub struct Selector {
 #[serde(default, deny_unknown_fields)]
 struct SelectorRaw {
     all_non_system: bool,
+    system_disk: bool,
     class: Option<DeviceClass>,
     port: Option<String>,
     id_path: Option<String>,
@@ -125,6 +130,7 @@ impl TryFrom<SelectorRaw> for Selector {
     fn try_from(r: SelectorRaw) -> Result<Self, String> {
         let s = Selector {
             all_non_system: r.all_non_system,
+            system_disk: r.system_disk,
             class: r.class,
             port: r.port,
             id_path: r.id_path,
@@ -133,13 +139,14 @@ impl TryFrom<SelectorRaw> for Selector {
         };
         if s == Selector::default() {
             return Err(
-                "empty selector: name at least one of all_non_system, class, port, \
-                        id_path, serial, name"
+                "empty selector: name at least one of all_non_system, system_disk, class, \
+                        port, id_path, serial, name"
                     .into(),
             );
         }
         if let Some(p) = &s.port {
-            if !p.starts_with("usb:") || p.len() < 5 {
+            let path = p.strip_prefix("usb:").unwrap_or("");
+            if !crate::discover::linkcheck::is_usb_port_path(path) {
                 return Err(format!(
                     "port {p:?}: write USB ports as usb:BUS-PORT[.PORT...], e.g. usb:1-1.2"
                 ));
@@ -243,24 +250,18 @@ pub struct DeviceRule {
 }
 
 /// One column of the matrix: a workload and its parameters (unset ones take the workload's
-/// seed defaults).
+/// seed defaults). Checked when it is read against the same rules the engine enforces, so a
+/// value no device could run is a configuration error with its position, never a failed
+/// device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "TestSpecRaw")]
 pub struct TestSpec {
     pub workload: WorkloadKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bs: Option<Size>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "at_least_one"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qd: Option<u32>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "at_least_one"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<Size>,
@@ -268,16 +269,98 @@ pub struct TestSpec {
     pub runtime: Option<Dur>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheMode>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "percent"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_percent: Option<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_mode: Option<VerifyMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_interval: Option<Dur>,
+}
+
+/// `TestSpec` as written; `TryFrom` checks it (so errors carry the entry's position).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TestSpecRaw {
+    workload: WorkloadKind,
+    #[serde(default)]
+    bs: Option<Size>,
+    #[serde(default, deserialize_with = "queue_depth")]
+    qd: Option<u32>,
+    #[serde(default, deserialize_with = "job_count")]
+    jobs: Option<u32>,
+    #[serde(default)]
+    size: Option<Size>,
+    #[serde(default)]
+    runtime: Option<Dur>,
+    #[serde(default)]
+    cache: Option<CacheMode>,
+    #[serde(default, deserialize_with = "percent")]
+    read_percent: Option<u8>,
+    #[serde(default)]
+    verify_mode: Option<VerifyMode>,
+    #[serde(default)]
+    sample_interval: Option<Dur>,
+}
+
+impl TryFrom<TestSpecRaw> for TestSpec {
+    type Error = String;
+    fn try_from(r: TestSpecRaw) -> Result<Self, String> {
+        let t = TestSpec {
+            workload: r.workload,
+            bs: r.bs,
+            qd: r.qd,
+            jobs: r.jobs,
+            size: r.size,
+            runtime: r.runtime,
+            cache: r.cache,
+            read_percent: r.read_percent,
+            verify_mode: r.verify_mode,
+            sample_interval: r.sample_interval,
+        };
+        if t.sample_interval.is_some_and(|d| d.0.is_zero()) {
+            return Err("sample_interval 0s: must be at least 1ms, e.g. 500ms or 1s".into());
+        }
+        let p = t.params(PathBuf::new(), EngineRequest::Auto);
+        crate::workload::check_params(&p).map_err(|e| e.to_string())?;
+        Ok(t)
+    }
+}
+
+impl TestSpec {
+    /// The workload's seed defaults with this entry's values on top: what a cell runs.
+    /// A `runtime` of 0 means no time bound, as bench's `--runtime 0` does.
+    pub fn params(&self, target: PathBuf, engine: EngineRequest) -> WorkloadParams {
+        let mut p = WorkloadParams::defaults(self.workload, target);
+        p.engine = engine;
+        if let Some(v) = self.bs {
+            p.block_bytes = v.0;
+        }
+        if let Some(v) = self.qd {
+            p.queue_depth = v;
+        }
+        if let Some(v) = self.jobs {
+            p.jobs = v;
+        }
+        if let Some(v) = self.size {
+            p.size_bytes = Some(v.0);
+        }
+        if let Some(v) = self.runtime {
+            p.runtime_ms = (!v.0.is_zero()).then_some(v.0.as_millis() as u64);
+        }
+        if let Some(v) = self.cache {
+            p.cache = v;
+        }
+        if let Some(v) = self.read_percent {
+            p.read_percent = v;
+        }
+        if let Some(v) = self.verify_mode {
+            p.verify_mode = v;
+        }
+        if let Some(v) = self.sample_interval {
+            p.sample_interval_ms = v.0.as_millis() as u64;
+        }
+        p
+    }
 }
 
 /// Limits a device must meet. Applies to the disks its `select` matches (class, port, name,
@@ -341,9 +424,17 @@ pub struct ConfigFile {
         deserialize_with = "headroom"
     )]
     pub headroom_percent: Option<u8>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "non_empty_devices"
+    )]
     pub devices: Option<Vec<DeviceRule>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "non_empty_tests"
+    )]
     pub tests: Option<Vec<TestSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thresholds: Option<Vec<Threshold>>,
@@ -384,8 +475,36 @@ fn bounded<'de, D: Deserializer<'de>>(
     d.deserialize_any(V(min, max, what))
 }
 
-fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    bounded(d, 1, 4096, "a queue depth or job count").map(|v| Some(v as u32))
+fn queue_depth<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    bounded(d, 1, u64::from(MAX_QUEUE_DEPTH), "qd").map(|v| Some(v as u32))
+}
+
+fn job_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    bounded(d, 1, u64::from(MAX_JOBS), "jobs").map(|v| Some(v as u32))
+}
+
+/// A list that must name at least one entry: an empty `tests:` or `devices:` would make a run
+/// that tests nothing, which must never pass.
+fn non_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+    key: &'static str,
+) -> Result<Option<Vec<T>>, D::Error> {
+    let v = Vec::<T>::deserialize(d)?;
+    if v.is_empty() {
+        return Err(de::Error::custom(format!(
+            "{key} is empty: a run with no {key} tests nothing; give at least one entry, or \
+             remove the key to keep the profile's"
+        )));
+    }
+    Ok(Some(v))
+}
+
+fn non_empty_devices<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<DeviceRule>>, D::Error> {
+    non_empty(d, "devices")
+}
+
+fn non_empty_tests<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<TestSpec>>, D::Error> {
+    non_empty(d, "tests")
 }
 
 fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
@@ -414,6 +533,10 @@ pub struct Config {
 }
 
 pub const DEFAULT_REPORT_DIR: &str = "/var/lib/usbperf/reports";
+/// The profile a config file without `profile:` extends.
+pub const DEFAULT_PROFILE: &str = "quick";
+/// Where the system disk's test files go (the state directory usbperf owns on the rootfs).
+pub const DEFAULT_SCRATCH_DIR: &str = "/var/lib/usbperf/scratch";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -486,9 +609,12 @@ pub fn load_profile(
         (found.display().to_string(), text)
     };
     let cf = parse(&text, &source)?;
-    let mut layers = match &cf.profile {
-        Some(base) => load_profile(base, search, seen)?,
-        None => Vec::new(),
+    let builtin = source.starts_with("builtin:");
+    let mut layers = match (&cf.profile, builtin) {
+        (Some(base), _) => load_profile(base, search, seen)?,
+        // The built-in profiles are complete; a file of the user's extends the default.
+        (None, true) => Vec::new(),
+        (None, false) => load_profile(DEFAULT_PROFILE, search, seen)?,
     };
     layers.push((source, cf));
     Ok(layers)
@@ -510,12 +636,41 @@ pub fn load_file(
     if let Some(b) = base {
         cf.profile = Some(b.to_string());
     }
-    let mut layers = match &cf.profile {
-        Some(base) => load_profile(base, search, &mut vec![file.clone()])?,
-        None => Vec::new(),
-    };
+    // A file without `profile:` extends the default profile, as documented: without a base it
+    // would run no test at all.
+    let base = cf
+        .profile
+        .clone()
+        .unwrap_or_else(|| DEFAULT_PROFILE.to_string());
+    let mut layers = load_profile(&base, search, &mut vec![file.clone()])?;
     layers.push((file, cf));
     Ok(layers)
+}
+
+/// Every non-system disk (a test file on its mounted filesystem, read-only tests otherwise), and
+/// the system disk through test files in the scratch directory on its filesystem, never raw:
+/// as the seeds measured the eMMC with `dd` to a file on the rootfs.
+pub fn default_devices() -> Vec<DeviceRule> {
+    vec![
+        DeviceRule {
+            select: Selector {
+                all_non_system: true,
+                ..Selector::default()
+            },
+            target: TargetSpec::Auto,
+            required: false,
+            label: None,
+        },
+        DeviceRule {
+            select: Selector {
+                system_disk: true,
+                ..Selector::default()
+            },
+            target: TargetSpec::Dir(PathBuf::from(DEFAULT_SCRATCH_DIR)),
+            required: false,
+            label: Some("system disk".into()),
+        },
+    ]
 }
 
 /// Layers lowest first; a key set in a higher layer replaces the lower one's whole value.
@@ -528,15 +683,7 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         engine: EngineRequest::Auto,
         wait_devices: Dur(Duration::from_secs(0)),
         headroom_percent: 10,
-        devices: vec![DeviceRule {
-            select: Selector {
-                all_non_system: true,
-                ..Selector::default()
-            },
-            target: TargetSpec::Auto,
-            required: false,
-            label: None,
-        }],
+        devices: default_devices(),
         tests: Vec::new(),
         thresholds: Vec::new(),
     };

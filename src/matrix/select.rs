@@ -20,6 +20,9 @@ pub fn matches(sel: &Selector, disk: &Disk, facts: &SystemFacts) -> bool {
             return false;
         }
     }
+    if sel.system_disk && !holds_root(disk, facts) {
+        return false;
+    }
     if let Some(c) = sel.class {
         if disk.class != c {
             return false;
@@ -51,6 +54,26 @@ pub fn matches(sel: &Selector, disk: &Disk, facts: &SystemFacts) -> bool {
         }
     }
     true
+}
+
+/// Does the disk (or one of its partitions) hold the root filesystem `/`?
+pub fn holds_root(disk: &Disk, facts: &SystemFacts) -> bool {
+    let devnums: Vec<&str> = disk
+        .devnum
+        .iter()
+        .chain(disk.partitions.iter().filter_map(|p| p.devnum.as_ref()))
+        .map(String::as_str)
+        .collect();
+    facts
+        .mounts
+        .iter()
+        .filter(|m| m.mountpoint == "/")
+        .any(|m| {
+            let src = m.source.trim_start_matches("/dev/");
+            devnums.contains(&m.devnum.as_str())
+                || src == disk.name
+                || disk.partitions.iter().any(|p| p.name == src)
+        })
 }
 
 /// A disk chosen for testing, with the rule that chose it.
@@ -273,6 +296,14 @@ mod tests {
         assert!(!matches(&sel("{all_non_system: true}"), &emmc, &facts));
         // ...but an explicit selector still chooses it (file tests; raw writes are refused).
         assert!(matches(&sel("{name: mmcblk2}"), &emmc, &facts));
+        // system_disk picks exactly the disk holding /.
+        assert!(matches(&sel("{system_disk: true}"), &emmc, &facts));
+        assert!(!matches(&sel("{system_disk: true}"), &a, &facts));
+        assert!(!matches(
+            &sel("{system_disk: true}"),
+            &emmc,
+            &SystemFacts::default()
+        ));
     }
 
     #[test]

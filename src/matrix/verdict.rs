@@ -13,6 +13,34 @@ use crate::safety::SystemFacts;
 use crate::units::format_size;
 use crate::workload::{BenchResult, WorkloadKind};
 
+/// The unit's reason when the run tested no device at all: a unit whose sticks were never
+/// plugged in must not pass.
+pub const NO_DEVICE_TESTED: &str = "no device was tested: no disk matched the configuration's \
+     device rules (plug in the devices, or select them under devices: in the config; \
+     `usbperf-matrix list --all` shows every disk and why)";
+
+/// A device's reason when none of its tests ran (no cell, or every cell skipped): nothing
+/// tested is never a pass.
+pub fn untested_reason(cells: &[crate::report::schema::Cell]) -> Option<String> {
+    use crate::report::schema::CellStatus;
+    if cells.is_empty() {
+        return Some("no test ran on this device: the matrix has no test (tests:)".into());
+    }
+    if cells.iter().all(|c| c.status == CellStatus::Skipped) {
+        let why = cells
+            .iter()
+            .flat_map(|c| c.reasons.iter())
+            .next()
+            .cloned()
+            .unwrap_or_default();
+        return Some(format!(
+            "no test ran on this device: all {} were skipped ({why})",
+            cells.len()
+        ));
+    }
+    None
+}
+
 /// Pass or fail, with every reason for a failure.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
@@ -34,6 +62,9 @@ fn rule_name(i: usize, t: &Threshold) -> String {
     let mut parts = Vec::new();
     if t.select.all_non_system {
         parts.push("all_non_system".to_string());
+    }
+    if t.select.system_disk {
+        parts.push("system_disk".to_string());
     }
     if let Some(c) = t.select.class {
         parts.push(format!("class {c}"));

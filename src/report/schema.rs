@@ -58,6 +58,10 @@ impl Tool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub schema_version: u32,
+    /// This run's identity, unique per run (random, 64 bits as 16 hex digits): part of the
+    /// file name, and what a collector or the fleet dedupes by. Absent in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_id: Option<String>,
     pub tool: Tool,
     pub started_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,6 +138,25 @@ pub struct Cell {
     /// one fails the cell.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernel_events: Vec<KernelEvent>,
+}
+
+/// A new random report id: 16 lowercase hex digits from the kernel's random pool (getrandom),
+/// falling back to the clock and pid mixed when the pool cannot be read (early boot, seccomp).
+pub fn new_report_id() -> String {
+    let mut b = [0u8; 8];
+    // SAFETY: the buffer is valid for its length; flags 0 blocks only until the pool is
+    // initialised once at boot.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    let v = if n == b.len() as isize {
+        u64::from_le_bytes(b)
+    } else {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        crate::engine::mix64(t ^ (u64::from(std::process::id()) << 32))
+    };
+    format!("{v:016x}")
 }
 
 impl Report {

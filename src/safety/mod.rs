@@ -215,6 +215,28 @@ pub fn check_raw_write(disk: &Disk, facts: &SystemFacts) -> Result<(), Vec<Refus
     }
 }
 
+/// May the block device node `dev` (a whole disk or a partition, by any name: `/dev/sda1`,
+/// `/dev/disk/by-id/...`) be written raw? It is resolved to its whole disk in the inventory,
+/// and that disk must pass every rule of `check_raw_write`: a partition of a disk whose other
+/// partition is mounted is refused too, since one wrong offset reaches the mounted one.
+/// Returns the whole disk's name.
+pub fn check_device_write(
+    dev: &Path,
+    inv: &Inventory,
+    facts: &SystemFacts,
+) -> Result<String, Vec<Refusal>> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let shown = dev.display().to_string();
+    let md = std::fs::metadata(dev).map_err(|_| vec![Refusal::NotFound(shown.clone())])?;
+    if !md.file_type().is_block_device() {
+        return Err(vec![Refusal::NotFound(shown)]);
+    }
+    let devnum = format!("{}:{}", libc::major(md.rdev()), libc::minor(md.rdev()));
+    let disk = disk_of(inv, &devnum).ok_or_else(|| vec![Refusal::NotFound(shown)])?;
+    check_raw_write(disk, facts)?;
+    Ok(disk.name.clone())
+}
+
 /// Where a file-based test may write, once the directory passed every check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileTarget {
@@ -288,7 +310,10 @@ pub fn check_file_dir(
     if let Some(d) = disk {
         if let Some(area) = d.mmc.as_ref().and_then(|x| x.area) {
             if area != EmmcArea::User {
-                return Err(Refusal::EmmcArea(d.name.clone(), format!("{area:?}")));
+                return Err(Refusal::EmmcArea(
+                    d.name.clone(),
+                    crate::matrix::verdict::status_name(area),
+                ));
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Owns SIGINT/SIGTERM/SIGHUP: the first asks the run to stop (in-flight I/O drains, test
 //! files are removed, the report is written marked incomplete, exit 3); a second one removes
-//! the registered test files at once and exits 3.
+//! the registered test files, writes back the USB power settings the run changed, and exits 3
+//! at once.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
@@ -48,18 +49,21 @@ pub fn install() -> std::io::Result<StopFlag> {
             let Ok(sig) = set.wait() else { continue };
             if f.stop.swap(true, Ordering::SeqCst) {
                 let n = super::testfile::remove_all_registered();
-                eprintln!(
-                    "usbperf-matrix: second {}: removed {n} test file(s), exiting now (exit 3)",
+                // process::exit runs no destructor: what a Drop would undo is undone here.
+                let pins = crate::discover::usbpower::restore_all_pinned();
+                crate::out::err(&format!(
+                    "usbperf-matrix: second {}: removed {n} test file(s), restored {pins} USB \
+                     power setting(s), exiting now (exit 3)",
                     sig.as_str()
-                );
+                ));
                 std::process::exit(3);
             }
             f.signal.store(sig as i32, Ordering::SeqCst);
-            eprintln!(
+            crate::out::err(&format!(
                 "usbperf-matrix: {} received: stopping after in-flight I/O; test files are \
                  removed and the report is written marked incomplete (send again to abort now)",
                 sig.as_str()
-            );
+            ));
         })?;
     Ok(flag)
 }

@@ -236,6 +236,8 @@ pub enum WorkloadError {
     Symlink(PathBuf),
     #[error("{0} is a block device and this workload writes to it, destroying its data: add --allow-write-device if that is intended")]
     DeviceWriteRefused(PathBuf),
+    #[error("{0} is in use (mounted, active swap, or held by RAID/LVM/dm-crypt): the kernel refused an exclusive open, so nothing was written; unmount or release it first")]
+    DeviceBusy(PathBuf),
     #[error("{0} does not support O_DIRECT (tmpfs, some FUSE file systems): use --cache fdatasync or buffered, or a target on a real device")]
     DirectUnsupported(PathBuf),
     #[error(
@@ -251,7 +253,7 @@ pub enum WorkloadError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("--bs {0} is not a multiple of 512 bytes, which O_DIRECT needs: use a size such as 4k or 1M, or --cache buffered")]
+    #[error("bs {0}: must be a multiple of 512 bytes, which O_DIRECT needs: use a size such as 4k or 1M, or cache buffered")]
     Alignment(u64),
     #[error("{0}")]
     BadParams(String),
@@ -264,32 +266,165 @@ pub enum WorkloadError {
     },
 }
 
-fn validate(params: &WorkloadParams) -> Result<(), WorkloadError> {
-    let bad = |m: &str| Err(WorkloadError::BadParams(m.to_string()));
-    if params.block_bytes == 0 || params.block_bytes > u64::from(u32::MAX) {
-        return bad("--bs must be between 1 byte and 4G: e.g. 4k or 1M");
+/// The largest block size: 32 × hdparm's 2 MiB; larger blocks measure nothing more and cost
+/// one buffer of that size per in-flight I/O.
+pub const MAX_BLOCK_BYTES: u64 = 64 << 20;
+/// The largest queue depth and job count the engines accept (io_uring rings are sized by the
+/// queue depth; the sync engine runs a thread per in-flight I/O).
+pub const MAX_QUEUE_DEPTH: u32 = 4096;
+pub const MAX_JOBS: u32 = 1024;
+/// Buffer memory of all in-flight I/Os (block size × queue depth × jobs): beyond this a board
+/// with 512 MiB of RAM would be pushed into the OOM killer by its own test.
+pub const MAX_INFLIGHT_BYTES: u64 = 1 << 30;
+
+/// A workload parameter outside its rules: which key, the value given, and the rule.
+/// `key` is the config key (`bs`, `qd`, `read_percent`); bench's flag is `--` + it with `-`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key} {value}: {rule}")]
+pub struct ParamError {
+    pub key: &'static str,
+    pub value: String,
+    pub rule: String,
+}
+
+impl ParamError {
+    /// The same rule worded for bench's command line (`--bs 3: ...`).
+    pub fn as_flag(&self) -> String {
+        format!(
+            "--{} {}: {}",
+            self.key.replace('_', "-"),
+            self.value,
+            self.rule
+        )
     }
-    if params.queue_depth == 0 || params.queue_depth > 4096 {
-        return bad("--qd must be between 1 and 4096");
+}
+
+/// The one set of rules every workload's parameters obey, whoever set them (a config file's
+/// `tests:` entry when it is loaded, bench's flags before anything is opened, and the engine
+/// once more before any I/O).
+pub fn check_params(p: &WorkloadParams) -> Result<(), ParamError> {
+    let err = |key: &'static str, value: String, rule: String| Err(ParamError { key, value, rule });
+    let bs = p.block_bytes;
+    let bs_text = crate::units::format_size(bs);
+    if bs == 0 || bs > MAX_BLOCK_BYTES {
+        return err(
+            "bs",
+            bs_text,
+            format!(
+                "must be between 512 and {} bytes, e.g. 4k or 1M",
+                crate::units::format_size(MAX_BLOCK_BYTES)
+            ),
+        );
     }
-    if params.jobs == 0 || params.jobs > 1024 {
-        return bad("--jobs must be between 1 and 1024");
+    if p.direct() && bs % 512 != 0 {
+        return err(
+            "bs",
+            bs_text,
+            "must be a multiple of 512 bytes, which O_DIRECT needs: use 4k, 64k or 1M (or \
+             cache: buffered)"
+                .into(),
+        );
     }
-    if params.read_percent > 100 {
-        return bad("--read-percent must be between 0 and 100");
+    if p.workload == WorkloadKind::Verify && (bs as usize) < verify::HEADER_BYTES {
+        return err(
+            "bs",
+            bs_text,
+            format!(
+                "verify needs at least {} bytes per block to hold its header",
+                verify::HEADER_BYTES
+            ),
+        );
     }
-    if params.time_based && params.runtime_ms.is_none() {
-        return bad("--time-based needs a --runtime to stop at");
+    if p.queue_depth == 0 || p.queue_depth > MAX_QUEUE_DEPTH {
+        return err(
+            "qd",
+            p.queue_depth.to_string(),
+            format!("must be 1..={MAX_QUEUE_DEPTH}"),
+        );
     }
-    if params.workload == WorkloadKind::Verify
-        && (params.block_bytes as usize) < verify::HEADER_BYTES
-    {
-        return bad("verify needs --bs of at least 512 bytes to hold its block header");
+    if p.jobs == 0 || p.jobs > MAX_JOBS {
+        return err(
+            "jobs",
+            p.jobs.to_string(),
+            format!("must be 1..={MAX_JOBS}"),
+        );
     }
-    if params.direct() && params.block_bytes % 512 != 0 {
-        return Err(WorkloadError::Alignment(params.block_bytes));
+    let inflight = bs
+        .saturating_mul(u64::from(p.queue_depth))
+        .saturating_mul(u64::from(p.jobs));
+    if inflight > MAX_INFLIGHT_BYTES {
+        return err(
+            "bs",
+            bs_text,
+            format!(
+                "bs × qd × jobs = {} of buffers in flight, more than the {} allowed: lower bs, \
+                 qd or jobs",
+                crate::units::format_size(inflight),
+                crate::units::format_size(MAX_INFLIGHT_BYTES)
+            ),
+        );
+    }
+    if p.read_percent > 100 {
+        return err(
+            "read_percent",
+            p.read_percent.to_string(),
+            "must be 0..=100".into(),
+        );
+    }
+    if p.time_based && p.runtime_ms.is_none() {
+        return err(
+            "time_based",
+            "true".into(),
+            "needs a runtime to stop at".into(),
+        );
+    }
+    if let Some(size) = p.size_bytes {
+        let size_text = crate::units::format_size(size);
+        if size == 0 {
+            return err("size", size_text, "must be at least one block (bs)".into());
+        }
+        if size < bs {
+            return err(
+                "size",
+                size_text,
+                format!(
+                    "is smaller than one block (bs {bs_text}): give a larger size or a smaller bs"
+                ),
+            );
+        }
+        // Sequential jobs each take their own slice; verify always runs one job.
+        let sequential_jobs = matches!(
+            p.workload,
+            WorkloadKind::ReadBuffered
+                | WorkloadKind::SeqWrite
+                | WorkloadKind::SeqRead
+                | WorkloadKind::WriteCurve
+        );
+        let need = bs.saturating_mul(u64::from(p.jobs));
+        if sequential_jobs && size < need {
+            return err(
+                "size",
+                size_text,
+                format!(
+                    "{} sequential jobs of bs {bs_text} need at least {}: give a larger size or \
+                     fewer jobs",
+                    p.jobs,
+                    crate::units::format_size(need)
+                ),
+            );
+        }
     }
     Ok(())
+}
+
+fn validate(params: &WorkloadParams) -> Result<(), WorkloadError> {
+    check_params(params).map_err(|e| {
+        if e.key == "bs" && e.rule.contains("multiple of 512") {
+            WorkloadError::Alignment(params.block_bytes)
+        } else {
+            WorkloadError::BadParams(e.to_string())
+        }
+    })
 }
 
 /// Splits the region into job plans: sequential jobs get consecutive slices, random jobs share

@@ -128,6 +128,12 @@ impl Target {
             // Closes the window between the lstat above and this open.
             flags |= libc::O_NOFOLLOW;
         }
+        if kind == TargetKind::BlockDevice && mode.write {
+            // The kernel's own guard, after every check of ours: a block device opened with
+            // O_EXCL fails with EBUSY while anything claims it (a mounted filesystem, swap,
+            // an md/dm member), closing the window between our checks and this open.
+            flags |= libc::O_EXCL;
+        }
         if mode.direct {
             flags |= libc::O_DIRECT;
         }
@@ -142,6 +148,8 @@ impl Target {
             .map_err(|e| {
                 if e.raw_os_error() == Some(libc::EINVAL) && mode.direct {
                     WorkloadError::DirectUnsupported(path.to_path_buf())
+                } else if e.raw_os_error() == Some(libc::EBUSY) && kind == TargetKind::BlockDevice {
+                    WorkloadError::DeviceBusy(path.to_path_buf())
                 } else {
                     open_error(path, e)
                 }
@@ -165,9 +173,11 @@ impl Target {
             }
             usable = size;
         }
-        let path = cleanup.disarm();
+        // The guard only owned a file we created; the target's path is the one given, created
+        // or not (a device keeps its /dev name in the result).
+        cleanup.disarm();
         Ok(Target {
-            path,
+            path: path.to_path_buf(),
             kind,
             file,
             size_bytes: usable,
@@ -265,8 +275,8 @@ struct CreatedGuard {
 }
 
 impl CreatedGuard {
-    fn disarm(mut self) -> PathBuf {
-        self.path.take().unwrap_or_default()
+    fn disarm(mut self) {
+        self.path = None;
     }
 }
 

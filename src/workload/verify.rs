@@ -70,6 +70,93 @@ pub struct VerifyReport {
     pub mismatches: Vec<Mismatch>,
 }
 
+impl MismatchKind {
+    /// What is wrong, in words.
+    pub fn describe(&self) -> String {
+        use crate::units::human_bytes;
+        match self {
+            MismatchKind::NoPattern => "no pattern (never written, or overwritten)".into(),
+            MismatchKind::Aliased { holds_offset } => {
+                format!(
+                    "aliased: holds the block written at {}",
+                    human_bytes(*holds_offset)
+                )
+            }
+            MismatchKind::Stale { seed } => {
+                format!(
+                    "stale: a block of another verify run (seed {seed:#x}); this write was lost"
+                )
+            }
+            MismatchKind::Corrupt {
+                bytes_differing,
+                first_at_byte,
+            } => format!(
+                "corrupt: {bytes_differing} bytes differ, the first at byte {first_at_byte}"
+            ),
+        }
+    }
+}
+
+/// How many bad blocks the human summary lists one by one (the report keeps up to 100).
+pub const SUMMARY_LISTED: usize = 5;
+
+/// The verify outcome as f3 words it: what was checked, the announced size, where the data
+/// starts to be lost, the usable capacity below that, what kind of damage it is, and a
+/// verdict line, then the first few bad blocks. A fake-capacity stick gives a handful of
+/// lines, not one per bad block.
+pub fn summary(v: &VerifyReport, announced_bytes: u64) -> Vec<String> {
+    use crate::units::human_bytes;
+    let mut out = vec![format!(
+        "{} blocks written, {} checked, {} bad",
+        v.blocks_written, v.blocks_checked, v.mismatched_blocks
+    )];
+    if v.phase == VerifyPhase::Write {
+        out.push("write phase only: read it back with --verify-phase read".into());
+        return out;
+    }
+    out.push(format!("announced size {}", human_bytes(announced_bytes)));
+    let Some(first) = v.mismatches.first() else {
+        let verdict = if v.blocks_checked > 0 {
+            "OK: every block checked holds what was written"
+        } else {
+            "NOT CHECKED: no block was read back"
+        };
+        out.push(verdict.into());
+        return out;
+    };
+    let aliased = v
+        .mismatches
+        .iter()
+        .filter(|m| matches!(m.kind, MismatchKind::Aliased { .. }))
+        .count();
+    out.push(format!(
+        "data is lost from {} on: usable capacity about {} ({:.1} % of the announced size)",
+        human_bytes(first.offset),
+        human_bytes(first.offset),
+        first.offset as f64 * 100.0 / announced_bytes.max(1) as f64
+    ));
+    let verdict = if aliased * 2 >= v.mismatches.len() {
+        "FAIL: fake capacity: the medium maps offsets beyond its real size onto earlier ones"
+    } else {
+        "FAIL: the medium does not return what was written (corrupted or lost writes)"
+    };
+    out.push(verdict.into());
+    for m in v.mismatches.iter().take(SUMMARY_LISTED) {
+        out.push(format!(
+            "bad block at {}: {}",
+            human_bytes(m.offset),
+            m.kind.describe()
+        ));
+    }
+    if v.mismatched_blocks > SUMMARY_LISTED as u64 {
+        out.push(format!(
+            "... and {} more bad blocks (the report lists up to {KEEP_MISMATCHES})",
+            v.mismatched_blocks - SUMMARY_LISTED as u64
+        ));
+    }
+    out
+}
+
 /// Writes and checks the pattern; shared by all I/O threads.
 pub struct PatternHook {
     seed: u64,
@@ -243,5 +330,68 @@ mod tests {
         assert_eq!(m[2].kind, MismatchKind::Stale { seed: 8 });
         assert_eq!(m[3].offset, 1 << 30);
         assert_eq!(m[3].kind, MismatchKind::Aliased { holds_offset: 8192 });
+    }
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    fn report(mismatches: Vec<Mismatch>, bad: u64) -> VerifyReport {
+        VerifyReport {
+            mode: VerifyMode::Full,
+            phase: VerifyPhase::Both,
+            seed: 1,
+            blocks_written: 1024,
+            blocks_checked: 1024,
+            mismatched_blocks: bad,
+            mismatches,
+        }
+    }
+
+    #[test]
+    fn a_fake_capacity_stick_is_a_few_lines_naming_the_usable_size() {
+        // 1 GiB announced, 64 MiB real: every block from 64 MiB on holds an earlier one.
+        let mib = 1u64 << 20;
+        let bad: Vec<Mismatch> = (64..164)
+            .map(|i| Mismatch {
+                offset: i * mib,
+                kind: MismatchKind::Aliased {
+                    holds_offset: (i - 64) * mib,
+                },
+            })
+            .collect();
+        let lines = summary(&report(bad, 960), 1 << 30);
+        assert!(lines.len() <= 4 + SUMMARY_LISTED + 1, "{lines:#?}");
+        let text = lines.join("\n");
+        for want in [
+            "announced size 1.00 GiB",
+            "data is lost from 64.0 MiB on: usable capacity about 64.0 MiB (6.2 %",
+            "FAIL: fake capacity",
+            "bad block at 64.0 MiB: aliased: holds the block written at 0 B",
+            "and 955 more bad blocks",
+        ] {
+            assert!(text.contains(want), "{want:?} not in:\n{text}");
+        }
+        assert!(!text.contains("Aliased {"), "no Rust names: {text}");
+    }
+
+    #[test]
+    fn good_and_corrupt_media_have_their_own_verdicts() {
+        let ok = summary(&report(Vec::new(), 0), 16 << 20).join("\n");
+        assert!(ok.contains("OK: every block checked"), "{ok}");
+        let corrupt = vec![Mismatch {
+            offset: 4096,
+            kind: MismatchKind::Corrupt {
+                bytes_differing: 3,
+                first_at_byte: 100,
+            },
+        }];
+        let bad = summary(&report(corrupt, 1), 16 << 20).join("\n");
+        assert!(bad.contains("does not return what was written"), "{bad}");
+        assert!(
+            bad.contains("corrupt: 3 bytes differ, the first at byte 100"),
+            "{bad}"
+        );
     }
 }
