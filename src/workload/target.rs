@@ -140,11 +140,29 @@ impl Target {
         if mode.dsync {
             flags |= libc::O_DSYNC;
         }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(mode.write)
-            .custom_flags(flags)
-            .open(path)
+        let open = || {
+            OpenOptions::new()
+                .read(true)
+                .write(mode.write)
+                .custom_flags(flags)
+                .open(path)
+        };
+        let mut opened = open();
+        // An io_uring ring drops its registered files asynchronously after it is torn down
+        // (the kernel's ring-exit work), so the previous test's exclusive claim on this very
+        // device can outlive it by a few milliseconds. A real holder (a mount) stays: retry
+        // for up to a second, then report it busy.
+        let mut tries = 0;
+        while kind == TargetKind::BlockDevice
+            && mode.write
+            && tries < 20
+            && matches!(&opened, Err(e) if e.raw_os_error() == Some(libc::EBUSY))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            opened = open();
+            tries += 1;
+        }
+        let mut file = opened
             .map_err(|e| {
                 if e.raw_os_error() == Some(libc::EINVAL) && mode.direct {
                     WorkloadError::DirectUnsupported(path.to_path_buf())
