@@ -504,6 +504,11 @@ fn notes(v: &MatrixView, mark: &str) -> Vec<String> {
             }
         }
     }
+    if v.columns.is_empty() {
+        // A config that names no tests (a `--config` file without a base profile) runs
+        // none: say so, or the table looks as if the figures were lost.
+        out.push("the matrix has no tests: the report's config lists none".into());
+    }
     let values = || v.rows.iter().flat_map(|r| r.values.iter());
     if values().any(|x| matches!(x, Value::Figure { failed: true, .. })) {
         out.push(format!(
@@ -1012,6 +1017,14 @@ verdict: {pass: false}
         let t = render(&m, Style::Text);
         assert!(t.contains("15000025 sda: seq-write"), "{t}");
         assert!(t.contains("has no cell for that test"), "{t}");
+    }
+
+    #[test]
+    fn a_matrix_without_tests_says_so() {
+        let y = "schema_version: 1\nstatus: complete\nconfig: {tests: []}\ndevices:\n\
+                 - {name: loop0, cells: [], verdict: {pass: true}}\nverdict: {pass: true}\n";
+        let t = render(&MatrixView::new(&[("r".into(), view(y))]), Style::Text);
+        assert!(t.contains("loop0") && t.contains("has no tests"), "{t}");
     }
 
     #[test]
