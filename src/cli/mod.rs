@@ -4,6 +4,7 @@ mod bench;
 mod fleet;
 mod list;
 mod run;
+mod show;
 mod tree;
 
 use std::path::PathBuf;
@@ -52,6 +53,9 @@ pub enum Command {
     /// Aggregate many factory reports: distributions, outliers, failures, trends, learned
     /// thresholds, or an HTML page of charts.
     Fleet(fleet::FleetArgs),
+    /// Show reports as the seed articles' table: a row per device, a column per test
+    /// (MiB/s, IOPS, p99 latency, bad blocks), the verdict; as text, Markdown or CSV.
+    Show(show::ShowArgs),
 }
 
 /// Parses the command line, runs it, prints any error with its causes, returns the exit code.
@@ -87,6 +91,7 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Run(args) => run::run(cli, args),
         Command::Bench(args) => bench::run(cli, args),
         Command::Fleet(args) => fleet::run(cli, args),
+        Command::Show(args) => show::run(cli, args),
     }
 }
 

@@ -1,0 +1,72 @@
+//! Owns `usbperf-matrix show`: report files → the matrix table (`crate::report::matrix`) on
+//! standard output. Reads, decodes, renders, prints; every rule of the table is in the
+//! library.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::exit::Exit;
+use crate::report::matrix::{render, MatrixView, Style};
+use crate::report::view::ReportView;
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// Output format: aligned `text` for a console, a `markdown` pipe table for a wiki or a
+    /// ticket, or `csv` (one header row, plain numbers) for a spreadsheet.
+    #[arg(long, value_enum, default_value_t = Style::Text)]
+    pub format: Style,
+    /// Report files (YAML or JSON, as `usbperf-matrix run` writes them); several make one
+    /// table with a row per device per report.
+    #[arg(required = true, value_name = "REPORT")]
+    pub reports: Vec<PathBuf>,
+}
+
+pub fn run(_cli: &super::Cli, args: &ShowArgs) -> anyhow::Result<Exit> {
+    // A bad file does not hide the others: each is reported, the rest still render, and the
+    // exit code is the worst seen (4, a file that cannot be read, over 2, not a report).
+    let mut exit = Exit::Pass;
+    let mut views = Vec::new();
+    for path in &args.reports {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!(
+                    "usbperf-matrix show: {}: cannot read the file: {e}",
+                    path.display()
+                );
+                exit = Exit::Error;
+                continue;
+            }
+        };
+        match ReportView::parse(path, &bytes) {
+            Ok(v) => {
+                // The file name is enough to tell reports apart: run names them
+                // `usbperf-<machine>-<start>.yaml`.
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| path.display().to_string());
+                views.push((name, v));
+            }
+            Err(e) => {
+                eprintln!("usbperf-matrix show: {e}");
+                if exit == Exit::Pass {
+                    exit = Exit::Usage;
+                }
+            }
+        }
+    }
+    if views.is_empty() {
+        return Ok(exit);
+    }
+    let table = render(&MatrixView::new(&views), args.format);
+    let mut out = io::stdout().lock();
+    match write!(out, "{table}").and_then(|()| out.flush()) {
+        Ok(()) => Ok(exit),
+        // `show ... | head -1`: the reader has what it wanted.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit),
+        Err(e) => Err(e).context("could not write the table to standard output"),
+    }
+}

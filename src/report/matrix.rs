@@ -1,0 +1,1052 @@
+//! Owns the matrix view of a report: the table the seed articles ended with (devices against
+//! hdparm read, dd read and dd write MB/s), drawn from one or more reports as one row per
+//! device and one column group per test of the matrix, in the report's order, with the
+//! device verdict; rendered as aligned text (the console), a Markdown pipe table (a wiki, a
+//! ticket) or CSV (spreadsheets, scripts).
+//!
+//! Rules every format keeps: each figure's unit is in its header; a cell that did not give a
+//! figure (pending, skipped, error, interrupted, or a status a newer build wrote) shows its
+//! status word, never a blank or a zero; a failed cell's figure is marked in text and
+//! Markdown. Everything here is a pure function of the reports.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use super::schema::{Report, SCHEMA_VERSION};
+use super::view::{CellView, DeviceView, DiskView, ReportView, ResultView};
+
+/// The output format of [`render`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Style {
+    /// Aligned columns with a two-line header (test, unit) for a console.
+    Text,
+    /// A GitHub pipe table, for a wiki page or a ticket.
+    Markdown,
+    /// RFC 4180 quoting, one header row, LF line ends; figures are plain numbers.
+    Csv,
+}
+
+/// A test of the matrix: its workload and which occurrence of that workload it is (a matrix
+/// may run `seq-write` twice, at two block sizes), so cells of several reports line up.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct TestKey {
+    workload: String,
+    nth: usize,
+}
+
+impl TestKey {
+    fn label(&self) -> String {
+        if self.nth == 0 {
+            self.workload.clone()
+        } else {
+            format!("{}#{}", self.workload, self.nth + 1)
+        }
+    }
+}
+
+/// One figure a test contributes to the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Metric {
+    MibPerS,
+    Iops,
+    P99Ms,
+    BadBlocks,
+}
+
+impl Metric {
+    /// The figures a workload is judged by (the seeds: dd and hdparm gave MB/s, fio's random
+    /// jobs IOPS and the 99th percentile completion latency). A workload this build does not
+    /// know still has a throughput: every result carries `mib_per_s`.
+    fn of(workload: &str) -> &'static [Metric] {
+        match workload {
+            "rand-read" | "rand-write" | "mixed" => &[Metric::Iops, Metric::P99Ms],
+            "verify" => &[Metric::BadBlocks],
+            _ => &[Metric::MibPerS],
+        }
+    }
+
+    fn unit(self) -> &'static str {
+        match self {
+            Metric::MibPerS => "MiB/s",
+            Metric::Iops => "IOPS",
+            Metric::P99Ms => "p99 ms",
+            Metric::BadBlocks => "bad blocks",
+        }
+    }
+
+    fn figure(self, r: &ResultView) -> Option<f64> {
+        match self {
+            Metric::MibPerS => r.mib_per_s,
+            Metric::Iops => r.iops,
+            Metric::P99Ms => r
+                .all
+                .as_ref()
+                .and_then(|a| a.latency.as_ref())
+                .and_then(|l| l.p99_ns)
+                .map(|ns| ns / 1e6),
+            Metric::BadBlocks => r
+                .verify
+                .as_ref()
+                .and_then(|v| v.mismatched_blocks)
+                .map(|n| n as f64),
+        }
+    }
+
+    /// For people: about three significant digits, like the fleet's table; bad blocks as a
+    /// count with `ok` for none.
+    fn people(self, v: f64) -> String {
+        if self == Metric::BadBlocks {
+            return if v == 0.0 {
+                "ok".into()
+            } else {
+                format!("{v:.0}")
+            };
+        }
+        let a = v.abs();
+        if a >= 100.0 {
+            format!("{v:.0}")
+        } else if a >= 10.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.2}")
+        }
+    }
+
+    /// For programs: plain numbers at the precision the report's figures mean something
+    /// (IOPS to 0.1, MiB/s and ms to 0.001, blocks exact).
+    fn machine(self, v: f64) -> String {
+        let step = match self {
+            Metric::Iops => 10.0,
+            Metric::BadBlocks => 1.0,
+            Metric::MibPerS | Metric::P99Ms => 1000.0,
+        };
+        format!("{}", (v * step).round() / step)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Column {
+    test: TestKey,
+    metric: Metric,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    /// A measured figure; `failed` when the cell failed (the figure was measured, and a
+    /// threshold, a kernel event or a verify mismatch failed it).
+    Figure { v: f64, failed: bool },
+    /// The cell gave no figure: its status word, or why not.
+    Word(String),
+}
+
+/// A test the device has no cell for (several reports with different matrices).
+const NOT_IN_MATRIX: &str = "-";
+
+#[derive(Debug, Clone, PartialEq)]
+struct Row {
+    report: usize,
+    device: String,
+    label: String,
+    class: String,
+    link: String,
+    values: Vec<Value>,
+    /// `PASS`, `FAIL`, or the run's status word while it has no verdicts yet.
+    verdict: String,
+    reasons: Vec<String>,
+}
+
+/// What the table says about each report it was drawn from.
+#[derive(Debug, Clone, PartialEq)]
+struct ReportLine {
+    source: Option<String>,
+    unit: String,
+    model: Option<String>,
+    started: Option<String>,
+    status: String,
+    interrupted_by: Option<String>,
+    /// `None` while the run has not judged (a `running` report).
+    pass: Option<bool>,
+    schema_version: u32,
+    missing_devices: Vec<String>,
+}
+
+/// The table of one or more reports, ready to render.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixView {
+    reports: Vec<ReportLine>,
+    columns: Vec<Column>,
+    rows: Vec<Row>,
+}
+
+/// Keys of a list of workloads in order: the n-th `seq-write` is `(seq-write, n)`.
+fn keys<'a>(workloads: impl Iterator<Item = &'a str>) -> Vec<TestKey> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    workloads
+        .map(|w| {
+            let n = seen.entry(w).or_insert(0);
+            *n += 1;
+            TestKey {
+                workload: w.to_string(),
+                nth: *n - 1,
+            }
+        })
+        .collect()
+}
+
+/// `usb 1-1 480M`, `sata 6.0 Gbps`, `mmc HS200`: the link as the disk record has it.
+fn link(d: &DiskView) -> String {
+    if let Some(u) = &d.usb {
+        let mut s = "usb".to_string();
+        if let Some(p) = u.port_path.as_deref().filter(|p| !p.is_empty()) {
+            let _ = write!(s, " {p}");
+        }
+        if let Some(m) = u.speed_mbps {
+            let _ = write!(s, " {}", crate::discover::parse::speed_label(m));
+        }
+        return s;
+    }
+    if let Some(sata) = &d.sata {
+        // libata leaves the speed out when the link is down.
+        return match sata.sata_spd_gbps {
+            Some(g) => format!("sata {g:.1} Gbps"),
+            None => "sata link down".into(),
+        };
+    }
+    if let Some(m) = &d.mmc {
+        // debugfs already says `mmc HS400 enhanced strobe`; the card type is the fallback
+        // when debugfs was not mounted.
+        return match (&m.timing, &m.card_type) {
+            (Some(t), _) if t.starts_with("mmc") || t.starts_with("sd") => t.clone(),
+            (Some(t), _) => format!("mmc {t}"),
+            (None, Some(c)) => format!("mmc {c}"),
+            (None, None) => "mmc".into(),
+        };
+    }
+    "-".into()
+}
+
+fn value(cell: Option<&CellView>, metric: Metric) -> Value {
+    let Some(c) = cell else {
+        return Value::Word(NOT_IN_MATRIX.into());
+    };
+    match c.status.as_str() {
+        "passed" | "failed" => {
+            let failed = c.status == "failed";
+            match c.result.as_ref().map(|r| metric.figure(r)) {
+                Some(Some(v)) if v.is_finite() => Value::Figure { v, failed },
+                // A failed cell without the figure still says that it failed.
+                _ if failed => Value::Word("failed".into()),
+                Some(_) => Value::Word("n/a".into()),
+                None => Value::Word("no result".into()),
+            }
+        }
+        // pending, skipped, error, interrupted, or a word from a newer build: a figure of an
+        // interrupted cell covers part of the test only, so it is not shown as the figure.
+        other => Value::Word(other.to_string()),
+    }
+}
+
+/// Serial, else hostname, else the start of the machine id: how a factory names a unit.
+fn unit_name(r: &ReportView) -> String {
+    let u = &r.unit;
+    u.serial
+        .clone()
+        .or_else(|| u.hostname.clone())
+        .or_else(|| u.machine_id.as_ref().map(|m| m.chars().take(12).collect()))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn started(r: &ReportView) -> Option<String> {
+    let s = r.started_at.as_deref()?;
+    Some(match chrono::DateTime::parse_from_rfc3339(s) {
+        Ok(t) => t
+            .with_timezone(&chrono::Utc)
+            .format("%Y-%m-%d %H:%M:%S UTC")
+            .to_string(),
+        Err(_) => s.to_string(),
+    })
+}
+
+impl MatrixView {
+    /// The table of reports read from files; `source` names each (its file) when there is
+    /// more than one. Rows follow the reports' order, then their devices' order.
+    pub fn new(reports: &[(String, ReportView)]) -> MatrixView {
+        let items: Vec<(Option<&str>, &ReportView)> =
+            reports.iter().map(|(s, r)| (Some(s.as_str()), r)).collect();
+        Self::build(&items)
+    }
+
+    /// The table of an in-memory report: what the factory run prints at its end without
+    /// reading the file back.
+    pub fn from_report(report: &Report) -> MatrixView {
+        let view = ReportView::from_report(report);
+        Self::build(&[(None, &view)])
+    }
+
+    fn build(reports: &[(Option<&str>, &ReportView)]) -> MatrixView {
+        // Columns: the tests of every report in the order they first appear (the config's
+        // list, then any cell the config did not name, as a newer build might write).
+        let mut tests: Vec<TestKey> = Vec::new();
+        let mut add = |ks: Vec<TestKey>| {
+            for k in ks {
+                if !tests.contains(&k) {
+                    tests.push(k);
+                }
+            }
+        };
+        for (_, r) in reports {
+            add(keys(r.config.tests.iter().map(|t| t.workload.as_str())));
+            for d in &r.devices {
+                add(keys(d.cells.iter().map(|c| c.workload.as_str())));
+            }
+        }
+        let columns: Vec<Column> = tests
+            .iter()
+            .flat_map(|t| {
+                Metric::of(&t.workload).iter().map(|&metric| Column {
+                    test: t.clone(),
+                    metric,
+                })
+            })
+            .collect();
+
+        let mut lines = Vec::new();
+        let mut rows = Vec::new();
+        for (ri, (source, r)) in reports.iter().enumerate() {
+            let judged = r.judged();
+            let status = r.status.clone().unwrap_or_else(|| "unknown".into());
+            lines.push(ReportLine {
+                source: source.map(str::to_string),
+                unit: unit_name(r),
+                model: r.unit.model.clone(),
+                started: started(r),
+                status: status.clone(),
+                interrupted_by: r.interrupted_by.clone(),
+                pass: judged.then_some(r.verdict.pass),
+                schema_version: r.schema_version,
+                missing_devices: r.missing_devices.clone(),
+            });
+            for d in &r.devices {
+                rows.push(row(ri, d, &columns, judged, &status));
+            }
+        }
+        MatrixView {
+            reports: lines,
+            columns,
+            rows,
+        }
+    }
+
+    /// The number of device rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    fn many(&self) -> bool {
+        self.reports.len() > 1
+    }
+}
+
+fn row(ri: usize, d: &DeviceView, columns: &[Column], judged: bool, status: &str) -> Row {
+    let cells: HashMap<TestKey, &CellView> = keys(d.cells.iter().map(|c| c.workload.as_str()))
+        .into_iter()
+        .zip(&d.cells)
+        .collect();
+    Row {
+        report: ri,
+        device: d.name.clone(),
+        label: d.label.clone().unwrap_or_else(|| "-".into()),
+        class: d.disk.class.clone().unwrap_or_else(|| "-".into()),
+        link: link(&d.disk),
+        values: columns
+            .iter()
+            .map(|c| value(cells.get(&c.test).copied(), c.metric))
+            .collect(),
+        verdict: match (judged, d.verdict.pass) {
+            (true, true) => "PASS".into(),
+            (true, false) => "FAIL".into(),
+            (false, _) => status.to_string(),
+        },
+        reasons: if judged {
+            d.verdict.reasons.clone()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// Renders the table; text and Markdown add one line per report above it (unit, start,
+/// run status, verdict) and the failure reasons below, CSV carries them as columns.
+pub fn render(view: &MatrixView, style: Style) -> String {
+    match style {
+        Style::Text => text(view),
+        Style::Markdown => markdown(view),
+        Style::Csv => csv(view),
+    }
+}
+
+/// The identity columns before the figures: unit and report only when there are several.
+fn lead_headers(v: &MatrixView) -> Vec<&'static str> {
+    let mut h = Vec::new();
+    if v.many() {
+        h.extend(["unit", "report"]);
+    }
+    h.extend(["device", "label", "class", "link"]);
+    h
+}
+
+fn lead_values(v: &MatrixView, r: &Row) -> Vec<String> {
+    let mut out = Vec::new();
+    if v.many() {
+        let line = &v.reports[r.report];
+        out.push(line.unit.clone());
+        out.push(line.source.clone().unwrap_or_else(|| "-".into()));
+    }
+    out.extend([
+        r.device.clone(),
+        r.label.clone(),
+        r.class.clone(),
+        r.link.clone(),
+    ]);
+    out
+}
+
+/// A figure for people; a failed cell's figure carries `mark`.
+fn people(v: &Value, metric: Metric, mark: &str) -> String {
+    match v {
+        Value::Figure { v, failed } => {
+            let s = metric.people(*v);
+            if *failed {
+                format!("{s}{mark}")
+            } else {
+                s
+            }
+        }
+        Value::Word(w) => w.clone(),
+    }
+}
+
+/// What text and Markdown say about each report, one sentence per line.
+fn report_sentences(v: &MatrixView) -> Vec<String> {
+    v.reports
+        .iter()
+        .map(|l| {
+            let mut s = match &l.source {
+                Some(src) => format!("report {src}: unit {}", l.unit),
+                None => format!("unit {}", l.unit),
+            };
+            if let Some(m) = &l.model {
+                let _ = write!(s, " ({m})");
+            }
+            if let Some(t) = &l.started {
+                let _ = write!(s, ", started {t}");
+            }
+            match l.status.as_str() {
+                "complete" => s.push_str(", run complete"),
+                "interrupted" => {
+                    let _ = write!(
+                        s,
+                        ", run interrupted by {}: tests that did not run show `pending`",
+                        l.interrupted_by.as_deref().unwrap_or("a signal")
+                    );
+                }
+                "running" => {
+                    s.push_str(", run still running: a partial report, no verdicts yet");
+                }
+                other => {
+                    let _ = write!(s, ", run status {other}");
+                }
+            }
+            match l.pass {
+                Some(true) => s.push_str(", verdict PASS"),
+                Some(false) => s.push_str(", verdict FAIL"),
+                None => {}
+            }
+            if l.schema_version > SCHEMA_VERSION {
+                let _ = write!(
+                    s,
+                    " (schema_version {} is newer than this build's {SCHEMA_VERSION}: fields \
+                     it added are not shown)",
+                    l.schema_version
+                );
+            }
+            s
+        })
+        .collect()
+}
+
+/// Lines below the table: why each failed device failed, missing required devices, and the
+/// legend of the marks the table used.
+fn notes(v: &MatrixView, mark: &str) -> Vec<String> {
+    let who = |r: &Row| {
+        if v.many() {
+            format!("{} {}", v.reports[r.report].unit, r.device)
+        } else {
+            r.device.clone()
+        }
+    };
+    let mut out = Vec::new();
+    for r in &v.rows {
+        for reason in &r.reasons {
+            out.push(format!("{}: {reason}", who(r)));
+        }
+    }
+    for l in &v.reports {
+        for m in &l.missing_devices {
+            if v.many() {
+                out.push(format!("{}: missing: {m}", l.unit));
+            } else {
+                out.push(format!("missing: {m}"));
+            }
+        }
+    }
+    if v.columns.is_empty() {
+        // A config that names no tests (a `--config` file without a base profile) runs
+        // none: say so, or the table looks as if the figures were lost.
+        out.push("the matrix has no tests: the report's config lists none".into());
+    }
+    let values = || v.rows.iter().flat_map(|r| r.values.iter());
+    if values().any(|x| matches!(x, Value::Figure { failed: true, .. })) {
+        out.push(format!(
+            "{mark} the cell failed: its figure was measured, and a threshold, a kernel event \
+             or a verify mismatch failed it"
+        ));
+    }
+    if values().any(|x| matches!(x, Value::Word(w) if w == NOT_IN_MATRIX)) {
+        out.push(format!(
+            "\"{NOT_IN_MATRIX}\": the device's report has no cell for that test"
+        ));
+    }
+    out
+}
+
+/// Aligned columns: identity columns left-aligned, figures right-aligned under a two-line
+/// header (the test over its group of figures, each figure's unit under it), which keeps a
+/// matrix of eight tests within a wide console.
+fn text(v: &MatrixView) -> String {
+    let lead = lead_headers(v);
+    let nl = lead.len();
+    // In a column with a marked figure every other cell gets a space where the mark would
+    // be, so the digits stay aligned.
+    let marked: Vec<bool> = (0..v.columns.len())
+        .map(|c| {
+            v.rows
+                .iter()
+                .any(|r| matches!(r.values[c], Value::Figure { failed: true, .. }))
+        })
+        .collect();
+    let body: Vec<Vec<String>> =
+        v.rows
+            .iter()
+            .map(|r| {
+                let mut cells = lead_values(v, r);
+                cells.extend(r.values.iter().zip(&v.columns).zip(&marked).map(
+                    |((x, c), &marked)| match x {
+                        Value::Figure { failed: true, .. } => people(x, c.metric, "*"),
+                        _ if marked => format!("{} ", people(x, c.metric, "*")),
+                        _ => people(x, c.metric, "*"),
+                    },
+                ));
+                cells.push(r.verdict.clone());
+                cells
+            })
+            .collect();
+    let mut top: Vec<String> = lead.iter().map(|s| s.to_string()).collect();
+    let mut units: Vec<String> = vec![String::new(); nl];
+    for c in &v.columns {
+        units.push(c.metric.unit().to_string());
+        top.push(String::new());
+    }
+    top.push("verdict".into());
+    units.push(String::new());
+    let ncols = top.len();
+    let mut widths: Vec<usize> = (0..ncols)
+        .map(|i| {
+            body.iter()
+                .map(|r| r[i].chars().count())
+                .chain([units[i].chars().count()])
+                .chain((i < nl || i == ncols - 1).then(|| top[i].chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    // Each test's name sits over its group of columns; widen the group's last column when
+    // the name is longer than the group.
+    let mut i = nl;
+    let mut groups = Vec::new();
+    while i < nl + v.columns.len() {
+        let test = &v.columns[i - nl].test;
+        let mut j = i;
+        while j < nl + v.columns.len() && &v.columns[j - nl].test == test {
+            j += 1;
+        }
+        let label = test.label();
+        let span: usize = widths[i..j].iter().sum::<usize>() + 2 * (j - i - 1);
+        let need = label.chars().count();
+        if need > span {
+            widths[j - 1] += need - span;
+        }
+        groups.push((i, j, label));
+        i = j;
+    }
+    let mut out = String::new();
+    for s in report_sentences(v) {
+        out.push_str(&s);
+        out.push('\n');
+    }
+    out.push('\n');
+    // The first header line, with the test names spanning their groups.
+    let mut line = String::new();
+    for (c, w) in widths.iter().enumerate().take(nl) {
+        let _ = write!(line, "{:<w$}  ", top[c]);
+    }
+    for (i, j, label) in &groups {
+        let span: usize = widths[*i..*j].iter().sum::<usize>() + 2 * (j - i - 1);
+        let _ = write!(line, "{label:>span$}  ");
+    }
+    line.push_str(&top[ncols - 1]);
+    out.push_str(line.trim_end());
+    out.push('\n');
+    let aligned = |cells: &[String]| {
+        let mut line = String::new();
+        for (c, cell) in cells.iter().enumerate() {
+            let w = widths[c];
+            if c < nl || c == ncols - 1 {
+                let _ = write!(line, "{cell:<w$}  ");
+            } else {
+                let _ = write!(line, "{cell:>w$}  ");
+            }
+        }
+        line.trim_end().to_string()
+    };
+    let unit_line = aligned(&units);
+    if !unit_line.is_empty() {
+        out.push_str(&unit_line);
+        out.push('\n');
+    }
+    for r in &body {
+        out.push_str(&aligned(r));
+        out.push('\n');
+    }
+    let notes = notes(v, "*");
+    if !notes.is_empty() {
+        out.push('\n');
+        for n in notes {
+            out.push_str(&n);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A pipe inside a cell would end it; Markdown escapes it with a backslash.
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+fn header(c: &Column) -> String {
+    format!("{} {}", c.test.label(), c.metric.unit())
+}
+
+fn markdown(v: &MatrixView) -> String {
+    let mut out = String::new();
+    for s in report_sentences(v) {
+        let _ = writeln!(out, "- {s}");
+    }
+    out.push('\n');
+    let mut head: Vec<String> = lead_headers(v).iter().map(|s| s.to_string()).collect();
+    let nl = head.len();
+    head.extend(v.columns.iter().map(header));
+    head.push("verdict".into());
+    let align: Vec<&str> = (0..head.len())
+        .map(|i| {
+            if i >= nl && i < head.len() - 1 {
+                "---:"
+            } else {
+                "---"
+            }
+        })
+        .collect();
+    let line = |cells: &[String]| {
+        let cells: Vec<String> = cells.iter().map(|c| md_cell(c)).collect();
+        format!("| {} |\n", cells.join(" | "))
+    };
+    out.push_str(&line(&head));
+    out.push_str(&format!("|{}|\n", align.join("|")));
+    for r in &v.rows {
+        let mut cells = lead_values(v, r);
+        // `*` alone is literal in a cell, but escaped it can never start emphasis.
+        cells.extend(
+            r.values
+                .iter()
+                .zip(&v.columns)
+                .map(|(x, c)| people(x, c.metric, "\\*")),
+        );
+        cells.push(format!("**{}**", r.verdict));
+        out.push_str(&line(&cells));
+    }
+    let notes = notes(v, "\\*");
+    if !notes.is_empty() {
+        out.push('\n');
+        for n in notes {
+            let _ = writeln!(out, "- {n}");
+        }
+    }
+    out
+}
+
+/// RFC 4180: a field with a comma, a quote or a line break is quoted, quotes doubled.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One header row; figures as plain numbers (the unit in the column name), and the run's
+/// status and the device's reasons as columns, since CSV has no lines around the table.
+fn csv(v: &MatrixView) -> String {
+    let mut head: Vec<String> = lead_headers(v).iter().map(|s| s.to_string()).collect();
+    head.extend(v.columns.iter().map(header));
+    head.extend(["verdict", "run status", "reasons"].map(String::from));
+    let mut out = String::new();
+    let push = |out: &mut String, cells: &[String]| {
+        let cells: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    };
+    push(&mut out, &head);
+    for r in &v.rows {
+        let mut cells = lead_values(v, r);
+        cells.extend(v.columns.iter().zip(&r.values).map(|(c, x)| match x {
+            Value::Figure { v, .. } => c.metric.machine(*v),
+            Value::Word(w) => w.clone(),
+        }));
+        cells.push(r.verdict.clone());
+        cells.push(v.reports[r.report].status.clone());
+        cells.push(r.reasons.join("; "));
+        push(&mut out, &cells);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn view(yaml: &str) -> ReportView {
+        ReportView::parse(Path::new("r.yaml"), yaml.as_bytes()).unwrap()
+    }
+
+    /// A report with one device per bus of the seeds' table and one cell per status.
+    const REPORT: &str = r#"
+schema_version: 1
+status: complete
+started_at: 2026-11-30T10:23:45.912Z
+unit: {hostname: apalis, serial: '15000024', model: Toradex Apalis iMX8}
+config:
+  tests:
+  - {workload: read-buffered}
+  - {workload: seq-write}
+  - {workload: rand-read}
+  - {workload: verify}
+devices:
+- name: mmcblk0
+  label: on-module eMMC
+  disk: {class: emmc, mmc: {card: 'mmc0:0001', timing: mmc HS200}}
+  cells:
+  - {workload: read-buffered, status: passed, result: {mib_per_s: 162.4, iops: 81.2}}
+  - {workload: seq-write, status: passed, result: {mib_per_s: 43.04, iops: 43.04}}
+  - {workload: rand-read, status: passed, result: {mib_per_s: 20.1, iops: 5150.4, all: {latency: {p99_ns: 4500000}}}}
+  - {workload: verify, status: passed, result: {mib_per_s: 30.0, iops: 30.0, verify: {mismatched_blocks: 0}}}
+  verdict: {pass: true}
+- name: sda
+  label: USB, stick "A"
+  disk: {class: usb, usb: {port_path: 1-1, speed_mbps: 480.0}}
+  cells:
+  - {workload: read-buffered, status: error, reasons: [x]}
+  - {workload: seq-write, status: failed, result: {mib_per_s: 3.4, iops: 3.4}}
+  - {workload: rand-read, status: skipped, reasons: [y]}
+  - {workload: verify, status: failed, result: {mib_per_s: 5.0, iops: 5.0, verify: {mismatched_blocks: 7}}}
+  verdict: {pass: false, reasons: ['seq-write: 3.4 MiB/s < minimum 5.0 MiB/s']}
+- name: sdb
+  disk: {class: sata, sata: {port: ata1, sata_spd_gbps: 6.0}}
+  cells:
+  - {workload: read-buffered, status: pending}
+  - {workload: seq-write, status: interrupted, result: {mib_per_s: 99.0, iops: 99.0}}
+  - {workload: rand-read, status: passed, result: {mib_per_s: 1.0}}
+  - {workload: verify, status: new-word}
+  verdict: {pass: false}
+verdict: {pass: false}
+"#;
+
+    fn csv_rows(s: &str) -> Vec<Vec<String>> {
+        // The fields of this table hold no line breaks, so a line is a record.
+        s.lines()
+            .map(|l| {
+                let mut fields = Vec::new();
+                let mut cur = String::new();
+                let mut quoted = false;
+                let mut chars = l.chars().peekable();
+                while let Some(c) = chars.next() {
+                    match (c, quoted) {
+                        ('"', true) if chars.peek() == Some(&'"') => {
+                            cur.push('"');
+                            chars.next();
+                        }
+                        ('"', _) => quoted = !quoted,
+                        (',', false) => fields.push(std::mem::take(&mut cur)),
+                        _ => cur.push(c),
+                    }
+                }
+                fields.push(cur);
+                fields
+            })
+            .collect()
+    }
+
+    #[test]
+    fn links_as_the_disk_record_has_them() {
+        let disk = |y: &str| -> DiskView { serde_norway::from_str(y).unwrap() };
+        // (disk record, link shown)
+        let cases = [
+            ("{usb: {port_path: 1-1, speed_mbps: 480.0}}", "usb 1-1 480M"),
+            ("{usb: {port_path: 1-2, speed_mbps: 1.5}}", "usb 1-2 1.5M"),
+            ("{usb: {port_path: 2-1}}", "usb 2-1"),
+            ("{sata: {port: ata1, sata_spd_gbps: 6.0}}", "sata 6.0 Gbps"),
+            ("{sata: {port: ata2}}", "sata link down"),
+            ("{mmc: {timing: mmc HS200}}", "mmc HS200"),
+            ("{mmc: {timing: sd uhs SDR104}}", "sd uhs SDR104"),
+            ("{mmc: {timing: legacy}}", "mmc legacy"),
+            ("{mmc: {card_type: SD}}", "mmc SD"),
+            ("{class: loop}", "-"),
+        ];
+        for (y, want) in cases {
+            assert_eq!(link(&disk(y)), want, "{y}");
+        }
+    }
+
+    #[test]
+    fn cells_show_figures_or_their_status_word() {
+        let m = MatrixView::new(&[("r.yaml".into(), view(REPORT))]);
+        let csv = render(&m, Style::Csv);
+        let rows = csv_rows(&csv);
+        let col = |name: &str| {
+            rows[0]
+                .iter()
+                .position(|h| h == name)
+                .unwrap_or_else(|| panic!("no column {name}: {:?}", rows[0]))
+        };
+        // (device row, column, CSV field)
+        let cases = [
+            (1, "read-buffered MiB/s", "162.4"),
+            (1, "seq-write MiB/s", "43.04"),
+            (1, "rand-read IOPS", "5150.4"),
+            (1, "rand-read p99 ms", "4.5"),
+            (1, "verify bad blocks", "0"),
+            (1, "verdict", "PASS"),
+            (1, "link", "mmc HS200"),
+            (2, "read-buffered MiB/s", "error"),
+            (2, "seq-write MiB/s", "3.4"),
+            (2, "rand-read IOPS", "skipped"),
+            (2, "rand-read p99 ms", "skipped"),
+            (2, "verify bad blocks", "7"),
+            (2, "verdict", "FAIL"),
+            (2, "label", "USB, stick \"A\""),
+            (2, "reasons", "seq-write: 3.4 MiB/s < minimum 5.0 MiB/s"),
+            (3, "read-buffered MiB/s", "pending"),
+            (3, "seq-write MiB/s", "interrupted"),
+            (3, "rand-read p99 ms", "n/a"),
+            (3, "verify bad blocks", "new-word"),
+            (3, "label", "-"),
+            (3, "run status", "complete"),
+        ];
+        for (r, c, want) in cases {
+            assert_eq!(rows[r][col(c)], want, "row {r} column {c}");
+        }
+        assert_eq!(rows.len(), 4, "{csv}");
+        assert!(rows.iter().all(|r| r.len() == rows[0].len()), "{csv}");
+        assert!(
+            csv.contains("\"USB, stick \"\"A\"\"\""),
+            "RFC 4180 quoting: {csv}"
+        );
+    }
+
+    #[test]
+    fn text_aligns_marks_failed_figures_and_lists_reasons() {
+        let m = MatrixView::new(&[("r.yaml".into(), view(REPORT))]);
+        let t = render(&m, Style::Text);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0],
+            "report r.yaml: unit 15000024 (Toradex Apalis iMX8), started 2026-11-30 10:23:45 \
+             UTC, run complete, verdict FAIL"
+        );
+        let head = lines.iter().position(|l| l.starts_with("device")).unwrap();
+        for test in [
+            "read-buffered",
+            "seq-write",
+            "rand-read",
+            "verify",
+            "verdict",
+        ] {
+            assert!(lines[head].contains(test), "{t}");
+        }
+        for unit in ["MiB/s", "IOPS", "p99 ms", "bad blocks"] {
+            assert!(lines[head + 1].contains(unit), "{t}");
+        }
+        let emmc = lines[head + 2];
+        let sda = lines[head + 3];
+        for f in ["162", "43.0", "5150", "4.50", "ok", "PASS", "mmc HS200"] {
+            assert!(emmc.contains(f), "{f}: {t}");
+        }
+        assert!(
+            sda.contains("3.40*") && sda.contains("7*") && sda.contains("FAIL"),
+            "{t}"
+        );
+        // Figures are right-aligned: seq-write's ends where its unit (the second MiB/s) ends.
+        let second_mib = lines[head + 1].match_indices("MiB/s").nth(1).unwrap().0 + 5;
+        assert_eq!(emmc.find("43.0").unwrap() + 4, second_mib - 1, "{t}");
+        assert_eq!(
+            sda.find("3.40*").unwrap() + 4,
+            second_mib - 1,
+            "digits align: {t}"
+        );
+        assert!(
+            t.contains("sda: seq-write: 3.4 MiB/s < minimum 5.0 MiB/s"),
+            "{t}"
+        );
+        assert!(t.contains("* the cell failed"), "{t}");
+        // Every row has the same width up to the verdict column.
+        let v = lines[head].find("verdict").unwrap();
+        for l in &lines[head + 2..head + 5] {
+            assert!(
+                l[v..].starts_with("PASS") || l[v..].starts_with("FAIL"),
+                "{t}"
+            );
+        }
+    }
+
+    #[test]
+    fn markdown_is_a_pipe_table_with_numeric_columns_right_aligned() {
+        let m = MatrixView::new(&[("r.yaml".into(), view(REPORT))]);
+        let md = render(&m, Style::Markdown);
+        let table: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+        assert_eq!(table.len(), 2 + 3, "{md}");
+        assert_eq!(
+            table[0],
+            "| device | label | class | link | read-buffered MiB/s | seq-write MiB/s | \
+             rand-read IOPS | rand-read p99 ms | verify bad blocks | verdict |"
+        );
+        assert_eq!(table[1], "|---|---|---|---|---:|---:|---:|---:|---:|---|");
+        assert!(table[3].contains("| 3.40\\* |"), "{md}");
+        let pipes = |l: &str| l.matches(" | ").count();
+        assert!(
+            table.iter().skip(2).all(|l| pipes(l) == pipes(table[0])),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn pipes_in_cells_are_escaped_in_markdown() {
+        let y = REPORT.replace("label: on-module eMMC", "label: 'a|b'");
+        let md = render(&MatrixView::new(&[("r".into(), view(&y))]), Style::Markdown);
+        assert!(md.contains("| a\\|b |"), "{md}");
+    }
+
+    #[test]
+    fn unfinished_runs_show_their_status() {
+        let running = REPORT.replace("status: complete", "status: running");
+        let m = MatrixView::new(&[("r.yaml".into(), view(&running))]);
+        let t = render(&m, Style::Text);
+        assert!(t.contains("run still running"), "{t}");
+        assert!(
+            !t.contains("PASS") && !t.contains("FAIL"),
+            "no verdicts yet: {t}"
+        );
+        let csv = render(&m, Style::Csv);
+        assert!(
+            csv.lines().skip(1).all(|l| l.contains(",running,")),
+            "{csv}"
+        );
+
+        let interrupted = REPORT.replace(
+            "status: complete",
+            "status: interrupted\ninterrupted_by: SIGTERM",
+        );
+        let t = render(
+            &MatrixView::new(&[("r.yaml".into(), view(&interrupted))]),
+            Style::Text,
+        );
+        assert!(t.contains("run interrupted by SIGTERM"), "{t}");
+        assert!(t.contains("FAIL"), "an interrupted run has verdicts: {t}");
+    }
+
+    #[test]
+    fn several_reports_make_one_table_with_unit_and_report_columns() {
+        let other = REPORT.replace("'15000024'", "'15000025'").replace(
+            "- {workload: verify}\n",
+            "- {workload: verify}\n  - {workload: seq-write}\n",
+        );
+        let m = MatrixView::new(&[
+            ("a.yaml".into(), view(REPORT)),
+            ("b.yaml".into(), view(&other)),
+        ]);
+        assert_eq!(m.len(), 6);
+        let rows = csv_rows(&render(&m, Style::Csv));
+        assert_eq!(&rows[0][..3], ["unit", "report", "device"]);
+        assert!(
+            rows[0].contains(&"seq-write#2 MiB/s".to_string()),
+            "{:?}",
+            rows[0]
+        );
+        assert_eq!((&*rows[1][0], &*rows[1][1]), ("15000024", "a.yaml"));
+        assert_eq!((&*rows[4][0], &*rows[4][1]), ("15000025", "b.yaml"));
+        // No report ran the second seq-write: its cells say so rather than look empty.
+        let c = rows[0]
+            .iter()
+            .position(|h| h == "seq-write#2 MiB/s")
+            .unwrap();
+        assert!(rows[1..].iter().all(|r| r[c] == NOT_IN_MATRIX));
+        let t = render(&m, Style::Text);
+        assert!(t.contains("15000025 sda: seq-write"), "{t}");
+        assert!(t.contains("has no cell for that test"), "{t}");
+    }
+
+    #[test]
+    fn a_matrix_without_tests_says_so() {
+        let y = "schema_version: 1\nstatus: complete\nconfig: {tests: []}\ndevices:\n\
+                 - {name: loop0, cells: [], verdict: {pass: true}}\nverdict: {pass: true}\n";
+        let t = render(&MatrixView::new(&[("r".into(), view(y))]), Style::Text);
+        assert!(t.contains("loop0") && t.contains("has no tests"), "{t}");
+    }
+
+    #[test]
+    fn a_single_report_has_no_unit_or_report_column() {
+        let m = MatrixView::new(&[("r.yaml".into(), view(REPORT))]);
+        let csv = render(&m, Style::Csv);
+        assert!(csv.starts_with("device,label,class,link,"), "{csv}");
+    }
+
+    #[test]
+    fn machine_figures_are_plain_numbers() {
+        // (metric, value, CSV text)
+        let cases = [
+            (Metric::MibPerS, 147.68212751038106, "147.682"),
+            (Metric::MibPerS, 12.0, "12"),
+            (Metric::Iops, 5150.449, "5150.4"),
+            (Metric::P99Ms, 0.6471, "0.647"),
+            (Metric::BadBlocks, 3.0, "3"),
+        ];
+        for (m, v, want) in cases {
+            assert_eq!(m.machine(v), want, "{m:?} {v}");
+            assert!(want.parse::<f64>().is_ok());
+        }
+    }
+}
