@@ -127,12 +127,19 @@ pub(crate) fn inventory(cli: &Cli) -> anyhow::Result<Inventory> {
             (BackendArg::Udev, false) => Backend::Udev,
             (BackendArg::Auto, false) => Backend::Auto,
         };
-    discover::discover(&sys, backend).map_err(|e| match e {
+    discover::discover(&sys, backend).map_err(discover_error)
+}
+
+/// A discovery failure as the exit code table says: a backend this build lacks or a path that
+/// is no sysfs tree is the user's to fix (2), anything else the tool's (4). Every subcommand
+/// maps it here, so `run --backend udev` and `list --backend udev` agree.
+pub(crate) fn discover_error(e: discover::DiscoverError) -> anyhow::Error {
+    match e {
         discover::DiscoverError::NotSysfs(_) | discover::DiscoverError::UdevNotBuilt => {
             UsageError(e.to_string()).into()
         }
         other => anyhow::Error::new(other).context("could not enumerate block devices"),
-    })
+    }
 }
 
 pub(crate) fn link_findings(inv: &Inventory, expect: &[PortExpectation]) -> Vec<LinkFinding> {

@@ -271,7 +271,7 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
 
     ensure_own_dirs(&cfg);
     if args.dry_run {
-        let inv = discover::discover(&sys, backend).context("could not enumerate block devices")?;
+        let inv = discover::discover(&sys, backend).map_err(super::discover_error)?;
         let facts = SystemFacts::live();
         let (chosen, missing) = select::choose(&inv, &cfg.devices, &facts);
         let plan: Vec<serde_json::Value> = chosen
@@ -563,6 +563,14 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
             crate::outln!("{}", String::from_utf8_lossy(&bytes));
         }
     }
+    // The table the seed articles ended with: a row per device, a column per test.
+    crate::out!(
+        "{}",
+        crate::report::matrix::render(
+            &crate::report::matrix::MatrixView::from_report(&runner.report),
+            crate::report::matrix::Style::Text
+        )
+    );
     print_summary(&runner.report, &written);
     match written {
         // A report that reached no file at all is a hole in the production record: exit 4,

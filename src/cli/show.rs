@@ -32,7 +32,7 @@ pub fn run(_cli: &super::Cli, args: &ShowArgs) -> anyhow::Result<Exit> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
-                eprintln!(
+                crate::errln!(
                     "usbperf-matrix show: {}: cannot read the file: {e}",
                     path.display()
                 );
@@ -51,7 +51,7 @@ pub fn run(_cli: &super::Cli, args: &ShowArgs) -> anyhow::Result<Exit> {
                 views.push((name, v));
             }
             Err(e) => {
-                eprintln!("usbperf-matrix show: {e}");
+                crate::errln!("usbperf-matrix show: {e}");
                 if exit == Exit::Pass {
                     exit = Exit::Usage;
                 }

@@ -162,16 +162,15 @@ impl Target {
             opened = open();
             tries += 1;
         }
-        let mut file = opened
-            .map_err(|e| {
-                if e.raw_os_error() == Some(libc::EINVAL) && mode.direct {
-                    WorkloadError::DirectUnsupported(path.to_path_buf())
-                } else if e.raw_os_error() == Some(libc::EBUSY) && kind == TargetKind::BlockDevice {
-                    WorkloadError::DeviceBusy(path.to_path_buf())
-                } else {
-                    open_error(path, e)
-                }
-            })?;
+        let mut file = opened.map_err(|e| {
+            if e.raw_os_error() == Some(libc::EINVAL) && mode.direct {
+                WorkloadError::DirectUnsupported(path.to_path_buf())
+            } else if e.raw_os_error() == Some(libc::EBUSY) && kind == TargetKind::BlockDevice {
+                WorkloadError::DeviceBusy(path.to_path_buf())
+            } else {
+                open_error(path, e)
+            }
+        })?;
         let actual = file
             .seek(SeekFrom::End(0))
             .map_err(|e| open_error(path, e))?;

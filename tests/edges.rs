@@ -1,0 +1,628 @@
+//! The promises at their edges, as a new user meets them in the first hour (issue 12): each
+//! test drives the built binary on real loop devices and filesystems, and each failed on
+//! 4124e44. Writes to a mounted device, runs that test nothing, reports that replace each
+//! other, config mistakes that surface as hardware failures, closed pipes, exit codes,
+//! unwritable report directories, names that leak from the code.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::*;
+use serde_json::Value;
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn usbperf(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().unwrap()
+}
+
+/// A run's own directory: config, reports, lock.
+struct RunDir {
+    dir: TempDir,
+}
+
+impl RunDir {
+    fn new() -> RunDir {
+        RunDir {
+            dir: TempDir::new("edges"),
+        }
+    }
+    fn config(&self, yaml: &str) -> PathBuf {
+        let p = self.dir.path().join("cfg.yaml");
+        std::fs::write(&p, yaml).unwrap();
+        p
+    }
+    fn reports(&self) -> PathBuf {
+        self.dir.path().join("reports")
+    }
+    fn run_in(&self, report_dir: &Path, cfg: Option<&Path>, extra: &[&str]) -> Output {
+        let mut a: Vec<String> = vec![
+            "run".into(),
+            "--report-dir".into(),
+            report_dir.display().to_string(),
+            "--lock-file".into(),
+            self.dir.path().join("lock").display().to_string(),
+        ];
+        if let Some(c) = cfg {
+            a.push("--config".into());
+            a.push(c.display().to_string());
+        }
+        a.extend(extra.iter().map(|s| s.to_string()));
+        Command::new(bin()).args(&a).output().unwrap()
+    }
+    fn run(&self, cfg: Option<&Path>, extra: &[&str]) -> Output {
+        self.run_in(&self.reports(), cfg, extra)
+    }
+    fn report_files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.reports())
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.retain(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'));
+        v.sort();
+        v
+    }
+    fn report(&self) -> Value {
+        let files = self.report_files();
+        assert_eq!(files.len(), 1, "one report: {files:?}");
+        serde_norway::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap()
+    }
+}
+
+// 1. bench --allow-write-device on a mounted filesystem.
+#[test]
+fn bench_never_writes_a_mounted_device_whatever_the_flags() {
+    let m = Mounted::new(64 << 20, "ext4");
+    let marker = m.path().join("precious.txt");
+    std::fs::write(&marker, "customer data\n").unwrap();
+    let out = usbperf(&[
+        "bench",
+        "--target",
+        &m.lo.dev,
+        "--workload",
+        "seq-write",
+        "--size",
+        "16M",
+        "--allow-write-device",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is mounted at"),
+        "the refusal names the mount: {}",
+        stderr(&out)
+    );
+    // The filesystem is intact: unmount and check it.
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "customer data\n");
+    let dev = m.lo.dev.clone();
+    let st = Command::new("umount").arg(m.path()).status().unwrap();
+    assert!(st.success());
+    let fsck = Command::new("e2fsck").args(["-fn", &dev]).output().unwrap();
+    assert!(
+        fsck.status.success(),
+        "fsck after the refused bench: {}",
+        stdout(&fsck)
+    );
+}
+
+#[test]
+fn bench_writes_an_unused_device_only_with_the_flag() {
+    let lo = Loop::new(32 << 20);
+    let args = [
+        "bench",
+        "--target",
+        &lo.dev,
+        "--workload",
+        "seq-write",
+        "--size",
+        "4M",
+    ];
+    let refused = usbperf(&args);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("--allow-write-device"));
+    let mut with_flag = args.to_vec();
+    with_flag.push("--allow-write-device");
+    let ok = usbperf(&with_flag);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+}
+
+// 2. Nothing tested is never a pass.
+#[test]
+fn a_run_that_tests_no_device_fails_with_the_reason_in_the_report() {
+    let rd = RunDir::new();
+    let cfg = rd.config("devices:\n  - select: {name: no-such-disk}\n");
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let rep = rd.report();
+    assert_eq!(rep["verdict"]["pass"], false);
+    let reasons = rep["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("no device was tested"), "{reasons}");
+    assert!(stdout(&out).contains("verdict FAIL"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_config_without_profile_runs_the_default_matrix_and_a_device_with_no_test_fails() {
+    let lo = Loop::new(32 << 20);
+    let rd = RunDir::new();
+    // No `profile:`: the documented default (quick) is the base, so the device gets tests.
+    let cfg = rd.config(&format!(
+        "devices:\n  - {{select: {{name: {}}}, target: read-only, required: true}}\n",
+        lo.name()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    let rep = rd.report();
+    assert_eq!(rep["config"]["sources"][0], "builtin:quick");
+    let cells = rep["devices"][0]["cells"].as_array().unwrap();
+    assert!(cells.len() >= 5, "quick's tests: {cells:?}");
+    // Read-only target: the write tests are skipped, the read tests ran and passed.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    // Only write tests on a read-only target: every cell skipped, so nothing was tested.
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "devices:\n  - {{select: {{name: {}}}, target: read-only}}\n\
+         tests:\n  - {{workload: seq-write, size: 4M}}\n",
+        lo.name()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let rep = rd.report();
+    let reasons = rep["devices"][0]["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("no test ran on this device"), "{reasons}");
+}
+
+#[test]
+fn empty_lists_and_bad_ports_are_config_errors() {
+    let rd = RunDir::new();
+    for (yaml, want) in [
+        ("tests: []\n", "tests is empty"),
+        ("devices: []\n", "devices is empty"),
+        (
+            "devices:\n  - select: {port: 'usb:garbage'}\n",
+            "write USB ports as usb:BUS-PORT",
+        ),
+    ] {
+        let cfg = rd.config(yaml);
+        let out = rd.run(Some(&cfg), &["--dry-run"]);
+        assert_eq!(out.status.code(), Some(2), "{yaml}: {}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{yaml}: {}", stderr(&out));
+    }
+    let out = usbperf(&["list", "--expect", "usb:garbage=480"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+// 3. The main job tests something real: the system disk through scratch files.
+#[test]
+fn run_without_arguments_tests_the_system_disk_through_files_never_raw() {
+    let rd = RunDir::new();
+    let out = rd.run(None, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rep = rd.report();
+    let sys: Vec<&Value> = rep["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["label"] == "system disk")
+        .collect();
+    assert_eq!(
+        sys.len(),
+        1,
+        "the disk holding / is tested: {:#}",
+        rep["devices"]
+    );
+    let d = sys[0];
+    assert_eq!(d["placement"]["mode"], "file", "{:#}", d["placement"]);
+    assert_eq!(d["placement"]["dir"], "/var/lib/usbperf/scratch");
+    for c in d["cells"].as_array().unwrap() {
+        assert_eq!(c["status"], "passed", "{c:#}");
+        let r = &c["result"];
+        assert!(
+            r["mib_per_s"].as_f64().unwrap() > 0.0,
+            "a real figure: {r:#}"
+        );
+        if c["workload"] != "read-buffered" {
+            assert_eq!(r["target"]["kind"], "file", "{r:#}");
+        }
+    }
+    assert!(
+        test_files_in(Path::new("/var/lib/usbperf/scratch")).is_empty(),
+        "no test file left"
+    );
+    // The seeds' table is printed at the end.
+    let o = stdout(&out);
+    assert!(
+        o.contains("read-buffered") && o.contains("seq-write"),
+        "{o}"
+    );
+}
+
+// 4. Reports never replace each other.
+#[test]
+fn five_runs_in_a_row_leave_five_reports() {
+    let rd = RunDir::new();
+    let cfg = rd.config("devices:\n  - select: {name: no-such-disk}\n");
+    for _ in 0..5 {
+        let out = rd.run(Some(&cfg), &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    }
+    let files = rd.report_files();
+    assert_eq!(files.len(), 5, "{files:?}");
+    let mut ids: Vec<String> = files
+        .iter()
+        .map(|f| {
+            let v: Value = serde_norway::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            v["report_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 5, "every run has its own id");
+}
+
+// 5. Workload mistakes are configuration errors, before any I/O.
+#[test]
+fn workload_mistakes_are_config_errors_with_position_and_range() {
+    let rd = RunDir::new();
+    let table = [
+        (
+            "{workload: seq-write, bs: 3}",
+            "bs 3: must be a multiple of 512",
+        ),
+        ("{workload: seq-write, bs: 0}", "bs 0: must be between 512"),
+        (
+            "{workload: seq-write, size: 0}",
+            "size 0: must be at least one block",
+        ),
+        ("{workload: rand-read, jobs: 2000}", "jobs must be 1..=1024"),
+        (
+            "{workload: seq-write, bs: 1G, size: 16M}",
+            "bs 1G: must be between 512",
+        ),
+        (
+            "{workload: seq-write, bs: 64M, size: 16M}",
+            "size 16M: is smaller than one block",
+        ),
+    ];
+    for (entry, want) in table {
+        let cfg = rd.config(&format!("tests:\n  - {entry}\n"));
+        for extra in [&["--dry-run"][..], &[][..]] {
+            let out = rd.run(Some(&cfg), extra);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{entry} {extra:?}: {}",
+                stderr(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.contains(&format!("{}:2:", cfg.display())) && err.contains(want),
+                "{entry}: want file:line and {want:?}: {err}"
+            );
+            assert!(!err.contains("--bs") && !err.contains("--jobs"), "{err}");
+        }
+        assert!(rd.report_files().is_empty(), "nothing run for {entry}");
+    }
+}
+
+#[test]
+fn an_oversized_test_is_clamped_to_the_device_and_says_so() {
+    let lo = Loop::new(32 << 20);
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "devices:\n  - {{select: {{name: {}}}, target: read-only}}\n\
+         tests:\n  - {{workload: seq-read, size: 999P, runtime: 1s}}\n",
+        lo.name()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rep = rd.report();
+    let reasons = rep["devices"][0]["cells"][0]["reasons"].to_string();
+    assert!(
+        reasons.contains("size reduced from 999P to 32M to the size of the device"),
+        "{reasons}"
+    );
+}
+
+// 6. A closed pipe never panics.
+fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the first line, as `| head -0` would.
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let st = child.wait().unwrap();
+    (st.code(), err)
+}
+
+#[test]
+fn a_closed_pipe_is_quiet_in_every_subcommand() {
+    let scratch = Scratch::new("edges-pipe");
+    let t = scratch.path("t.bin");
+    let rd = RunDir::new();
+    let cfg = rd.config("devices:\n  - select: {name: no-such-disk}\n");
+    let lock = rd.dir.path().join("lock2").display().to_string();
+    let reports = rd.reports().display().to_string();
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["list", "--all"], 0),
+        (vec!["list", "--all", "--format", "json"], 0),
+        (vec!["tree"], 0),
+        (vec!["--help"], 0),
+        (
+            vec![
+                "bench",
+                "--target",
+                t.to_str().unwrap(),
+                "--workload",
+                "seq-write",
+                "--size",
+                "1M",
+            ],
+            0,
+        ),
+        (
+            vec![
+                "run",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--report-dir",
+                &reports,
+                "--lock-file",
+                &lock,
+            ],
+            1,
+        ),
+        (
+            vec!["run", "--config", cfg.to_str().unwrap(), "--dry-run"],
+            0,
+        ),
+    ];
+    for (args, want) in cases {
+        let (code, err) = with_closed_stdout(&args);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(code, Some(want), "{args:?}: {err}");
+    }
+}
+
+// 7. Exit codes as documented, for every subcommand.
+#[test]
+fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
+    let scratch = Scratch::new("edges-exit");
+    let dir = scratch.dir.display().to_string();
+    let missing = scratch.path("none.bin").display().to_string();
+    let not_report = scratch.path("notes.txt");
+    std::fs::write(&not_report, "hello\n").unwrap();
+    let not_report = not_report.display().to_string();
+    let empty_fleet = scratch.path("fleet");
+    std::fs::create_dir_all(&empty_fleet).unwrap();
+    let empty_fleet = empty_fleet.display().to_string();
+    let rd = RunDir::new();
+    let bad_cfg = rd.config("tests:\n  - {workload: seq-write, bs: 3}\n");
+    let bad_cfg = bad_cfg.display().to_string();
+    let lo = Loop::new(8 << 20);
+    let file = scratch.path("f.bin").display().to_string();
+    let bench = |extra: &[&str]| -> Vec<String> {
+        let mut v = vec!["bench".to_string()];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let table: Vec<(Vec<String>, i32, &str)> = vec![
+        (vec!["no-such-command".into()], 2, ""),
+        (
+            vec!["list".into(), "--expect".into(), "usb:1-1".into()],
+            2,
+            "PORT=SPEED",
+        ),
+        (
+            vec!["list".into(), "--sysfs-root".into(), dir.clone()],
+            2,
+            "sysfs tree",
+        ),
+        (
+            vec!["tree".into(), "--expect".into(), "x=480".into()],
+            2,
+            "usb:",
+        ),
+        (
+            vec!["run".into(), "--config".into(), missing.clone()],
+            2,
+            "cannot read the config",
+        ),
+        (
+            vec!["run".into(), "--config".into(), bad_cfg, "--dry-run".into()],
+            2,
+            "bs 3",
+        ),
+        (
+            vec![
+                "run".into(),
+                "--engine".into(),
+                "warp".into(),
+                "--dry-run".into(),
+            ],
+            2,
+            "--engine",
+        ),
+        (
+            vec!["run".into(), "--sysfs-root".into(), dir.clone()],
+            2,
+            "--sysfs-root",
+        ),
+        (
+            bench(&[
+                "--target",
+                &file,
+                "--workload",
+                "rand-read",
+                "--size",
+                "1M",
+                "--qd",
+                "0",
+            ]),
+            2,
+            "--qd 0",
+        ),
+        (
+            bench(&[
+                "--target",
+                &file,
+                "--workload",
+                "rand-read",
+                "--size",
+                "1M",
+                "--bs",
+                "3",
+            ]),
+            2,
+            "--bs 3",
+        ),
+        (
+            bench(&["--target", &dir, "--workload", "seq-read"]),
+            2,
+            "is a directory",
+        ),
+        (
+            bench(&["--target", "/dev/null", "--workload", "seq-read"]),
+            2,
+            "neither a regular file",
+        ),
+        (
+            bench(&["--target", &missing, "--workload", "seq-read"]),
+            2,
+            "give --size",
+        ),
+        (
+            bench(&[
+                "--target",
+                &lo.dev,
+                "--workload",
+                "seq-write",
+                "--size",
+                "1M",
+            ]),
+            2,
+            "--allow-write-device",
+        ),
+        (vec!["show".into(), not_report], 2, "not a usbperf report"),
+        (vec!["show".into(), missing.clone()], 4, "cannot read"),
+        (vec!["fleet".into(), empty_fleet], 2, "no reports"),
+    ];
+    for (args, want, text) in table {
+        let out = Command::new(bin()).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(want), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(text),
+            "{args:?}: want {text:?} in {}",
+            stderr(&out)
+        );
+        assert!(!stderr(&out).contains("panicked"), "{args:?}");
+    }
+    assert!(
+        !Path::new(&missing).exists(),
+        "nothing created for a refused bench"
+    );
+}
+
+// 8. A report directory that cannot be written.
+#[test]
+fn an_unwritable_report_dir_still_tests_and_the_report_is_kept() {
+    let lo = Loop::new(16 << 20);
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "devices:\n  - {{select: {{name: {}}}, target: read-only}}\n\
+         tests:\n  - {{workload: seq-read, size: 4M}}\n",
+        lo.name()
+    ));
+    // /proc refuses new directories even to root: the configured place cannot be written.
+    let out = rd.run_in(Path::new("/proc/usbperf-reports"), Some(&cfg), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let o = stdout(&out);
+    // The whole report is on standard output (the journal)...
+    let yaml_start = o.find("schema_version:").expect("report on stdout");
+    let doc: Value =
+        serde_norway::from_str(o[yaml_start..].split("\nunit ").next().unwrap()).unwrap();
+    assert_eq!(doc["devices"][0]["cells"][0]["status"], "passed");
+    // ...and in the fallback directory, which the summary names.
+    let line = o
+        .lines()
+        .find(|l| l.contains("verdict PASS; report "))
+        .unwrap_or_else(|| panic!("summary line: {o}"));
+    let path = PathBuf::from(line.rsplit("report ").next().unwrap());
+    assert!(path.starts_with("/run/usbperf/reports"), "{line}");
+    let kept: Value = serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(kept["report_id"], doc["report_id"]);
+    assert!(kept["warnings"].to_string().contains("cannot be written"));
+    std::fs::remove_file(&path).unwrap();
+}
+
+// 10. Hygiene.
+#[test]
+fn dry_run_speaks_json_when_asked() {
+    let rd = RunDir::new();
+    let out = rd.run(None, &["--dry-run", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert!(v["config"]["tests"]
+        .as_array()
+        .is_some_and(|t| !t.is_empty()));
+}
+
+// 11. What a person reads.
+#[test]
+fn bench_speaks_words_not_rust_names() {
+    let lo = Loop::new(16 << 20);
+    let out = usbperf(&[
+        "bench",
+        "--target",
+        &lo.dev,
+        "--workload",
+        "seq-read",
+        "--size",
+        "16M",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let t = stdout(&out);
+    let first = t.lines().next().unwrap();
+    assert!(
+        first.starts_with(&format!("seq-read on {} (16.0 MiB)", lo.dev)),
+        "{first}"
+    );
+    assert!(first.contains("stopped by the size bound"), "{first}");
+    assert!(t.contains("total  16.0 MiB (16777216 bytes)"), "{t}");
+    for leak in ["SeqRead", "Size", "ReadBuffered"] {
+        assert!(!t.contains(leak), "{leak} in {t}");
+    }
+    let out = usbperf(&[
+        "bench",
+        "--target",
+        &lo.dev,
+        "--workload",
+        "seq-read",
+        "--size",
+        "4M",
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["target"]["path"],
+        lo.dev.as_str(),
+        "the device keeps its name"
+    );
+}
