@@ -863,3 +863,287 @@ fn nothing_matched_says_why_and_exits_non_zero() {
     assert_eq!(o.status.code(), Some(4), "{}", err(&o));
     assert!(err(&o).contains("1 unfinished runs"), "{}", err(&o));
 }
+
+/// xorshift64*: a deterministic stream for the fuzz test, no crate needed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Values that broke or could break the reader or the renderers (issue 12, item 9), written
+/// as YAML and JSON spell them, valid or not.
+const BAD_NUMBERS: [&str; 14] = [
+    "1e308",
+    "-1e308",
+    ".nan",
+    ".inf",
+    "-.inf",
+    "NaN",
+    "-5",
+    "0",
+    "-0",
+    "1e-320",
+    "18446744073709551616",
+    "99999999999999999999999",
+    "1e999",
+    "-9223372036854775809",
+];
+
+/// Keys of the figures the fleet reads (YAML `key: v` and JSON `"key": v` alike).
+const FIGURE_KEYS: [&str; 7] = [
+    "mib_per_s",
+    "iops",
+    "p99_ns",
+    "speed_mbps",
+    "size_bytes",
+    "t_s",
+    "min_mib_per_s",
+];
+
+fn lines_of(b: &[u8]) -> Vec<Vec<u8>> {
+    b.split_inclusive(|&c| c == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// One to three mutations of a real report: byte flips, truncation, duplicated, removed,
+/// swapped or re-indented lines, inserted garbage, numbers replaced by bad ones.
+fn mutate(seed: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut b = seed.to_vec();
+    for _ in 0..1 + rng.below(3) {
+        if b.is_empty() {
+            break;
+        }
+        match rng.below(9) {
+            0 => {
+                for _ in 0..1 + rng.below(8) {
+                    let i = rng.below(b.len());
+                    b[i] ^= 1 << rng.below(8);
+                }
+            }
+            1 => b.truncate(rng.below(b.len())),
+            2..=4 => {
+                let mut l = lines_of(&b);
+                let i = rng.below(l.len());
+                match rng.below(4) {
+                    0 => {
+                        let dup = l[i].clone();
+                        l.insert(i, dup);
+                    }
+                    1 => {
+                        l.remove(i);
+                    }
+                    2 => {
+                        let j = rng.below(l.len());
+                        l.swap(i, j);
+                    }
+                    _ => {
+                        l[i].splice(0..0, *b"  ");
+                    }
+                }
+                b = l.concat();
+            }
+            5 => {
+                let at = rng.below(b.len());
+                let junk: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next() as u8).collect();
+                b.splice(at..at, junk);
+            }
+            n => {
+                // A number token (digits, '.', 'e', '-') replaced by a bad value: any number,
+                // or (most numbers are in fields the fleet does not read) one the fleet reads.
+                let starts: Vec<usize> = if n == 6 {
+                    (0..b.len())
+                        .filter(|&i| {
+                            b[i].is_ascii_digit() && (i == 0 || b" :[,-".contains(&b[i - 1]))
+                        })
+                        .collect()
+                } else {
+                    let key = FIGURE_KEYS[rng.below(FIGURE_KEYS.len())].as_bytes();
+                    (0..b.len())
+                        .filter(|&i| b[i..].starts_with(key))
+                        .map(|i| i + key.len())
+                        .filter_map(|i| match b.get(i..i + 2) {
+                            Some([b':', _]) => Some(i + 1),
+                            Some(b"\":") => Some(i + 2),
+                            _ => None,
+                        })
+                        .map(|i| i + b[i..].iter().take_while(|c| **c == b' ').count())
+                        .collect()
+                };
+                if starts.is_empty() {
+                    continue;
+                }
+                let s = starts[rng.below(starts.len())];
+                let e = s + b[s..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit() || b".e-+".contains(c))
+                    .count();
+                let v = BAD_NUMBERS[rng.below(BAD_NUMBERS.len())];
+                b.splice(s..e, v.bytes());
+            }
+        }
+    }
+    b
+}
+
+/// What a fuzz run did.
+#[derive(Debug, Default)]
+struct FuzzCount {
+    inputs: usize,
+    panics: usize,
+    /// Mutated reports that still loaded (so the figures' checks, not only the parser, ran).
+    loaded: usize,
+    rejected_figures: usize,
+}
+
+/// Feeds batches of mutated reports (plus one intact one, so aggregation has data) through
+/// the whole pipeline: walk, read, parse, extract, dedupe, aggregate, every renderer. Stops
+/// after `batches` or at `deadline`.
+fn fuzz_fleet(seed: u64, batches: usize, deadline: Option<std::time::Instant>) -> FuzzCount {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use usbperf::fleet::aggregate::{aggregate, FleetOptions};
+    use usbperf::fleet::{html, text, thresholds};
+
+    let d = TempDir::new("fleet-fuzz");
+    let seeds_dir = d.path().join("seeds");
+    generate(&seeds_dir.join("y"), 3, "yaml", &["--seed", "5"]);
+    generate(&seeds_dir.join("j"), 2, "json", &["--seed", "6"]);
+    let seeds: Vec<(Vec<u8>, &str)> = ["y", "j"]
+        .iter()
+        .flat_map(|f| sorted_reports(&seeds_dir.join(f)))
+        .map(|p| {
+            let ext = if p.extension().is_some_and(|e| e == "json") {
+                "json"
+            } else {
+                "yaml"
+            };
+            (std::fs::read(&p).unwrap(), ext)
+        })
+        .collect();
+    let mut rng = Rng(seed | 1);
+    let mut c = FuzzCount::default();
+    let batch_dir = d.path().join("batch");
+    for batch in 0..batches {
+        if deadline.is_some_and(|t| std::time::Instant::now() >= t) {
+            break;
+        }
+        let _ = std::fs::remove_dir_all(&batch_dir);
+        std::fs::create_dir(&batch_dir).unwrap();
+        let (good, ext) = &seeds[rng.below(seeds.len())];
+        // Named to sort last: a mutant with the seed's identity is then the copy that counts.
+        std::fs::write(batch_dir.join(format!("zz-good.{ext}")), good).unwrap();
+        let n = 1 + rng.below(4);
+        for i in 0..n {
+            let (s, ext) = &seeds[rng.below(seeds.len())];
+            std::fs::write(batch_dir.join(format!("m{i}.{ext}")), mutate(s, &mut rng)).unwrap();
+        }
+        c.inputs += n;
+        let dir = batch_dir.clone();
+        let run = catch_unwind(AssertUnwindSafe(|| {
+            let opts = FleetOptions {
+                load: usbperf::fleet::load::LoadOptions {
+                    threads: 1,
+                    ..Default::default()
+                },
+                ..FleetOptions::default()
+            };
+            let acc = aggregate(&[dir], opts).expect("the batch holds files");
+            let _ = acc.nothing_matched();
+            let boards = acc.boards();
+            let s = acc.finish();
+            let sopts = thresholds::SuggestOptions::default();
+            let sug = thresholds::suggest(&s, &sopts);
+            let mut len = text::render_table(&s).len() + text::render_csv(&s).len();
+            len += html::render_html(&s, &sug).len();
+            len += thresholds::render_snippet(boards.first().map_or("", |b| b), &s, &sug, &sopts)
+                .len();
+            len += serde_json::to_string(&s).unwrap().len();
+            len += serde_norway::to_string(&s).unwrap().len();
+            assert!(len > 0);
+            // The intact report counts once, as a record or as a copy of a mutant.
+            (s.reports + s.duplicates.len() - 1, s.rejected_figures.len())
+        }));
+        if let Ok((loaded, rejected)) = run {
+            c.loaded += loaded;
+            c.rejected_figures += rejected;
+        } else {
+            c.panics += 1;
+            let keep = std::env::temp_dir().join(format!("usbperf-fuzz-fleet-{seed}-{batch}"));
+            let _ = std::fs::rename(&batch_dir, &keep);
+            eprintln!(
+                "fuzz fleet: panic on batch {batch}, inputs kept in {}",
+                keep.display()
+            );
+        }
+    }
+    c
+}
+
+/// The fleet reader and renderers on mutated real reports: no input may panic. Fixed seed and
+/// size, a few seconds; `fuzz_fleet_long` runs for as long as asked.
+#[test]
+fn fuzz_fleet_reader_and_renderers_do_not_panic() {
+    let start = std::time::Instant::now();
+    let batches = 100;
+    let c = fuzz_fleet(0x9e37_79b9_7f4a_7c15, batches, None);
+    println!(
+        "fuzz fleet: {} inputs, {} panics, {:.1} s ({c:?})",
+        c.inputs,
+        c.panics,
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        c.inputs >= batches,
+        "every batch holds at least one mutated report"
+    );
+    // A fuzz that only ever hits parse errors tests little: some mutants must load and some
+    // bad figures must reach the checks.
+    assert!(c.loaded > 0 && c.rejected_figures > 0, "{c:?}");
+    assert_eq!(
+        c.panics, 0,
+        "inputs that panicked are kept under the temp dir"
+    );
+}
+
+/// The long fuzz run: `USBPERF_FUZZ_SECS` (default 60) seconds, seed from `USBPERF_FUZZ_SEED`
+/// or the clock (printed, to replay a failure).
+#[test]
+#[ignore = "long: cargo test --test fleet fuzz_fleet_long -- --ignored --nocapture"]
+fn fuzz_fleet_long() {
+    let secs: u64 = std::env::var("USBPERF_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let seed = std::env::var("USBPERF_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    let start = std::time::Instant::now();
+    let deadline = start + std::time::Duration::from_secs(secs);
+    let c = fuzz_fleet(seed, usize::MAX, Some(deadline));
+    println!(
+        "fuzz fleet: {} inputs, {} panics ({:.0} s, seed {seed}; {} loaded, {} figures refused)",
+        c.inputs,
+        c.panics,
+        start.elapsed().as_secs_f64(),
+        c.loaded,
+        c.rejected_figures
+    );
+    assert_eq!(
+        c.panics, 0,
+        "inputs that panicked are kept under the temp dir"
+    );
+}
