@@ -270,8 +270,9 @@ fn damaged_newer_and_unfinished_reports_are_listed_and_skipped() {
             1,
         );
     std::fs::write(dir.join("newer.yaml"), newer).unwrap();
-    // Version 1 with fields this build does not know: loads.
-    let extra = text.replacen(
+    // Version 1 with fields this build does not know: loads. (A retest, so that it is not
+    // a copy of the report it was made from.)
+    let extra = set_line(&text, "started_at: ", "2027-03-01T00:00:00Z").replacen(
         "status: complete",
         "status: complete\nnew_field: {a: [1, 2]}",
         1,
@@ -482,4 +483,667 @@ fn reports_of_real_runs_aggregate() {
         .any(|t| t["metric"] == "seq-write.mib_per_s" && t["value"] == 1.0));
     let curves = s["write_curves"].as_array().unwrap();
     assert_eq!(curves[0]["curves"].as_array().unwrap().len(), 2);
+}
+
+/// Runs the fleet with stdout and stderr in files (a pipe could fill and stall it), killing it
+/// after `limit`: `None` when it had to be killed (it hung).
+fn fleet_bounded(
+    dir: &Path,
+    args: &[&str],
+    limit: std::time::Duration,
+) -> Option<(i32, String, String)> {
+    let (out, errf) = (dir.join("fleet.stdout"), dir.join("fleet.stderr"));
+    let mut child = Command::new(bin())
+        .arg("fleet")
+        .args(args)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&errf).unwrap())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+            return Some((st.code().unwrap_or(-1), read(&out), read(&errf)));
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn sorted_reports(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "json"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Issue 12, item 9: a FIFO among the reports made the fleet block in `open` forever.
+#[test]
+fn fifo_socket_and_symlinks_to_them_are_skipped_unopened() {
+    let d = TempDir::new("fleet-fifo");
+    let dir = d.path().join("r");
+    let units = 4;
+    generate(&dir, units, "yaml", &["--outliers", "0"]);
+    // A report elsewhere, linked in: a symlink to a regular file is read like the file.
+    let other = d.path().join("other");
+    generate(&other, 1, "yaml", &["--seed", "99", "--outliers", "0"]);
+    let linked = sorted_reports(&other).remove(0);
+    std::os::unix::fs::symlink(&linked, dir.join("linked.yaml")).unwrap();
+    nix::unistd::mkfifo(&dir.join("fifo.yaml"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::os::unix::fs::symlink(dir.join("fifo.yaml"), dir.join("to-fifo.yaml")).unwrap();
+    let _sock = std::os::unix::net::UnixListener::bind(dir.join("sock.json")).unwrap();
+
+    let args = [dir.to_str().unwrap(), "--format", "json"];
+    let Some((code, out, stderr)) =
+        fleet_bounded(d.path(), &args, std::time::Duration::from_secs(60))
+    else {
+        panic!("the fleet hung on a FIFO among the reports (killed after 60 s)");
+    };
+    assert_eq!(code, 0, "{stderr}");
+    let s: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["reports"], units + 1, "the reports and the linked one");
+    let odd: BTreeSet<String> = s["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "not-regular")
+        .map(|e| {
+            let name = Path::new(e["file"].as_str().unwrap()).file_name().unwrap();
+            name.to_string_lossy().into_owned()
+        })
+        .collect();
+    let want: BTreeSet<String> = ["fifo.yaml", "to-fifo.yaml", "sock.json"]
+        .map(String::from)
+        .into();
+    assert_eq!(odd, want);
+    assert!(
+        s["errors"].as_array().unwrap().is_empty(),
+        "{}",
+        s["errors"]
+    );
+    for name in &want {
+        assert!(stderr.contains(name.as_str()), "{name} not noted: {stderr}");
+    }
+    // The table lists them too.
+    let (code, table, _) = fleet_bounded(
+        d.path(),
+        &[dir.to_str().unwrap()],
+        std::time::Duration::from_secs(60),
+    )
+    .expect("no hang");
+    assert_eq!(code, 0);
+    assert!(
+        table.contains("not regular files (skipped, never opened)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("fifo.yaml: not a regular file (a FIFO)"),
+        "{table}"
+    );
+}
+
+/// Replaces the value of the first line starting with `key` (at the line's start).
+fn set_line(text: &str, key: &str, value: &str) -> String {
+    let at = text.find(&format!("\n{key}")).expect("key present") + 1;
+    let end = at + text[at..].find('\n').unwrap();
+    format!("{}{key}{value}{}", &text[..at], &text[end..])
+}
+
+/// Issue 12, item 9: a report copied twice (or collected again) counted twice.
+#[test]
+fn copies_of_a_report_count_once() {
+    let d = TempDir::new("fleet-dup");
+    let dir = d.path().join("r");
+    let units = 6;
+    generate(&dir, units, "yaml", &["--outliers", "0"]);
+    let files = sorted_reports(&dir);
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    // The same bytes under another name (sorts after the original: the original counts).
+    std::fs::copy(&files[0], dir.join("zz-copy.yaml")).unwrap();
+    // The same report collected again, with a field added on the way: same unit, same start.
+    std::fs::create_dir(dir.join("zz-again")).unwrap();
+    let again = read(&files[1]).replacen("status: complete", "status: complete\ncollected: 2", 1);
+    std::fs::write(dir.join("zz-again/recollected.yaml"), again).unwrap();
+    // A retest of a unit: the same unit, a later start. Two reports, one unit.
+    let t = read(&files[2]);
+    std::fs::write(
+        dir.join("retest.yaml"),
+        set_line(&t, "started_at: ", "2027-01-05T10:00:00Z"),
+    )
+    .unwrap();
+    // A report with an id (schema 2's field): its id is its identity, even with another
+    // start time written in the copy.
+    let t = read(&files[3]);
+    let with_id = |start: &str| {
+        set_line(&t, "started_at: ", start).replacen(
+            "schema_version: 1",
+            "schema_version: 1\nreport_id: 6f1c2a",
+            1,
+        )
+    };
+    std::fs::write(dir.join("id-a.yaml"), with_id("2027-02-01T00:00:00Z")).unwrap();
+    std::fs::write(dir.join("id-b.yaml"), with_id("2027-02-02T00:00:00Z")).unwrap();
+
+    let s = fleet_json(&[dir.to_str().unwrap()]);
+    assert_eq!(
+        s["reports"],
+        units + 2,
+        "the originals, the retest and id-a"
+    );
+    assert_eq!(s["units"], units);
+    let dups: BTreeSet<(String, String)> = s["duplicates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            let name = |k: &str| {
+                let p = Path::new(x[k].as_str().unwrap());
+                p.strip_prefix(&dir).unwrap().display().to_string()
+            };
+            (name("file"), name("kept"))
+        })
+        .collect();
+    let base = |i: usize| files[i].file_name().unwrap().to_string_lossy().into_owned();
+    let want: BTreeSet<(String, String)> = [
+        ("zz-copy.yaml".to_string(), base(0)),
+        ("zz-again/recollected.yaml".to_string(), base(1)),
+        ("id-b.yaml".to_string(), "id-a.yaml".to_string()),
+    ]
+    .into();
+    assert_eq!(dups, want);
+    let o = fleet(&[dir.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains(&format!("{} duplicate reports dropped", want.len())),
+        "{table}"
+    );
+    assert!(err(&o).contains(&format!("dropped {} duplicate reports", want.len())));
+}
+
+/// The nth figure line `      <field>: <number>` (a cell result's own figure) of a report,
+/// with its workload and device: where to plant a bad value and what the note must name.
+fn figure_at(text: &str, field: &str, nth: usize) -> (usize, usize, String, String) {
+    let key = format!("\n      {field}: ");
+    let at = text.match_indices(&key).nth(nth).expect("figure present").0 + key.len();
+    let end = at + text[at..].find('\n').unwrap();
+    let before = &text[..at];
+    let after_key = |k: &str| {
+        let i = before.rfind(k).expect("context") + k.len();
+        before[i..i + before[i..].find('\n').unwrap()].to_string()
+    };
+    let workload = after_key("\n      workload: ");
+    let device = after_key("\n- name: ");
+    (at, end, workload, device)
+}
+
+/// Issue 12, item 9: `1e308`, `.nan`, `.inf` and negative figures were accepted and broke the
+/// table (a 309-digit column) and the charts.
+#[test]
+fn absurd_figures_are_refused_with_a_note_and_the_report_still_counts() {
+    let d = TempDir::new("fleet-figures");
+    let dir = d.path().join("r");
+    let units = 8;
+    generate(&dir, units, "yaml", &["--outliers", "0"]);
+    let clean = fleet_json(&[dir.to_str().unwrap()]);
+    let files = sorted_reports(&dir);
+    // (file, field, occurrence, bad value as YAML)
+    let plants = [
+        (0, "mib_per_s", 1, "1e308"),
+        (1, "mib_per_s", 2, ".nan"),
+        (2, "iops", 3, "-5"),
+        (3, "iops", 0, ".inf"),
+    ];
+    let mut want = BTreeSet::new();
+    for (i, field, nth, bad) in plants {
+        let t = std::fs::read_to_string(&files[i]).unwrap();
+        let (at, end, workload, device) = figure_at(&t, field, nth);
+        std::fs::write(&files[i], format!("{}{bad}{}", &t[..at], &t[end..])).unwrap();
+        let name = files[i].file_name().unwrap().to_string_lossy().into_owned();
+        want.insert((name, device, format!("{workload}.{field}")));
+    }
+    let s = fleet_json(&[dir.to_str().unwrap()]);
+    // The reports still count, with their verdicts.
+    assert_eq!(s["reports"], clean["reports"]);
+    assert_eq!(s["devices"], clean["devices"]);
+    assert_eq!(s["device_pass_rate"], clean["device_pass_rate"]);
+    let got: BTreeSet<(String, String, String)> = s["rejected_figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let file = Path::new(f["file"].as_str().unwrap()).file_name().unwrap();
+            let dev = f["device"].as_str().unwrap().split(' ').next().unwrap();
+            (
+                file.to_string_lossy().into_owned(),
+                dev.to_string(),
+                f["field"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    // Only the refused figures are missing from the distributions, and every figure left is
+    // a finite, non-negative number (JSON writes NaN as null).
+    let count = |s: &Value| -> u64 {
+        s["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["metrics"].as_array().unwrap())
+            .map(|m| m["count"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(count(&s), count(&clean) - want.len() as u64);
+    for g in s["groups"].as_array().unwrap() {
+        for m in g["metrics"].as_array().unwrap() {
+            for k in ["min", "p5", "median", "p95", "max"] {
+                let v = m[k].as_f64().unwrap_or(f64::NAN);
+                assert!(v.is_finite() && v >= 0.0, "{} {k} = {}", m["metric"], m[k]);
+            }
+        }
+    }
+    // The table and the page show no monster figure and say what was refused.
+    let o = fleet(&[dir.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&o.stdout).into_owned();
+    let longest_number = table
+        .split(|c: char| !c.is_ascii_digit())
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        longest_number < 20,
+        "a {longest_number}-digit figure in the table"
+    );
+    assert!(
+        table.contains(&format!("{} figures refused", want.len())),
+        "{table}"
+    );
+    for (file, _, field) in &want {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.contains(file.as_str()) && l.contains(field.as_str())),
+            "{file} {field} not noted:\n{table}"
+        );
+    }
+    let o = fleet(&[dir.to_str().unwrap(), "--format", "html"]);
+    let html = String::from_utf8_lossy(&o.stdout);
+    // The note quotes the refused values; nothing before it may hold one.
+    let charts = &html[..html
+        .find("<h2>Refused figures")
+        .expect("the page lists them")];
+    assert!(
+        !charts.contains("NaN") && !charts.contains("inf"),
+        "NaN or inf drawn"
+    );
+}
+
+/// Issue 12, item 9: a `--board` typo or a directory of garbage gave "0 reports" and exit 0.
+#[test]
+fn nothing_matched_says_why_and_exits_non_zero() {
+    let d = TempDir::new("fleet-none");
+    let dir = d.path().join("r");
+    generate(&dir, 10, "json", &[]);
+    let s = fleet_json(&[dir.to_str().unwrap()]);
+    let boards: BTreeSet<String> = s["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["key"][0].as_str().unwrap().to_string())
+        .collect();
+    assert!(boards.len() > 1, "the generator writes several boards");
+    let out = d.path().join("fleet.html");
+    let typo = "Toradex Apalis";
+    let o = fleet(&[
+        dir.to_str().unwrap(),
+        "--board",
+        typo,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a filter that matched nothing: {}",
+        err(&o)
+    );
+    assert!(
+        err(&o).contains(&format!("--board {typo:?} matched none")),
+        "{}",
+        err(&o)
+    );
+    for b in &boards {
+        assert!(err(&o).contains(b.as_str()), "{b} not listed: {}", err(&o));
+    }
+    assert!(!out.exists(), "nothing is written when nothing matched");
+    let o = fleet(&[dir.to_str().unwrap(), "--since", "2999-01-01"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("--since 2999-01-01"), "{}", err(&o));
+
+    // Garbage only: exit 4, with counts and the first reasons.
+    let junk = d.path().join("junk");
+    std::fs::create_dir(&junk).unwrap();
+    let names = ["a.yaml", "b.json", "c.yml"];
+    for n in names {
+        std::fs::write(junk.join(n), "not: [a report").unwrap();
+    }
+    let o = fleet(&[junk.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(4), "{}", err(&o));
+    let e = err(&o);
+    let last = e.lines().last().unwrap_or("");
+    assert!(
+        last.contains(&format!(
+            "{} report files, {} unreadable",
+            names.len(),
+            names.len()
+        )),
+        "{e}"
+    );
+    assert!(last.contains("a.yaml"), "the first reason is named: {e}");
+
+    // Only unfinished runs: readable, but nothing to aggregate either.
+    let running = d.path().join("running");
+    std::fs::create_dir(&running).unwrap();
+    let f = &sorted_reports(&dir)[0];
+    let t = std::fs::read_to_string(f).unwrap().replacen(
+        "\"status\": \"complete\"",
+        "\"status\": \"running\"",
+        1,
+    );
+    assert!(t.contains("\"running\""));
+    std::fs::write(running.join("r.json"), t).unwrap();
+    let o = fleet(&[running.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(4), "{}", err(&o));
+    assert!(err(&o).contains("1 unfinished runs"), "{}", err(&o));
+}
+
+/// xorshift64*: a deterministic stream for the fuzz test, no crate needed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Values that broke or could break the reader or the renderers (issue 12, item 9), written
+/// as YAML and JSON spell them, valid or not.
+const BAD_NUMBERS: [&str; 14] = [
+    "1e308",
+    "-1e308",
+    ".nan",
+    ".inf",
+    "-.inf",
+    "NaN",
+    "-5",
+    "0",
+    "-0",
+    "1e-320",
+    "18446744073709551616",
+    "99999999999999999999999",
+    "1e999",
+    "-9223372036854775809",
+];
+
+/// Keys of the figures the fleet reads (YAML `key: v` and JSON `"key": v` alike).
+const FIGURE_KEYS: [&str; 7] = [
+    "mib_per_s",
+    "iops",
+    "p99_ns",
+    "speed_mbps",
+    "size_bytes",
+    "t_s",
+    "min_mib_per_s",
+];
+
+fn lines_of(b: &[u8]) -> Vec<Vec<u8>> {
+    b.split_inclusive(|&c| c == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// One to three mutations of a real report: byte flips, truncation, duplicated, removed,
+/// swapped or re-indented lines, inserted garbage, numbers replaced by bad ones.
+fn mutate(seed: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut b = seed.to_vec();
+    for _ in 0..1 + rng.below(3) {
+        if b.is_empty() {
+            break;
+        }
+        match rng.below(9) {
+            0 => {
+                for _ in 0..1 + rng.below(8) {
+                    let i = rng.below(b.len());
+                    b[i] ^= 1 << rng.below(8);
+                }
+            }
+            1 => b.truncate(rng.below(b.len())),
+            2..=4 => {
+                let mut l = lines_of(&b);
+                let i = rng.below(l.len());
+                match rng.below(4) {
+                    0 => {
+                        let dup = l[i].clone();
+                        l.insert(i, dup);
+                    }
+                    1 => {
+                        l.remove(i);
+                    }
+                    2 => {
+                        let j = rng.below(l.len());
+                        l.swap(i, j);
+                    }
+                    _ => {
+                        l[i].splice(0..0, *b"  ");
+                    }
+                }
+                b = l.concat();
+            }
+            5 => {
+                let at = rng.below(b.len());
+                let junk: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next() as u8).collect();
+                b.splice(at..at, junk);
+            }
+            n => {
+                // A number token (digits, '.', 'e', '-') replaced by a bad value: any number,
+                // or (most numbers are in fields the fleet does not read) one the fleet reads.
+                let starts: Vec<usize> = if n == 6 {
+                    (0..b.len())
+                        .filter(|&i| {
+                            b[i].is_ascii_digit() && (i == 0 || b" :[,-".contains(&b[i - 1]))
+                        })
+                        .collect()
+                } else {
+                    let key = FIGURE_KEYS[rng.below(FIGURE_KEYS.len())].as_bytes();
+                    (0..b.len())
+                        .filter(|&i| b[i..].starts_with(key))
+                        .map(|i| i + key.len())
+                        .filter_map(|i| match b.get(i..i + 2) {
+                            Some([b':', _]) => Some(i + 1),
+                            Some(b"\":") => Some(i + 2),
+                            _ => None,
+                        })
+                        .map(|i| i + b[i..].iter().take_while(|c| **c == b' ').count())
+                        .collect()
+                };
+                if starts.is_empty() {
+                    continue;
+                }
+                let s = starts[rng.below(starts.len())];
+                let e = s + b[s..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit() || b".e-+".contains(c))
+                    .count();
+                let v = BAD_NUMBERS[rng.below(BAD_NUMBERS.len())];
+                b.splice(s..e, v.bytes());
+            }
+        }
+    }
+    b
+}
+
+/// What a fuzz run did.
+#[derive(Debug, Default)]
+struct FuzzCount {
+    inputs: usize,
+    panics: usize,
+    /// Mutated reports that still loaded (so the figures' checks, not only the parser, ran).
+    loaded: usize,
+    rejected_figures: usize,
+}
+
+/// Feeds batches of mutated reports (plus one intact one, so aggregation has data) through
+/// the whole pipeline: walk, read, parse, extract, dedupe, aggregate, every renderer. Stops
+/// after `batches` or at `deadline`.
+fn fuzz_fleet(seed: u64, batches: usize, deadline: Option<std::time::Instant>) -> FuzzCount {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use usbperf::fleet::aggregate::{aggregate, FleetOptions};
+    use usbperf::fleet::{html, text, thresholds};
+
+    let d = TempDir::new("fleet-fuzz");
+    let seeds_dir = d.path().join("seeds");
+    generate(&seeds_dir.join("y"), 3, "yaml", &["--seed", "5"]);
+    generate(&seeds_dir.join("j"), 2, "json", &["--seed", "6"]);
+    let seeds: Vec<(Vec<u8>, &str)> = ["y", "j"]
+        .iter()
+        .flat_map(|f| sorted_reports(&seeds_dir.join(f)))
+        .map(|p| {
+            let ext = if p.extension().is_some_and(|e| e == "json") {
+                "json"
+            } else {
+                "yaml"
+            };
+            (std::fs::read(&p).unwrap(), ext)
+        })
+        .collect();
+    let mut rng = Rng(seed | 1);
+    let mut c = FuzzCount::default();
+    let batch_dir = d.path().join("batch");
+    for batch in 0..batches {
+        if deadline.is_some_and(|t| std::time::Instant::now() >= t) {
+            break;
+        }
+        let _ = std::fs::remove_dir_all(&batch_dir);
+        std::fs::create_dir(&batch_dir).unwrap();
+        let (good, ext) = &seeds[rng.below(seeds.len())];
+        // Named to sort last: a mutant with the seed's identity is then the copy that counts.
+        std::fs::write(batch_dir.join(format!("zz-good.{ext}")), good).unwrap();
+        let n = 1 + rng.below(4);
+        for i in 0..n {
+            let (s, ext) = &seeds[rng.below(seeds.len())];
+            std::fs::write(batch_dir.join(format!("m{i}.{ext}")), mutate(s, &mut rng)).unwrap();
+        }
+        c.inputs += n;
+        let dir = batch_dir.clone();
+        let run = catch_unwind(AssertUnwindSafe(|| {
+            let opts = FleetOptions {
+                load: usbperf::fleet::load::LoadOptions {
+                    threads: 1,
+                    ..Default::default()
+                },
+                ..FleetOptions::default()
+            };
+            let acc = aggregate(&[dir], opts).expect("the batch holds files");
+            let _ = acc.nothing_matched();
+            let boards = acc.boards();
+            let s = acc.finish();
+            let sopts = thresholds::SuggestOptions::default();
+            let sug = thresholds::suggest(&s, &sopts);
+            let mut len = text::render_table(&s).len() + text::render_csv(&s).len();
+            len += html::render_html(&s, &sug).len();
+            len += thresholds::render_snippet(boards.first().map_or("", |b| b), &s, &sug, &sopts)
+                .len();
+            len += serde_json::to_string(&s).unwrap().len();
+            len += serde_norway::to_string(&s).unwrap().len();
+            assert!(len > 0);
+            // The intact report counts once, as a record or as a copy of a mutant.
+            (s.reports + s.duplicates.len() - 1, s.rejected_figures.len())
+        }));
+        if let Ok((loaded, rejected)) = run {
+            c.loaded += loaded;
+            c.rejected_figures += rejected;
+        } else {
+            c.panics += 1;
+            let keep = std::env::temp_dir().join(format!("usbperf-fuzz-fleet-{seed}-{batch}"));
+            let _ = std::fs::rename(&batch_dir, &keep);
+            eprintln!(
+                "fuzz fleet: panic on batch {batch}, inputs kept in {}",
+                keep.display()
+            );
+        }
+    }
+    c
+}
+
+/// The fleet reader and renderers on mutated real reports: no input may panic. Fixed seed and
+/// size, a few seconds; `fuzz_fleet_long` runs for as long as asked.
+#[test]
+fn fuzz_fleet_reader_and_renderers_do_not_panic() {
+    let start = std::time::Instant::now();
+    let batches = 100;
+    let c = fuzz_fleet(0x9e37_79b9_7f4a_7c15, batches, None);
+    println!(
+        "fuzz fleet: {} inputs, {} panics, {:.1} s ({c:?})",
+        c.inputs,
+        c.panics,
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        c.inputs >= batches,
+        "every batch holds at least one mutated report"
+    );
+    // A fuzz that only ever hits parse errors tests little: some mutants must load and some
+    // bad figures must reach the checks.
+    assert!(c.loaded > 0 && c.rejected_figures > 0, "{c:?}");
+    assert_eq!(
+        c.panics, 0,
+        "inputs that panicked are kept under the temp dir"
+    );
+}
+
+/// The long fuzz run: `USBPERF_FUZZ_SECS` (default 60) seconds, seed from `USBPERF_FUZZ_SEED`
+/// or the clock (printed, to replay a failure).
+#[test]
+#[ignore = "long: cargo test --test fleet fuzz_fleet_long -- --ignored --nocapture"]
+fn fuzz_fleet_long() {
+    let secs: u64 = std::env::var("USBPERF_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let seed = std::env::var("USBPERF_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    let start = std::time::Instant::now();
+    let deadline = start + std::time::Duration::from_secs(secs);
+    let c = fuzz_fleet(seed, usize::MAX, Some(deadline));
+    println!(
+        "fuzz fleet: {} inputs, {} panics ({:.0} s, seed {seed}; {} loaded, {} figures refused)",
+        c.inputs,
+        c.panics,
+        start.elapsed().as_secs_f64(),
+        c.loaded,
+        c.rejected_figures
+    );
+    assert_eq!(
+        c.panics, 0,
+        "inputs that panicked are kept under the temp dir"
+    );
 }

@@ -23,7 +23,20 @@ pub enum FleetFormat {
     Html,
 }
 
+/// Shown under `usbperf-matrix fleet --help`; docs/fleet.md has the full rules.
+const AFTER_HELP: &str = "\
+Input is untrusted: only regular files are opened (FIFOs, sockets, device nodes and symlinks \
+to them are listed as skipped); a copy of a report already counted (same report_id, or same \
+unit and started_at) is dropped and counted; a figure that is not finite, negative or beyond \
+a ceiling (1e7 MiB/s, 1e9 IOPS, 1 h p99 latency, 1e6 Mbit/s link, 1 EiB) is refused with a \
+note and the rest of its report counts.
+
+Exit codes: 0 something was aggregated (unreadable files are listed, not fatal); 2 usage \
+error, including --since / --board leaving out every readable report (the boards seen are \
+listed); 4 no usable report at all (every file unreadable, not regular or unfinished).";
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct FleetArgs {
     /// Report files, or directories searched recursively for *.yaml, *.yml and *.json.
     #[arg(required = true, value_name = "DIR|FILE")]
@@ -75,6 +88,7 @@ fn usage(e: FleetError) -> anyhow::Error {
         FleetError::UnknownDimension(_)
         | FleetError::ManyBoards(_)
         | FleetError::Empty
+        | FleetError::FilterMatchedNothing(_)
         | FleetError::NoReports { .. } => UsageError(e.to_string()).into(),
         other => anyhow::Error::new(other),
     }
@@ -107,10 +121,40 @@ pub fn run(_cli: &super::Cli, args: &FleetArgs) -> anyhow::Result<Exit> {
         ..FleetOptions::default()
     };
     let acc = aggregate(&args.inputs, opts).map_err(usage)?;
+    let nothing = acc.nothing_matched();
     let boards = acc.boards();
     let summary = acc.finish();
     for e in &summary.errors {
         crate::errln!("usbperf-matrix fleet: skipped {}", e.issue);
+    }
+    for e in summary.skipped.iter().filter(|s| s.kind == "not-regular") {
+        eprintln!(
+            "usbperf-matrix fleet: skipped {}: {}",
+            e.file.display(),
+            e.issue
+        );
+    }
+    if !summary.duplicates.is_empty() {
+        eprintln!(
+            "usbperf-matrix fleet: dropped {} duplicate reports (copies of a report already \
+             counted; listed under `duplicates`)",
+            summary.duplicates.len()
+        );
+    }
+    // A garbage fleet could refuse thousands: the first few here, all in the output.
+    const STDERR_FIGURES: usize = 10;
+    for f in summary.rejected_figures.iter().take(STDERR_FIGURES) {
+        eprintln!("usbperf-matrix fleet: {}", text::rejected_line(f));
+    }
+    if summary.rejected_figures.len() > STDERR_FIGURES {
+        eprintln!(
+            "usbperf-matrix fleet: ... and {} more refused figures (all in the output)",
+            summary.rejected_figures.len() - STDERR_FIGURES
+        );
+    }
+    if let Some(e) = nothing {
+        // Nothing is written: an empty summary must not replace yesterday's page (--out).
+        return Err(usage(e));
     }
     let sopts = SuggestOptions {
         margin: args.margin_percent / 100.0,

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::extract::{reason_kind, UnitRecord, CAPACITY_METRIC, LINK_METRIC};
-use super::load::{self, LoadOptions, Outcome};
+use super::extract::{reason_kind, RejectedFigure, UnitRecord, CAPACITY_METRIC, LINK_METRIC};
+use super::load::{self, LoadOptions, Outcome, Skip};
 use super::reader::ThresholdLite;
 use super::stats::{self, OUTLIER_Z};
 use super::FleetError;
@@ -113,6 +113,28 @@ struct GroupAcc {
 pub struct FileIssue {
     pub file: PathBuf,
     pub issue: String,
+    /// For programs: `unreadable`, `not-regular`, `unfinished`, `before-since`,
+    /// `other-board`.
+    pub kind: &'static str,
+}
+
+/// A report dropped as a copy of one already counted.
+#[derive(Debug, Clone, Serialize)]
+pub struct Duplicate {
+    pub file: PathBuf,
+    /// The copy that counts: the first in path order.
+    pub kept: PathBuf,
+    /// What the two share (`report_id`, or the unit and `started_at`).
+    pub identity: String,
+}
+
+fn skip_kind(s: &Skip) -> &'static str {
+    match s {
+        Skip::NotRegular { .. } => "not-regular",
+        Skip::Unfinished { .. } => "unfinished",
+        Skip::BeforeSince { .. } => "before-since",
+        Skip::OtherBoard { .. } => "other-board",
+    }
 }
 
 /// A threshold the factory runs applied (from the reports' own config), drawn on the charts.
@@ -162,6 +184,16 @@ pub struct Accumulator {
     thresholds: Vec<FactoryThreshold>,
     errors: Vec<FileIssue>,
     skipped: Vec<FileIssue>,
+    /// Report identity -> the file index that counts for it.
+    seen: HashMap<String, u32>,
+    duplicates: Vec<Duplicate>,
+    rejected: Vec<RejectedFigure>,
+    /// Boards of the reports `--since` / `--board` left out, for the "nothing matched" hint.
+    filtered_boards: BTreeMap<String, usize>,
+    /// The latest start among reports `--since` left out.
+    latest_before_since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Entries with a report's name that were not regular files (also in `skipped`).
+    not_regular: usize,
 }
 
 fn bump(map: &mut HashMap<String, (u32, String)>, reason: &str) {
@@ -189,29 +221,132 @@ impl Accumulator {
             thresholds: Vec::new(),
             errors: Vec::new(),
             skipped: Vec::new(),
+            seen: HashMap::new(),
+            duplicates: Vec::new(),
+            rejected: Vec::new(),
+            filtered_boards: BTreeMap::new(),
+            latest_before_since: None,
+            not_regular: 0,
         }
     }
 
+    /// Folds one file's outcome in. Records must arrive in path order (as [`load::load`]
+    /// delivers them) for "the first copy counts" to mean the first by name.
     pub fn add_outcome(&mut self, o: Outcome) {
         match o {
             Outcome::Record(r) => self.add(*r),
-            Outcome::Skipped { path, why } => self.skipped.push(FileIssue {
-                file: path,
-                issue: why,
-            }),
+            Outcome::Skipped { path, why } => {
+                match &why {
+                    Skip::NotRegular { .. } => self.not_regular += 1,
+                    Skip::Unfinished { .. } => {}
+                    Skip::BeforeSince { started_at, board } => {
+                        *self.filtered_boards.entry(board.clone()).or_default() += 1;
+                        if self.latest_before_since.map_or(true, |t| t < *started_at) {
+                            self.latest_before_since = Some(*started_at);
+                        }
+                    }
+                    Skip::OtherBoard { board } => {
+                        *self.filtered_boards.entry(board.clone()).or_default() += 1
+                    }
+                }
+                self.skipped.push(FileIssue {
+                    file: path,
+                    issue: why.to_string(),
+                    kind: skip_kind(&why),
+                })
+            }
             Outcome::Error(e) => {
                 let file = match &e {
                     FleetError::Read { path, .. }
                     | FleetError::Malformed { path, .. }
-                    | FleetError::SchemaTooNew { path, .. } => path.clone(),
+                    | FleetError::SchemaTooNew { path, .. }
+                    | FleetError::NotRegular { path, .. }
+                    | FleetError::TooLarge { path, .. } => path.clone(),
                     _ => PathBuf::new(),
                 };
                 self.errors.push(FileIssue {
                     file,
                     issue: e.to_string(),
+                    kind: "unreadable",
                 })
             }
         }
+    }
+
+    /// Notes the entries [`load::collect_paths`] left out unopened.
+    pub fn add_unopened(&mut self, skipped: Vec<(PathBuf, Skip)>) {
+        for (path, why) in skipped {
+            self.add_outcome(Outcome::Skipped { path, why });
+        }
+    }
+
+    /// When no report was aggregated: why, as the error the CLI exits with. A filter that
+    /// left out every readable report is the command line's fault
+    /// ([`FleetError::FilterMatchedNothing`]); no readable report at all is the directory's
+    /// ([`FleetError::NothingUsable`]). `None` when something was aggregated.
+    pub fn nothing_matched(&self) -> Option<FleetError> {
+        if self.reports > 0 {
+            return None;
+        }
+        let filtered: usize = self.filtered_boards.values().sum();
+        let files = self.files.len() + self.not_regular;
+        if filtered > 0 {
+            let boards = self
+                .filtered_boards
+                .iter()
+                .map(|(b, n)| format!("{b:?} ({n})"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut why = Vec::new();
+            if let Some(b) = &self.opts.load.board {
+                why.push(format!(
+                    "--board {b:?} matched none of them; the boards in them (reports): {boards}"
+                ));
+            }
+            if let (Some(since), Some(latest)) = (self.opts.load.since, self.latest_before_since) {
+                why.push(format!(
+                    "--since {} left out those started before it (the latest started {latest})",
+                    since.format("%Y-%m-%d %H:%M:%S UTC")
+                ));
+            }
+            let hint = if self.opts.load.board.is_some() {
+                " (--board takes the board exactly as listed)"
+            } else {
+                ""
+            };
+            return Some(FleetError::FilterMatchedNothing(format!(
+                "no report matched: {filtered} readable report files, {}; check the filter{hint}",
+                why.join("; ")
+            )));
+        }
+        let unfinished = self
+            .skipped
+            .iter()
+            .filter(|s| s.kind == "unfinished")
+            .count();
+        let mut reasons: Vec<String> = self
+            .errors
+            .iter()
+            .chain(self.skipped.iter().filter(|s| s.kind != "unfinished"))
+            .take(3)
+            .map(|e| e.issue.clone())
+            .collect();
+        if unfinished > 0 && reasons.len() < 3 {
+            reasons.extend(
+                self.skipped
+                    .iter()
+                    .filter(|s| s.kind == "unfinished")
+                    .take(3 - reasons.len())
+                    .map(|s| format!("{}: {}", s.file.display(), s.issue)),
+            );
+        }
+        Some(FleetError::NothingUsable(format!(
+            "no usable report: {files} report files, {} unreadable, {} not regular files, \
+             {unfinished} unfinished runs; first reasons: {}",
+            self.errors.len(),
+            self.not_regular,
+            reasons.join(" | ")
+        )))
     }
 
     fn note_thresholds(&mut self, ts: &[ThresholdLite]) {
@@ -257,8 +392,22 @@ impl Accumulator {
         }
     }
 
-    /// Folds one record in.
-    pub fn add(&mut self, r: UnitRecord) {
+    /// Folds one record in; a copy of a report already folded in (same identity) is only
+    /// noted.
+    pub fn add(&mut self, mut r: UnitRecord) {
+        if !r.identity.is_empty() {
+            if let Some(&kept) = self.seen.get(&r.identity) {
+                let name = |i: u32| self.files.get(i as usize).cloned().unwrap_or_default();
+                self.duplicates.push(Duplicate {
+                    file: name(r.file),
+                    kept: name(kept),
+                    identity: std::mem::take(&mut r.identity),
+                });
+                return;
+            }
+            self.seen.insert(std::mem::take(&mut r.identity), r.file);
+        }
+        self.rejected.append(&mut r.rejected);
         self.reports += 1;
         self.boards.insert(r.board.clone());
         // Configs repeat across a fleet: only look at a handful of distinct ones.
@@ -357,8 +506,10 @@ impl Accumulator {
         let (min_day, max_day) = self.devs.iter().fold((i32::MAX, i32::MIN), |(lo, hi), d| {
             (lo.min(d.day), hi.max(d.day))
         });
-        // Daily medians up to two months, weekly beyond: a readable number of points.
-        let bucket_days = if max_day - min_day <= 62 { 1 } else { 7 };
+        // Daily medians up to two months, weekly beyond: a readable number of points. With
+        // no devices the fold's start values remain, whose difference overflows.
+        let span_days = i64::from(max_day) - i64::from(min_day);
+        let bucket_days = if span_days <= 62 { 1 } else { 7 };
         let date = |d: i32| {
             chrono::NaiveDate::from_num_days_from_ce_opt(d + 719_163)
                 .map(|d| d.to_string())
@@ -427,9 +578,15 @@ impl Accumulator {
         errors.sort_by(|a, b| a.file.cmp(&b.file));
         let mut skipped = self.skipped;
         skipped.sort_by(|a, b| a.file.cmp(&b.file));
+        let mut duplicates = self.duplicates;
+        duplicates.sort_by(|a, b| a.file.cmp(&b.file));
+        let mut rejected_figures = self.rejected;
+        rejected_figures
+            .sort_by(|a, b| (&a.file, &a.device, &a.field).cmp(&(&b.file, &b.device, &b.field)));
         let mut thresholds = self.thresholds;
         thresholds.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         FleetSummary {
+            files: self.files.len() + self.not_regular,
             reports: self.reports as usize,
             units: self.unit_names.len(),
             unit_pass_rate: ratio(units_passed, self.unit_names.len()),
@@ -453,6 +610,8 @@ impl Accumulator {
                 .collect(),
             errors,
             skipped,
+            duplicates,
+            rejected_figures,
         }
     }
 }
@@ -588,7 +747,9 @@ fn summarise_metric(
 /// The fleet, summarised; what every output format renders.
 #[derive(Debug, Clone, Serialize)]
 pub struct FleetSummary {
-    /// Reports aggregated (retests of a unit count each).
+    /// Files with a report's name found (read or not).
+    pub files: usize,
+    /// Reports aggregated (retests of a unit count each, copies of one report once).
     pub reports: usize,
     /// Distinct units (board serial, else machine-id).
     pub units: usize,
@@ -610,8 +771,14 @@ pub struct FleetSummary {
     pub write_curves: Vec<ModelCurves>,
     /// Files that could not be read, with why.
     pub errors: Vec<FileIssue>,
-    /// Files read but left out (filters, unfinished runs).
+    /// Files read but left out (filters, unfinished runs), and entries that are not regular
+    /// files (never opened).
     pub skipped: Vec<FileIssue>,
+    /// Copies of a report already counted (same `report_id`, or same unit and start time).
+    pub duplicates: Vec<Duplicate>,
+    /// Figures refused as no measurement (not finite, negative, beyond a ceiling); the rest
+    /// of their report counts.
+    pub rejected_figures: Vec<RejectedFigure>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -727,9 +894,10 @@ impl Histogram {
 
 /// Reads every file and aggregates it: the whole fleet pipeline behind `usbperf-matrix fleet`.
 pub fn aggregate(inputs: &[PathBuf], opts: FleetOptions) -> Result<Accumulator, FleetError> {
-    let paths = load::collect_paths(inputs)?;
+    let found = load::collect_paths(inputs)?;
     let load_opts = opts.load.clone();
-    let mut acc = Accumulator::new(opts, paths.clone());
-    load::load(&paths, &load_opts, |o| acc.add_outcome(o));
+    let mut acc = Accumulator::new(opts, found.paths.clone());
+    acc.add_unopened(found.skipped);
+    load::load(&found.paths, &load_opts, |o| acc.add_outcome(o));
     Ok(acc)
 }

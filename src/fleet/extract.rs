@@ -2,12 +2,33 @@
 //! board, tool), when, and per device its group dimensions, metric values and failure
 //! reasons. Nothing else of the report survives, which keeps memory flat however large the
 //! reports are.
+//!
+//! Figures come from thousands of units and are untrusted (issue 12, item 9): a figure that
+//! is not finite, negative, or beyond what any storage device measures is refused here, with a
+//! [`RejectedFigure`] naming the file, device and field. Only that figure goes: the report's
+//! verdict was decided on the unit against its own thresholds, and its other figures are
+//! separate measurements, so the unit still counts in pass rates and its sane figures in the
+//! distributions.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 
 use super::reader::{CurveLite, ReportLite, ThresholdLite};
+
+/// Ceilings above which a figure is not a measurement. Each is far beyond real hardware, so
+/// no real device is refused, and low enough that a refused value cannot flatten a chart:
+/// MiB/s: 1e7 (10 TiB/s; page-cache reads on a board reach 1e4, the fastest NVMe 1.4e4);
+/// IOPS: 1e9 (the fastest NVMe does about 1e7, the null engine about 1e8);
+/// p99 latency: one hour in ms (the kernel's SCSI and MMC timeouts are seconds);
+/// link: 1e6 Mbit/s (USB4 v2 is 8e4); capacity: 1 EiB; curve time: 1e7 s (115 days).
+pub const MAX_MIB_PER_S: f64 = 1e7;
+pub const MAX_IOPS: f64 = 1e9;
+pub const MAX_P99_LATENCY_MS: f64 = 3.6e6;
+pub const MAX_LINK_MBPS: f64 = 1e6;
+pub const MAX_CAPACITY_BYTES: f64 = (1u64 << 60) as f64;
+pub const MAX_CURVE_T_S: f64 = 1e7;
 
 /// The metrics of every workload cell, by suffix: `seq-write.mib_per_s` and so on.
 pub const WORKLOAD_METRICS: [&str; 3] = ["mib_per_s", "iops", "p99_latency_ms"];
@@ -27,6 +48,108 @@ pub struct UnitRecord {
     pub pass: bool,
     pub devices: Vec<DeviceRecord>,
     pub thresholds: Vec<ThresholdLite>,
+    /// What makes two copies of this report the same report, see [`report_identity`].
+    pub identity: String,
+    /// Figures refused as no measurement (left out of `devices` and `thresholds`).
+    pub rejected: Vec<RejectedFigure>,
+}
+
+/// A figure the fleet refused, and where it was.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RejectedFigure {
+    pub file: PathBuf,
+    pub unit: String,
+    /// The device label (kernel name, model, serial), or `config` for a threshold.
+    pub device: String,
+    /// `seq-write.mib_per_s`, `link_mbps`, `write-curve.curve`, `thresholds[1].min_iops`.
+    pub field: String,
+    /// The value as read (`NaN`, `inf`, `-5`, `1e308`).
+    pub value: String,
+    /// `not finite`, `negative` or the ceiling it is above.
+    pub why: String,
+}
+
+/// Why `v` is no measurement of a figure whose ceiling is `max` (`unit` names it), if so.
+fn refuse(v: f64, max: f64, unit: &str) -> Option<String> {
+    if !v.is_finite() {
+        Some("not finite".into())
+    } else if v < 0.0 {
+        Some("negative".into())
+    } else if v > max {
+        Some(format!("above {max:e} {unit}, not a measurement"))
+    } else {
+        None
+    }
+}
+
+/// A refused value as text: exponent form for huge ones (1e308 has 309 digits otherwise).
+fn show(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e15 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The ceiling and unit of a metric by its name (`<workload>.mib_per_s` ...).
+fn limit_of(metric: &str) -> (f64, &'static str) {
+    let fig = metric.rsplit('.').next().unwrap_or(metric);
+    match fig {
+        "mib_per_s" => (MAX_MIB_PER_S, "MiB/s"),
+        "iops" => (MAX_IOPS, "IOPS"),
+        "p99_latency_ms" => (MAX_P99_LATENCY_MS, "ms"),
+        LINK_METRIC => (MAX_LINK_MBPS, "Mbit/s"),
+        CAPACITY_METRIC => (MAX_CAPACITY_BYTES, "bytes"),
+        _ => (MAX_MIB_PER_S, ""),
+    }
+}
+
+/// Why a write curve is no measurement, if so: its first bad sample or knee figure.
+fn refuse_curve(c: &CurveLite) -> Option<(f64, String)> {
+    let mut figs: Vec<(f64, f64, &str)> = Vec::with_capacity(c.samples.len() * 2 + 3);
+    for s in &c.samples {
+        figs.push((s.t_s, MAX_CURVE_T_S, "s"));
+        figs.push((s.mib_per_s, MAX_MIB_PER_S, "MiB/s"));
+    }
+    if let Some(k) = &c.knee {
+        figs.push((k.t_s, MAX_CURVE_T_S, "s"));
+        figs.push((k.before_mib_per_s, MAX_MIB_PER_S, "MiB/s"));
+        figs.push((k.after_mib_per_s, MAX_MIB_PER_S, "MiB/s"));
+    }
+    figs.into_iter()
+        .find_map(|(v, max, unit)| refuse(v, max, unit).map(|why| (v, why)))
+}
+
+/// The board a report names (the unit's device-tree / DMI model).
+pub fn board_of(r: &ReportLite) -> String {
+    clean(&r.unit.model).unwrap_or_else(|| "unknown board".into())
+}
+
+/// What makes two files the same report: its `report_id` when it has one (planned for schema
+/// 2, unique per run); else the unit as the report names it (machine-id, serial, hostname,
+/// each as written) and `started_at` to the nanosecond, since one unit starts one run at a
+/// time; and for a report that names no unit at all, its bytes (so only exact copies match).
+pub fn report_identity(r: &ReportLite, bytes: &[u8]) -> String {
+    if let Some(id) = clean(&r.report_id) {
+        return format!("report_id {id}");
+    }
+    let u = &r.unit;
+    let (m, s, h) = (clean(&u.machine_id), clean(&u.serial), clean(&u.hostname));
+    if m.is_none() && s.is_none() && h.is_none() {
+        // FNV-1a: stable across runs and builds, unlike the std hasher's promise.
+        let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        return format!("content {hash:016x} ({} bytes)", bytes.len());
+    }
+    format!(
+        "machine_id {:?} serial {:?} hostname {:?} started_at {}",
+        m.unwrap_or_default(),
+        s.unwrap_or_default(),
+        h.unwrap_or_default(),
+        r.started_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+    )
 }
 
 /// One tested device of a report.
@@ -64,7 +187,18 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default()
         });
-    let board = clean(&r.unit.model).unwrap_or_else(|| "unknown board".into());
+    let board = board_of(&r);
+    let mut rejected = Vec::new();
+    let mut reject = |device: &str, field: String, v: f64, why: String| {
+        rejected.push(RejectedFigure {
+            file: path.to_path_buf(),
+            unit: unit.clone(),
+            device: device.to_string(),
+            field,
+            value: show(v),
+            why,
+        })
+    };
     let devices = r
         .devices
         .into_iter()
@@ -104,8 +238,11 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                     let ms = res.all.latency.p99_ns as f64 / 1e6;
                     values.push((format!("{w}.p99_latency_ms"), ms, ok));
                 }
-                if res.curve.as_ref().is_some_and(|c| !c.samples.is_empty()) {
-                    curve = res.curve;
+                if let Some(c) = res.curve.filter(|c| !c.samples.is_empty()) {
+                    match refuse_curve(&c) {
+                        None => curve = Some(c),
+                        Some((v, why)) => reject(&label, format!("{w}.curve"), v, why),
+                    }
                 }
             }
             let reasons = d.verdict.reasons;
@@ -117,6 +254,16 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                 let ok = !reasons.iter().any(|r| r.starts_with("capacity:"));
                 values.push((CAPACITY_METRIC.to_string(), b as f64, ok));
             }
+            values.retain(|(metric, v, _)| {
+                let (max, unit) = limit_of(metric);
+                match refuse(*v, max, unit) {
+                    None => true,
+                    Some(why) => {
+                        reject(&label, metric.clone(), *v, why);
+                        false
+                    }
+                }
+            });
             DeviceRecord {
                 label,
                 class,
@@ -129,6 +276,36 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
             }
         })
         .collect();
+    let mut thresholds = r.config.thresholds;
+    for (i, t) in thresholds.iter_mut().enumerate() {
+        let fields = [
+            (
+                "min_mib_per_s",
+                &mut t.min_mib_per_s,
+                MAX_MIB_PER_S,
+                "MiB/s",
+            ),
+            ("min_iops", &mut t.min_iops, MAX_IOPS, "IOPS"),
+            (
+                "max_p99_latency_ms",
+                &mut t.max_p99_latency_ms,
+                MAX_P99_LATENCY_MS,
+                "ms",
+            ),
+            (
+                "min_link_mbps",
+                &mut t.min_link_mbps,
+                MAX_LINK_MBPS,
+                "Mbit/s",
+            ),
+        ];
+        for (name, slot, max, u) in fields {
+            if let Some(why) = slot.and_then(|v| refuse(v, max, u)) {
+                let v = slot.take().unwrap_or_default();
+                reject("config", format!("thresholds[{i}].{name}"), v, why);
+            }
+        }
+    }
     UnitRecord {
         file,
         unit,
@@ -137,7 +314,9 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
         started_at: r.started_at,
         pass: r.verdict.pass,
         devices,
-        thresholds: r.config.thresholds,
+        thresholds,
+        identity: String::new(),
+        rejected,
     }
 }
 
@@ -168,6 +347,43 @@ pub fn reason_kind(reason: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 12, item 9: which figures are no measurement, by metric, at and around each
+    /// ceiling.
+    #[test]
+    fn figures_beyond_reason_are_refused() {
+        let cases: [(&str, f64, Option<&str>); 12] = [
+            ("seq-write.mib_per_s", 42.5, None),
+            ("seq-write.mib_per_s", 0.0, None),
+            ("seq-write.mib_per_s", MAX_MIB_PER_S, None),
+            ("seq-write.mib_per_s", MAX_MIB_PER_S * 1.01, Some("above")),
+            ("seq-write.mib_per_s", 1e308, Some("above")),
+            ("rand-read.iops", -5.0, Some("negative")),
+            ("rand-read.iops", f64::NAN, Some("not finite")),
+            ("rand-read.iops", f64::INFINITY, Some("not finite")),
+            ("rand-read.iops", MAX_IOPS * 2.0, Some("above")),
+            (
+                "mixed.p99_latency_ms",
+                MAX_P99_LATENCY_MS + 1.0,
+                Some("above"),
+            ),
+            (LINK_METRIC, 480.0, None),
+            (CAPACITY_METRIC, MAX_CAPACITY_BYTES * 2.0, Some("above")),
+        ];
+        for (metric, v, want) in cases {
+            let (max, unit) = limit_of(metric);
+            let got = refuse(v, max, unit);
+            match want {
+                None => assert_eq!(got, None, "{metric} {v}"),
+                Some(w) => assert!(
+                    got.as_deref().is_some_and(|g| g.starts_with(w)),
+                    "{metric} {v}: {got:?}"
+                ),
+            }
+        }
+        assert_eq!(show(1e308), "1e308");
+        assert_eq!(show(-5.0), "-5");
+    }
 
     #[test]
     fn reason_kind_hides_measured_figures_and_keeps_limits() {

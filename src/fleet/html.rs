@@ -133,6 +133,50 @@ pub fn render_html(s: &FleetSummary, sug: &[Suggestion]) -> String {
         }
         o.push_str("</ul>\n");
     }
+    let odd: Vec<_> = s
+        .skipped
+        .iter()
+        .filter(|e| e.kind == "not-regular")
+        .collect();
+    if !odd.is_empty() {
+        o.push_str("<h2>Not regular files (skipped, never opened)</h2><ul>");
+        for e in odd {
+            let _ = write!(
+                o,
+                "<li>{}: {}</li>",
+                esc(&e.file.display().to_string()),
+                esc(&e.issue)
+            );
+        }
+        o.push_str("</ul>\n");
+    }
+    if !s.duplicates.is_empty() {
+        let _ = write!(
+            o,
+            "<h2>Duplicate reports ({}, dropped; the first copy by path counts)</h2><ul>",
+            s.duplicates.len()
+        );
+        for d in &s.duplicates {
+            let _ = write!(
+                o,
+                "<li>{} (copy of {})</li>",
+                esc(&d.file.display().to_string()),
+                esc(&d.kept.display().to_string())
+            );
+        }
+        o.push_str("</ul>\n");
+    }
+    if !s.rejected_figures.is_empty() {
+        let _ = write!(
+            o,
+            "<h2>Refused figures ({}: not finite, negative or beyond a ceiling)</h2><ul>",
+            s.rejected_figures.len()
+        );
+        for f in &s.rejected_figures {
+            let _ = write!(o, "<li>{}</li>", esc(&super::text::rejected_line(f)));
+        }
+        o.push_str("</ul>\n");
+    }
     o.push_str("</body></html>\n");
     o
 }

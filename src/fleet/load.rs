@@ -1,17 +1,30 @@
 //! Owns reading the fleet from disk: finding report files, parsing them on worker threads
 //! that pull paths from a shared index, and handing each reduced record (or the file's error)
-//! to one consumer in the calling thread. A bad file is an entry in the error list, never the
-//! end of the run.
+//! to one consumer in the calling thread, in path order. A bad file is an entry in the error
+//! list, never the end of the run.
+//!
+//! The directory comes from thousands of units and is untrusted (issue 12, item 9): only
+//! regular files are opened (a FIFO would block `open` forever, a device node could be read
+//! without end), and a file larger than any report is refused before it is read.
 
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::FileType;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use chrono::{DateTime, Utc};
 
-use super::extract::{extract, UnitRecord};
+use super::extract::{extract, report_identity, UnitRecord};
 use super::reader::parse_report;
 use super::FleetError;
+
+/// Larger files are refused unread. A two-device factory report is about 50 KiB and the
+/// largest real ones (many devices, long write curves) stay under 2 MiB: 64 MiB is no report,
+/// and reading it would cost a worker that much memory.
+pub const MAX_REPORT_BYTES: u64 = 64 << 20;
 
 /// Which reports count.
 #[derive(Debug, Clone, Default)]
@@ -24,16 +37,106 @@ pub struct LoadOptions {
     pub threads: usize,
 }
 
+/// Why a file was left out without being an error.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Skip {
+    /// A FIFO, socket, device node or a symlink to one: never opened.
+    NotRegular { kind: &'static str },
+    /// `status` other than `complete`: its figures are partial.
+    Unfinished { status: String },
+    /// Started before `--since`; `board` is the report's, for the "nothing matched" hint.
+    BeforeSince {
+        started_at: DateTime<Utc>,
+        board: String,
+    },
+    /// Another board than `--board`.
+    OtherBoard { board: String },
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Skip::NotRegular { kind } => write!(f, "not a regular file ({kind}): never opened"),
+            Skip::Unfinished { status } => {
+                write!(
+                    f,
+                    "status {status}: not a finished run (its figures are partial)"
+                )
+            }
+            Skip::BeforeSince { started_at, .. } => {
+                write!(f, "started {started_at} (before --since)")
+            }
+            Skip::OtherBoard { board } => write!(f, "another board (--board): {board:?}"),
+        }
+    }
+}
+
 /// What became of one file.
 #[derive(Debug)]
 pub enum Outcome {
     Record(Box<UnitRecord>),
-    /// Read fine but left out, with why (filtered, or not a finished run).
+    /// Read fine (or, for a non-regular file, deliberately not read) but left out.
     Skipped {
         path: PathBuf,
-        why: String,
+        why: Skip,
     },
     Error(FleetError),
+}
+
+/// The file list of a fleet: report files to read, and entries left out unopened.
+#[derive(Debug, Default)]
+pub struct Collected {
+    /// Sorted, deduplicated.
+    pub paths: Vec<PathBuf>,
+    /// Entries with a report's name that are not regular files, with why.
+    pub skipped: Vec<(PathBuf, Skip)>,
+}
+
+/// What kind of non-regular file this is, in words; `None` for a regular file.
+fn non_regular_kind(ft: &FileType) -> Option<&'static str> {
+    if ft.is_file() {
+        None
+    } else if ft.is_fifo() {
+        Some("a FIFO")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else if ft.is_block_device() {
+        Some("a block device")
+    } else if ft.is_char_device() {
+        Some("a character device")
+    } else if ft.is_dir() {
+        Some("a directory")
+    } else {
+        Some("not a file")
+    }
+}
+
+/// Whether `p` is a regular file, following a symlink only to see what it points at
+/// (`metadata` stats, it never opens): `Err(kind)` otherwise.
+fn check_regular(p: &Path, ft: &FileType) -> Result<(), &'static str> {
+    if !ft.is_symlink() {
+        return non_regular_kind(ft).map_or(Ok(()), Err);
+    }
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(m) => {
+            let t = m.file_type();
+            Err(if t.is_dir() {
+                "a symlink to a directory, not followed"
+            } else if t.is_fifo() {
+                "a symlink to a FIFO"
+            } else if t.is_socket() {
+                "a symlink to a socket"
+            } else if t.is_block_device() {
+                "a symlink to a block device"
+            } else if t.is_char_device() {
+                "a symlink to a character device"
+            } else {
+                "a symlink to something that is not a file"
+            })
+        }
+        Err(_) => Err("a dangling or looping symlink"),
+    }
 }
 
 fn is_report_name(p: &Path) -> bool {
@@ -46,7 +149,7 @@ fn is_report_name(p: &Path) -> bool {
     !hidden && matches!(ext, "yaml" | "yml" | "json")
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), FleetError> {
+fn walk(dir: &Path, out: &mut Collected) -> Result<(), FleetError> {
     let rd = std::fs::read_dir(dir).map_err(|err| FleetError::Read {
         path: dir.to_path_buf(),
         err,
@@ -57,10 +160,15 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), FleetError> {
             Ok(ft) => ft,
             Err(_) => continue,
         };
+        // `DirEntry::file_type` does not follow symlinks: a symlinked directory is not
+        // walked (no loops), and what a symlinked file points at is checked below.
         if ft.is_dir() {
             walk(&p, out)?;
         } else if is_report_name(&p) {
-            out.push(p);
+            match check_regular(&p, &ft) {
+                Ok(()) => out.paths.push(p),
+                Err(kind) => out.skipped.push((p, Skip::NotRegular { kind })),
+            }
         }
     }
     Ok(())
@@ -68,69 +176,122 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), FleetError> {
 
 /// Expands the command line's directories (recursively: `*.yaml`, `*.yml`, `*.json`) and
 /// files into one sorted list, so record numbers and ties are the same on every run.
-pub fn collect_paths(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, FleetError> {
-    let mut out = Vec::new();
+/// Entries with a report's name that are not regular files are left out unopened.
+pub fn collect_paths(inputs: &[PathBuf]) -> Result<Collected, FleetError> {
+    let mut out = Collected::default();
     for i in inputs {
         if i.is_dir() {
-            let before = out.len();
+            let before = out.paths.len() + out.skipped.len();
             walk(i, &mut out)?;
-            if out.len() == before {
+            if out.paths.len() + out.skipped.len() == before {
                 return Err(FleetError::NoReports { path: i.clone() });
             }
-        } else if i.exists() {
-            // A named file is read whatever its name; errors show up per file.
-            out.push(i.clone());
+        } else if let Ok(m) = std::fs::symlink_metadata(i) {
+            // A named file is read whatever its name; errors show up per file. A named
+            // FIFO (`fleet <(cat r.yaml)`) is left out as well: the rule has no exceptions.
+            match check_regular(i, &m.file_type()) {
+                Ok(()) => out.paths.push(i.clone()),
+                Err(kind) => out.skipped.push((i.clone(), Skip::NotRegular { kind })),
+            }
         } else {
             return Err(FleetError::NoReports { path: i.clone() });
         }
     }
-    out.sort();
-    out.dedup();
+    out.paths.sort();
+    out.paths.dedup();
+    out.skipped.sort_by(|a, b| a.0.cmp(&b.0));
+    out.skipped.dedup_by(|a, b| a.0 == b.0);
     Ok(out)
+}
+
+/// Reads a whole report, refusing what is not a regular file at the moment it is opened too:
+/// the entry may have been swapped for a FIFO since the walk. `O_NONBLOCK` makes `open` of a
+/// FIFO return at once instead of waiting for a writer (it changes nothing for regular
+/// files), `O_NOFOLLOW` is not used since a symlink to a report is fine.
+fn read_report(path: &Path, buf: &mut Vec<u8>) -> Result<(), FleetError> {
+    use std::io::Read;
+    let err = |err| FleetError::Read {
+        path: path.to_path_buf(),
+        err,
+    };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(err)?;
+    let m = f.metadata().map_err(err)?;
+    if let Some(kind) = non_regular_kind(&m.file_type()) {
+        return Err(FleetError::NotRegular {
+            path: path.to_path_buf(),
+            kind,
+        });
+    }
+    if m.len() > MAX_REPORT_BYTES {
+        return Err(FleetError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: m.len(),
+            limit: MAX_REPORT_BYTES,
+        });
+    }
+    // `take` also bounds a file that grows while it is read.
+    f.take(MAX_REPORT_BYTES + 1).read_to_end(buf).map_err(err)?;
+    if buf.len() as u64 > MAX_REPORT_BYTES {
+        return Err(FleetError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: buf.len() as u64,
+            limit: MAX_REPORT_BYTES,
+        });
+    }
+    Ok(())
 }
 
 /// Parses and filters one file.
 fn process(idx: usize, path: &Path, buf: &mut Vec<u8>, opts: &LoadOptions) -> Outcome {
-    use std::io::Read;
     buf.clear();
-    let read = std::fs::File::open(path).and_then(|mut f| f.read_to_end(buf));
-    if let Err(err) = read {
-        return Outcome::Error(FleetError::Read {
-            path: path.to_path_buf(),
-            err,
-        });
+    if let Err(e) = read_report(path, buf) {
+        return Outcome::Error(e);
     }
     let r = match parse_report(path, buf) {
         Ok(r) => r,
         Err(e) => return Outcome::Error(e),
     };
-    let skipped = |why: String| Outcome::Skipped {
+    let skipped = |why: Skip| Outcome::Skipped {
         path: path.to_path_buf(),
         why,
     };
     match r.status.as_deref() {
         Some("complete") | None => {}
         Some(s) => {
-            return skipped(format!(
-                "status {s}: not a finished run (its figures are partial)"
-            ))
+            return skipped(Skip::Unfinished {
+                status: s.to_string(),
+            })
         }
     }
+    let board = || super::extract::board_of(&r);
     if let Some(since) = opts.since {
         if r.started_at < since {
-            return skipped(format!("started {} (before --since)", r.started_at));
+            return skipped(Skip::BeforeSince {
+                started_at: r.started_at,
+                board: board(),
+            });
         }
     }
-    if let Some(board) = &opts.board {
-        if r.unit.model.as_deref().map(str::trim) != Some(board.trim()) {
-            return skipped("another board (--board)".into());
+    if let Some(want) = &opts.board {
+        if r.unit.model.as_deref().map(str::trim) != Some(want.trim()) {
+            return skipped(Skip::OtherBoard { board: board() });
         }
     }
-    Outcome::Record(Box::new(extract(idx as u32, path, r)))
+    let identity = report_identity(&r, buf);
+    let mut rec = extract(idx as u32, path, r);
+    rec.identity = identity;
+    Outcome::Record(Box::new(rec))
 }
 
 /// Parses `paths` on worker threads and calls `sink` with every outcome, in the calling
-/// thread, in completion order. Memory holds only the records in flight (a bounded queue).
+/// thread, in path order: the first of two duplicate reports is then the first by name on
+/// every run, whatever the threads' timing. Memory holds the records in flight (a bounded
+/// queue) and those finished ahead of a slower file (workers take paths in order, so that is
+/// a few per thread).
 pub fn load(paths: &[PathBuf], opts: &LoadOptions, mut sink: impl FnMut(Outcome)) {
     let threads = match opts.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -138,7 +299,7 @@ pub fn load(paths: &[PathBuf], opts: &LoadOptions, mut sink: impl FnMut(Outcome)
     }
     .min(paths.len().max(1));
     let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::sync_channel::<Outcome>(256);
+    let (tx, rx) = mpsc::sync_channel::<(usize, Outcome)>(256);
     std::thread::scope(|s| {
         for _ in 0..threads {
             let tx = tx.clone();
@@ -148,15 +309,21 @@ pub fn load(paths: &[PathBuf], opts: &LoadOptions, mut sink: impl FnMut(Outcome)
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(p) = paths.get(i) else { break };
-                    if tx.send(process(i, p, &mut buf, opts)).is_err() {
+                    if tx.send((i, process(i, p, &mut buf, opts))).is_err() {
                         break;
                     }
                 }
             });
         }
         drop(tx);
-        for o in rx {
-            sink(o);
+        let mut ahead = BTreeMap::new();
+        let mut due = 0usize;
+        for (i, o) in rx {
+            ahead.insert(i, o);
+            while let Some(o) = ahead.remove(&due) {
+                sink(o);
+                due += 1;
+            }
         }
     });
 }

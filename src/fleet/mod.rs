@@ -59,4 +59,26 @@ pub enum FleetError {
     ManyBoards(Vec<String>),
     #[error("no report matched (after --since / --board): nothing to suggest thresholds from")]
     Empty,
+    #[error(
+        "{}: {kind}, not a report file: refused when opened (remove it from the fleet \
+         directory)",
+        path.display()
+    )]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error(
+        "{}: {bytes} bytes, larger than any report ({limit} bytes): not read (remove it from \
+         the fleet directory)",
+        path.display()
+    )]
+    TooLarge {
+        path: PathBuf,
+        bytes: u64,
+        limit: u64,
+    },
+    /// Readable reports exist but `--since` / `--board` left out every one: the filter is wrong.
+    #[error("{0}")]
+    FilterMatchedNothing(String),
+    /// Not one file gave a report to aggregate: the directory is not what it should be.
+    #[error("{0}")]
+    NothingUsable(String),
 }

@@ -17,6 +17,10 @@ use crate::report::schema::SCHEMA_VERSION;
 #[derive(Debug, Deserialize)]
 pub struct ReportLite {
     pub schema_version: u32,
+    /// A unique id per report (planned for schema 2); when present it is the report's
+    /// identity for deduplication.
+    #[serde(default)]
+    pub report_id: Option<String>,
     #[serde(default)]
     pub tool: ToolLite,
     pub started_at: DateTime<Utc>,

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::aggregate::{FleetSummary, MetricSummary};
-use super::extract::CAPACITY_METRIC;
+use super::extract::{RejectedFigure, CAPACITY_METRIC};
 use crate::units::format_size;
 
 /// A figure for people: sizes with a unit, other figures to about three significant digits.
@@ -24,6 +24,22 @@ pub fn fmt_value(metric: &str, v: f64) -> String {
         format!("{v:.2}")
     }
 }
+
+/// One refused figure for people: file, unit, device, field, value and why.
+pub fn rejected_line(f: &RejectedFigure) -> String {
+    format!(
+        "{}: unit {}, device {}: {} = {} refused ({})",
+        f.file.display(),
+        f.unit,
+        f.device,
+        f.field,
+        f.value,
+        f.why
+    )
+}
+
+/// Duplicate and refused-figure rows the terminal shows (all are in YAML / JSON / HTML).
+const NOTE_ROWS: usize = 20;
 
 /// Trend points the terminal table shows per group.
 const TREND_POINTS: usize = 8;
@@ -160,6 +176,14 @@ pub fn render_table(s: &FleetSummary) -> String {
             s.skipped.len()
         );
     }
+    if !s.duplicates.is_empty() || !s.rejected_figures.is_empty() {
+        let _ = writeln!(
+            out,
+            "       {} duplicate reports dropped, {} figures refused (listed at the end)",
+            s.duplicates.len(),
+            s.rejected_figures.len()
+        );
+    }
     for g in &s.groups {
         let _ = writeln!(
             out,
@@ -229,7 +253,51 @@ pub fn render_table(s: &FleetSummary) -> String {
             let _ = writeln!(out, "  {}", e.issue);
         }
     }
+    let odd: Vec<_> = s
+        .skipped
+        .iter()
+        .filter(|e| e.kind == "not-regular")
+        .collect();
+    if !odd.is_empty() {
+        let _ = writeln!(out, "\nnot regular files (skipped, never opened):");
+        for e in odd {
+            let _ = writeln!(out, "  {}: {}", e.file.display(), e.issue);
+        }
+    }
+    if !s.duplicates.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nduplicate reports (dropped: {}; the first copy by path counts):",
+            s.duplicates.len()
+        );
+        for d in s.duplicates.iter().take(NOTE_ROWS) {
+            let _ = writeln!(out, "  {} (copy of {})", d.file.display(), d.kept.display());
+        }
+        more(&mut out, s.duplicates.len());
+    }
+    if !s.rejected_figures.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nrefused figures ({}; not finite, negative or beyond a ceiling; the rest of each \
+             report counts):",
+            s.rejected_figures.len()
+        );
+        for f in s.rejected_figures.iter().take(NOTE_ROWS) {
+            let _ = writeln!(out, "  {}", rejected_line(f));
+        }
+        more(&mut out, s.rejected_figures.len());
+    }
     out
+}
+
+fn more(out: &mut String, n: usize) {
+    if n > NOTE_ROWS {
+        let _ = writeln!(
+            out,
+            "  ... and {} more (all in --format yaml, json, html)",
+            n - NOTE_ROWS
+        );
+    }
 }
 
 fn csv_field(s: &str) -> String {
