@@ -128,14 +128,14 @@ pub fn run(_cli: &super::Cli, args: &FleetArgs) -> anyhow::Result<Exit> {
         crate::errln!("usbperf-matrix fleet: skipped {}", e.issue);
     }
     for e in summary.skipped.iter().filter(|s| s.kind == "not-regular") {
-        eprintln!(
+        crate::errln!(
             "usbperf-matrix fleet: skipped {}: {}",
             e.file.display(),
             e.issue
         );
     }
     if !summary.duplicates.is_empty() {
-        eprintln!(
+        crate::errln!(
             "usbperf-matrix fleet: dropped {} duplicate reports (copies of a report already \
              counted; listed under `duplicates`)",
             summary.duplicates.len()
@@ -144,10 +144,10 @@ pub fn run(_cli: &super::Cli, args: &FleetArgs) -> anyhow::Result<Exit> {
     // A garbage fleet could refuse thousands: the first few here, all in the output.
     const STDERR_FIGURES: usize = 10;
     for f in summary.rejected_figures.iter().take(STDERR_FIGURES) {
-        eprintln!("usbperf-matrix fleet: {}", text::rejected_line(f));
+        crate::errln!("usbperf-matrix fleet: {}", text::rejected_line(f));
     }
     if summary.rejected_figures.len() > STDERR_FIGURES {
-        eprintln!(
+        crate::errln!(
             "usbperf-matrix fleet: ... and {} more refused figures (all in the output)",
             summary.rejected_figures.len() - STDERR_FIGURES
         );
