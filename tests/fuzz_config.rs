@@ -30,7 +30,10 @@ impl Rng {
 /// The seeds: every shipped profile and the README's configuration example.
 fn seeds() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut v: Vec<String> = BUILTIN_PROFILES.iter().map(|(_, t)| t.to_string()).collect();
+    let mut v: Vec<String> = BUILTIN_PROFILES
+        .iter()
+        .map(|(_, t)| t.to_string())
+        .collect();
     for e in std::fs::read_dir(root.join("profiles/boards")).unwrap() {
         v.push(std::fs::read_to_string(e.unwrap().path()).unwrap());
     }
@@ -45,14 +48,54 @@ fn seeds() -> Vec<String> {
 }
 
 const VALUES: &[&str] = &[
-    "0", "-1", "3", "1", "4096", "4097", "2000", "1e308", ".nan", "-.inf", "999P", "16E",
-    "17E", "0s", "0ms", "1G", "64M", "''", "[]", "{}", "~", "true", "usb:garbage", "usb:1-1",
-    "\"a\\u0000b\"", "18446744073709551616", "4k", "512", "511",
+    "0",
+    "-1",
+    "3",
+    "1",
+    "4096",
+    "4097",
+    "2000",
+    "1e308",
+    ".nan",
+    "-.inf",
+    "999P",
+    "16E",
+    "17E",
+    "0s",
+    "0ms",
+    "1G",
+    "64M",
+    "''",
+    "[]",
+    "{}",
+    "~",
+    "true",
+    "usb:garbage",
+    "usb:1-1",
+    "\"a\\u0000b\"",
+    "18446744073709551616",
+    "4k",
+    "512",
+    "511",
 ];
 
 const KEYS: &[&str] = &[
-    "bs", "qd", "jobs", "size", "runtime", "read_percent", "sample_interval", "headroom_percent",
-    "wait_devices", "tests", "devices", "select", "target", "profile", "port", "cache",
+    "bs",
+    "qd",
+    "jobs",
+    "size",
+    "runtime",
+    "read_percent",
+    "sample_interval",
+    "headroom_percent",
+    "wait_devices",
+    "tests",
+    "devices",
+    "select",
+    "target",
+    "profile",
+    "port",
+    "cache",
 ];
 
 /// One mutation of `text`.
@@ -191,7 +234,12 @@ fn fuzz_config_parser_and_resolver_do_not_panic() {
     let c = fuzz(0x5EED, 3000, None);
     assert_eq!(c.panics, 0, "{} of {} inputs panicked", c.panics, c.inputs);
     // The mutations must exercise both sides: some inputs still parse, most do not.
-    assert!(c.accepted > 50 && c.accepted < c.inputs, "accepted {} of {}", c.accepted, c.inputs);
+    assert!(
+        c.accepted > 50 && c.accepted < c.inputs,
+        "accepted {} of {}",
+        c.accepted,
+        c.inputs
+    );
 }
 
 #[test]

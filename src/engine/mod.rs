@@ -300,6 +300,8 @@ pub struct JobStats {
     pub read: OpStats,
     pub write: OpStats,
     pub stopped_by: StopReason,
+    /// I/Os the kernel completed with -EAGAIN and the engine submitted again (never an error).
+    pub eagain_retries: u64,
 }
 
 impl JobStats {
@@ -308,6 +310,7 @@ impl JobStats {
             read: OpStats::new(),
             write: OpStats::new(),
             stopped_by: StopReason::Size,
+            eagain_retries: 0,
         }
     }
 
@@ -340,6 +343,8 @@ pub struct RunOutcome {
     pub cpu_usr_ns: u64,
     pub cpu_sys_ns: u64,
     pub stopped_by: StopReason,
+    /// -EAGAIN completions submitted again (see the uring engine).
+    pub eagain_retries: u64,
 }
 
 /// Engine failures; each message says what to do about it.
@@ -558,8 +563,10 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
     let mut read = OpStats::new();
     let mut write = OpStats::new();
     let mut stopped_by = StopReason::Size;
+    let mut eagain_retries = 0;
     for result in results {
         let job = result?;
+        eagain_retries += job.eagain_retries;
         read.merge(&job.read);
         write.merge(&job.write);
         stopped_by = match (stopped_by, job.stopped_by) {
@@ -576,6 +583,7 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
         cpu_usr_ns: usr1.saturating_sub(usr0),
         cpu_sys_ns: sys1.saturating_sub(sys0),
         stopped_by,
+        eagain_retries,
     })
 }
 

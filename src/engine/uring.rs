@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use io_uring::{opcode, types, IoUring, Probe};
+use io_uring::{opcode, squeue, types, IoUring, Probe};
 
 use super::{
     fill_random, AlignedBuffer, Engine, EngineError, EngineKind, JobCtx, JobStats, OpKind,
@@ -131,6 +131,42 @@ struct Slot {
     op: OpKind,
     offset: u64,
     submit_ns: u64,
+    /// -EAGAIN completions of this I/O so far.
+    retries: u32,
+}
+
+/// How often one I/O may complete with -EAGAIN before it counts as failed. A retry goes to
+/// the kernel's worker (IOSQE_ASYNC), which submits without REQ_NOWAIT and may block, so a
+/// second -EAGAIN is already unexpected; the bound only keeps a broken kernel from looping.
+const MAX_EAGAIN_RETRIES: u32 = 8;
+
+/// What one completion means for its I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Completion {
+    /// Moved this many bytes.
+    Done(u64),
+    /// Not done, and no device error: submit it again, from the kernel's worker.
+    Retry,
+    /// A read at or past the end.
+    Eof,
+    /// The device or filesystem failed it with this errno.
+    Failed(i32),
+}
+
+/// The policy for a CQE's result. -EAGAIN is never a device error: the kernel gives it when
+/// an I/O it tried without blocking could not get a request (tag exhaustion), and kernels
+/// before 6.2 also when a large O_DIRECT I/O is split into several bios against the queue's
+/// limits (max_sectors_kb: 120 KiB on many USB sticks) and one of them could not — the whole
+/// I/O then completes -EAGAIN although the device is healthy (liburing issue #766; fixed by
+/// "block: don't allow splitting of a REQ_NOWAIT bio", 6.2, and io_uring's reissue rework;
+/// Debian 11's 5.10 shows it on every USB stick). fio requeues such an I/O too.
+fn completion(res: i32, retries: u32) -> Completion {
+    match res {
+        r if r > 0 => Completion::Done(r as u64),
+        0 => Completion::Eof,
+        r if -r == libc::EAGAIN && retries < MAX_EAGAIN_RETRIES => Completion::Retry,
+        r => Completion::Failed(-r),
+    }
 }
 
 impl Engine for UringEngine {
@@ -177,9 +213,11 @@ impl Engine for UringEngine {
                 op: OpKind::Read,
                 offset: 0,
                 submit_ns: 0,
+                retries: 0,
             };
             depth
         ];
+        let mut retry: Vec<usize> = Vec::new();
         let mut free: Vec<usize> = (0..depth).rev().collect();
         let mut stats = JobStats::new();
         let mut in_flight = 0usize;
@@ -188,8 +226,60 @@ impl Engine for UringEngine {
         let mut first_error: Option<EngineError> = None;
         let fd = ctx.fd;
         let mut enter_failures = 0u32;
+        // Raw slot addresses, so building an entry does not borrow the buffer (writes fill
+        // their slot through it while entries are built).
+        let base = buffer.slot_ptr(0);
+        let stride = buffer.stride();
+        let slot_ptr = |slot: usize| {
+            // SAFETY: slot < depth: the slots are `stride` bytes apart in one allocation.
+            unsafe { base.add(slot * stride) }
+        };
+        let make_sqe = |op: OpKind, slot: usize, offset: u64| -> squeue::Entry {
+            let ptr = slot_ptr(slot);
+            macro_rules! entry {
+                ($fd:expr) => {
+                    match (op, fixed_buffers) {
+                        (OpKind::Read, true) => {
+                            opcode::ReadFixed::new($fd, ptr, len_u32, slot as u16)
+                                .offset(offset)
+                                .build()
+                        }
+                        (OpKind::Read, false) => {
+                            opcode::Read::new($fd, ptr, len_u32).offset(offset).build()
+                        }
+                        (OpKind::Write, true) => {
+                            opcode::WriteFixed::new($fd, ptr, len_u32, slot as u16)
+                                .offset(offset)
+                                .build()
+                        }
+                        (OpKind::Write, false) => {
+                            opcode::Write::new($fd, ptr, len_u32).offset(offset).build()
+                        }
+                    }
+                };
+            }
+            let sqe = if fixed_files {
+                entry!(types::Fixed(0))
+            } else {
+                entry!(types::Fd(fd))
+            };
+            sqe.user_data(slot as u64)
+        };
 
         loop {
+            // I/Os that completed -EAGAIN go back first, through the kernel's worker, which
+            // submits them without REQ_NOWAIT; they are still in flight and keep their slot
+            // and their first submission time (the retry is part of their latency).
+            while let Some(slot) = retry.pop() {
+                let Slot { op, offset, .. } = slots[slot];
+                let sqe = make_sqe(op, slot, offset).flags(squeue::Flags::ASYNC);
+                // SAFETY: the slot's buffer is untouched until this I/O completes.
+                if unsafe { ring.submission().push(&sqe) }.is_err() {
+                    // The ring has a place per slot, so this cannot happen; keep it for later.
+                    retry.push(slot);
+                    break;
+                }
+            }
             if stopping.is_none() && ctx.should_stop() {
                 stopping = Some(StopReason::Interrupted);
             }
@@ -218,35 +308,7 @@ impl Engine for UringEngine {
                             hook.fill(offset, buffer.slot_mut(slot, len));
                         }
                     }
-                    let ptr = buffer.slot_ptr(slot);
-                    macro_rules! entry {
-                        ($fd:expr) => {
-                            match (op, fixed_buffers) {
-                                (OpKind::Read, true) => {
-                                    opcode::ReadFixed::new($fd, ptr, len_u32, slot as u16)
-                                        .offset(offset)
-                                        .build()
-                                }
-                                (OpKind::Read, false) => {
-                                    opcode::Read::new($fd, ptr, len_u32).offset(offset).build()
-                                }
-                                (OpKind::Write, true) => {
-                                    opcode::WriteFixed::new($fd, ptr, len_u32, slot as u16)
-                                        .offset(offset)
-                                        .build()
-                                }
-                                (OpKind::Write, false) => {
-                                    opcode::Write::new($fd, ptr, len_u32).offset(offset).build()
-                                }
-                            }
-                        };
-                    }
-                    let sqe = if fixed_files {
-                        entry!(types::Fixed(0))
-                    } else {
-                        entry!(types::Fd(fd))
-                    }
-                    .user_data(slot as u64);
+                    let sqe = make_sqe(op, slot, offset);
                     // Stamped per I/O: each one enters the kernel on its own call.
                     let stamp_ns = super::now_ns();
                     // SAFETY: the buffer slot stays valid and untouched until its completion.
@@ -260,6 +322,7 @@ impl Engine for UringEngine {
                         op,
                         offset,
                         submit_ns: stamp_ns,
+                        retries: 0,
                     };
                     index += 1;
                     in_flight += 1;
@@ -299,21 +362,40 @@ impl Engine for UringEngine {
                     op,
                     offset,
                     submit_ns,
+                    retries,
                 } = slots[slot];
+                let bytes = match completion(res, retries) {
+                    Completion::Retry if stopping != Some(StopReason::Interrupted) => {
+                        slots[slot].retries += 1;
+                        stats.eagain_retries += 1;
+                        retry.push(slot);
+                        continue;
+                    }
+                    Completion::Done(b) => b,
+                    Completion::Retry => {
+                        // Stopping anyway: the I/O is simply not done.
+                        free.push(slot);
+                        in_flight -= 1;
+                        continue;
+                    }
+                    Completion::Eof => {
+                        free.push(slot);
+                        in_flight -= 1;
+                        first_error.get_or_insert(EngineError::UnexpectedEof { op, offset });
+                        stopping = Some(StopReason::Interrupted);
+                        continue;
+                    }
+                    Completion::Failed(errno) => {
+                        free.push(slot);
+                        in_flight -= 1;
+                        first_error.get_or_insert_with(|| ctx.io_error(op, offset, errno));
+                        stopping = Some(StopReason::Interrupted);
+                        continue;
+                    }
+                };
                 free.push(slot);
                 in_flight -= 1;
-                if res <= 0 {
-                    if first_error.is_none() {
-                        first_error = Some(if res == 0 {
-                            EngineError::UnexpectedEof { op, offset }
-                        } else {
-                            ctx.io_error(op, offset, -res)
-                        });
-                    }
-                    stopping = Some(StopReason::Interrupted);
-                    continue;
-                }
-                stats.record(op, res as u64, done_ns.saturating_sub(submit_ns));
+                stats.record(op, bytes, done_ns.saturating_sub(submit_ns));
                 if op == OpKind::Read {
                     if let Some(hook) = ctx.data {
                         hook.check(offset, buffer.slot(slot, len));
@@ -330,5 +412,38 @@ impl Engine for UringEngine {
         }
         stats.stopped_by = stopping.unwrap_or(StopReason::Size);
         Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The completion policy, table-driven. The -EAGAIN rows are the 5.10 false fail: a
+    /// healthy stick's 2 MiB O_DIRECT read split against max_sectors_kb completed -EAGAIN and
+    /// failed the device ("read of 2097152 bytes at offset 2097152 failed: Resource
+    /// temporarily unavailable").
+    #[test]
+    fn eagain_is_retried_never_a_device_error() {
+        let eagain = -libc::EAGAIN;
+        let table = [
+            (2 << 20, 0, Completion::Done(2 << 20)),
+            (512, 0, Completion::Done(512)),
+            (0, 0, Completion::Eof),
+            (eagain, 0, Completion::Retry),
+            (eagain, MAX_EAGAIN_RETRIES - 1, Completion::Retry),
+            // A kernel that never stops answering -EAGAIN is a failure, not a hang.
+            (eagain, MAX_EAGAIN_RETRIES, Completion::Failed(libc::EAGAIN)),
+            (-libc::EIO, 0, Completion::Failed(libc::EIO)),
+            (-libc::ENOSPC, 0, Completion::Failed(libc::ENOSPC)),
+            (-libc::EROFS, 0, Completion::Failed(libc::EROFS)),
+        ];
+        for (res, retries, want) in table {
+            assert_eq!(
+                completion(res, retries),
+                want,
+                "res {res} after {retries} retries"
+            );
+        }
     }
 }
