@@ -16,6 +16,7 @@ ap.add_argument("--img", help="dir of the guest's disk images (host-side leftove
 ap.add_argument("--validator", default="scripts/validate-report")
 ap.add_argument("--host-events")
 ap.add_argument("--arch", default="x86_64")
+ap.add_argument("--kernel", default="", help="the guest kernel's release (uname -r), for messages")
 a = ap.parse_args()
 E = os.path.join(a.out, "e2e")
 failures = []

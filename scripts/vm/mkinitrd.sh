@@ -29,9 +29,17 @@ MODS="sd_mod crc64_rocksoft_generic usb-storage uas $HCD ahci mmc_block sdhci-pc
 for m in $MODS; do modprobe -d "$K" -S "$V" --show-depends "$m" 2>/dev/null || true; done \
   | awk '$1=="insmod"{print $2}' | awk '!s[$0]++' > "$R/modlist.host"
 : > "$R/modlist"
+# Debian's 6.12 ships modules xz-compressed; busybox insmod loads plain .ko files only, so
+# compressed ones are unpacked on the way in.
 while read -r p; do
   rel=${p#*/lib/modules/$V/}; mkdir -p "$R/lib/modules/$V/$(dirname "$rel")"
-  cp "$p" "$R/lib/modules/$V/$rel"; echo "/lib/modules/$V/$rel" >> "$R/modlist"
+  case $rel in
+    *.ko.xz) rel=${rel%.xz}; xz -dc "$p" > "$R/lib/modules/$V/$rel" ;;
+    *.ko.zst) rel=${rel%.zst}; zstd -qdc "$p" > "$R/lib/modules/$V/$rel" ;;
+    *.ko.gz) rel=${rel%.gz}; gzip -dc "$p" > "$R/lib/modules/$V/$rel" ;;
+    *) cp "$p" "$R/lib/modules/$V/$rel" ;;
+  esac
+  echo "/lib/modules/$V/$rel" >> "$R/modlist"
 done < "$R/modlist.host"
 rm "$R/modlist.host"
 
