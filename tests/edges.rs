@@ -626,3 +626,47 @@ fn bench_speaks_words_not_rust_names() {
         "the device keeps its name"
     );
 }
+
+// 10. bench on safety/signals: a second signal aborts at once and still removes its file.
+#[test]
+fn a_second_sigint_aborts_bench_at_once_and_removes_its_file() {
+    let scratch = Scratch::new("edges-sig2");
+    let path = scratch.path("big.bin");
+    // A read test on a new 2 GiB file: the file is created and filled first, which takes
+    // seconds, so both signals land while it is being prepared.
+    let mut child = Command::new(bin())
+        .args(["bench", "--target"])
+        .arg(&path)
+        .args(["--workload", "seq-read", "--size", "2G"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut buf = [0u8; 512];
+    let n = stderr.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("engine:"));
+    // Wait until the file exists, then interrupt twice.
+    let t0 = std::time::Instant::now();
+    while !path.exists() && t0.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(path.exists(), "the test file was created");
+    for _ in 0..2 {
+        // SAFETY: signalling our own child, not yet waited for.
+        assert_eq!(
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+            0
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(3), "{rest}");
+    assert!(
+        rest.contains("second SIGINT: removed 1 test file(s)"),
+        "the abort removed the registered file: {rest}"
+    );
+    assert!(!path.exists(), "no file left after the abort");
+}

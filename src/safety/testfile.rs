@@ -33,8 +33,26 @@ impl TestFile {
         TestFile { path }
     }
 
+    /// Takes charge of a file that was just created exclusively under another name (bench's
+    /// `--target` file): registered like a reserved one, so a second signal's abort removes
+    /// it too, and removed when this value drops.
+    pub fn adopt(path: PathBuf) -> TestFile {
+        if let Ok(mut live) = LIVE.lock() {
+            live.push(path.clone());
+        }
+        TestFile { path }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Gives the file up: unregistered, and left in place when this value is gone.
+    pub fn release(self) {
+        if let Ok(mut live) = LIVE.lock() {
+            live.retain(|p| p != &self.path);
+        }
+        std::mem::forget(self);
     }
 
     /// Removes the file now, saying why when it cannot be removed (it is unregistered either

@@ -57,15 +57,8 @@ pub struct Target {
     /// Bytes usable for the test (the file or device size, or the size we created).
     pub size_bytes: u64,
     pub created: bool,
-    keep: bool,
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        if self.created && !self.keep {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
+    /// A file we created and do not keep: registered for the signal path, removed on drop.
+    _owned: Option<crate::safety::testfile::TestFile>,
 }
 
 fn open_error(path: &Path, source: std::io::Error) -> WorkloadError {
@@ -89,6 +82,9 @@ impl Target {
         // lstat, not stat: a symlink planted where a test file will be must never redirect our
         // writes into someone else's file. A symlink to a block device (/dev/disk/by-id/...)
         // is how devices are named, so that one is followed.
+        // A file we create is ours from the moment it exists: registered for the signal path
+        // and removed on every error path (and on drop unless `keep`).
+        let mut owned = None;
         let created = match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_symlink() => {
                 let to_device = std::fs::metadata(path)
@@ -102,15 +98,15 @@ impl Target {
             Ok(_) => false,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let size = size_bytes.ok_or_else(|| WorkloadError::NeedSize(path.to_path_buf()))?;
-                create_file(path, size, prepare)?;
+                let file = create_exclusive(path)?;
+                owned = Some(crate::safety::testfile::TestFile::adopt(path.to_path_buf()));
+                prepare_file(&file, size, prepare).map_err(|e| WorkloadError::Prepare {
+                    path: path.to_path_buf(),
+                    source: e,
+                })?;
                 true
             }
             Err(e) => return Err(open_error(path, e)),
-        };
-        // From here on a file we created is removed on every error path, through Drop.
-        let cleanup = CreatedGuard {
-            path: created.then(|| path.to_path_buf()),
-            keep,
         };
         let meta = std::fs::metadata(path).map_err(|e| open_error(path, e))?;
         let kind = if meta.file_type().is_block_device() {
@@ -190,16 +186,19 @@ impl Target {
             }
             usable = size;
         }
-        // The guard only owned a file we created; the target's path is the one given, created
-        // or not (a device keeps its /dev name in the result).
-        cleanup.disarm();
+        if keep {
+            // Asked to stay: no longer ours to remove.
+            if let Some(o) = owned.take() {
+                o.release();
+            }
+        }
         Ok(Target {
             path: path.to_path_buf(),
             kind,
             file,
             size_bytes: usable,
             created,
-            keep,
+            _owned: owned,
         })
     }
 
@@ -285,28 +284,6 @@ fn active_scheduler(text: &str) -> Option<String> {
     (!text.is_empty() && !text.contains(' ')).then(|| text.to_string())
 }
 
-/// Removes a file we created if opening fails half-way.
-struct CreatedGuard {
-    path: Option<PathBuf>,
-    keep: bool,
-}
-
-impl CreatedGuard {
-    fn disarm(mut self) {
-        self.path = None;
-    }
-}
-
-impl Drop for CreatedGuard {
-    fn drop(&mut self) {
-        if let Some(path) = &self.path {
-            if !self.keep {
-                let _ = std::fs::remove_file(path);
-            }
-        }
-    }
-}
-
 fn allocate(file: &File, size: u64) -> std::io::Result<()> {
     // SAFETY: valid fd; mode 0 allocates and extends.
     let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size as libc::off_t) };
@@ -321,29 +298,26 @@ fn allocate(file: &File, size: u64) -> std::io::Result<()> {
     Err(err)
 }
 
-fn create_file(path: &Path, size: u64, prepare: Preparation) -> Result<(), WorkloadError> {
-    let file = OpenOptions::new()
+/// Creates the file exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`): never an existing file, never
+/// through a planted symlink.
+fn create_exclusive(path: &Path) -> Result<File, WorkloadError> {
+    OpenOptions::new()
         .read(true)
         .write(true)
-        .create_new(true) // O_CREAT|O_EXCL
+        .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| open_error(path, e))?;
-    let result = (|| {
-        allocate(&file, size)?;
-        if prepare == Preparation::Fill {
-            fill(&file, size)?;
-        }
-        Ok(())
-    })();
-    result.map_err(|e: std::io::Error| {
-        let _ = std::fs::remove_file(path);
-        WorkloadError::Prepare {
-            path: path.to_path_buf(),
-            source: e,
-        }
-    })
+        .map_err(|e| open_error(path, e))
+}
+
+/// Reserves the file's blocks, and fills it with data for read tests.
+fn prepare_file(file: &File, size: u64, prepare: Preparation) -> std::io::Result<()> {
+    allocate(file, size)?;
+    if prepare == Preparation::Fill {
+        fill(file, size)?;
+    }
+    Ok(())
 }
 
 /// Writes incompressible data over the whole file and flushes it.
