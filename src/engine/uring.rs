@@ -447,3 +447,27 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod abi {
+    /// The entries the engine builds are the kernel's `struct io_uring_sqe` (64 bytes) and
+    /// `struct io_uring_cqe` (16 bytes), whose fields are fixed-width (`__u64 addr`, `__u32
+    /// len`) on every architecture (include/uapi/linux/io_uring.h): no pointer-sized field, so
+    /// 32-bit ARM has the same layout. Run on armv7 by scripts/cross-build --arch armv7
+    /// (under qemu-arm-static), this is the proof the crate's types fit that ABI there.
+    #[test]
+    fn ring_entries_have_the_kernel_abi_layout_on_this_target() {
+        use std::mem::{align_of, size_of};
+        assert_eq!(size_of::<io_uring::squeue::Entry>(), 64);
+        assert_eq!(size_of::<io_uring::squeue::Entry128>(), 128);
+        assert_eq!(size_of::<io_uring::cqueue::Entry>(), 16);
+        assert_eq!(size_of::<io_uring::cqueue::Entry32>(), 32);
+        assert!(align_of::<io_uring::squeue::Entry>() >= 8);
+        // A user_data and an offset beyond 4 GiB survive on a 32-bit target.
+        let e = io_uring::opcode::Read::new(io_uring::types::Fd(3), std::ptr::null_mut(), 4096)
+            .offset(5 << 30)
+            .build()
+            .user_data(u64::MAX - 1);
+        assert_eq!(e.get_user_data(), u64::MAX - 1);
+    }
+}

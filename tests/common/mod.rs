@@ -182,7 +182,18 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.mnt.path()).status();
+        // A test may have unmounted it already; a busy or damaged filesystem is detached lazily
+        // so no mount outlives the test (it would show up in every later inventory).
+        let out = Command::new("umount").arg(self.mnt.path()).output();
+        let mounted = std::fs::read_to_string("/proc/self/mounts")
+            .map(|m| m.contains(&format!(" {} ", self.mnt.path().display())))
+            .unwrap_or(false);
+        if out.is_err() || mounted {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(self.mnt.path())
+                .status();
+        }
     }
 }
 
