@@ -1,7 +1,7 @@
 #!/bin/bash
 # mkinitrd.sh - the vm-e2e guest initramfs: busybox, systemd-udevd, the storage/fs modules,
 # usbperf-matrix with its libraries, its default config and the e2e guest init.
-#   usage: mkinitrd.sh amd64|arm64 BINARY OUT.cpio.gz
+#   usage: mkinitrd.sh amd64|arm64|armhf BINARY OUT.cpio.gz
 #   env:   W   cache dir holding $W/k/<arch> (kernel) and $W/k/<arch>-root (userland), made by
 #              ../shared/fixtures/qemu/tools/prepare.sh
 # Adapted from ../shared/fixtures/qemu/tools/mkinitrd.sh (same sysroot layout), plus ext4/vfat/
@@ -17,14 +17,15 @@ trap 'rm -rf "$R"' EXIT
 case $A in
   amd64) MT=x86_64-linux-gnu;  LDSO=/lib64/ld-linux-x86-64.so.2; HCD="ehci-pci ohci-pci uhci-hcd xhci-pci" ;;
   arm64) MT=aarch64-linux-gnu; LDSO=/lib/ld-linux-aarch64.so.1;  HCD="ehci-pci ohci-pci xhci-pci" ;;
-  *) echo "arch must be amd64 or arm64" >&2; exit 2 ;;
+  armhf) MT=arm-linux-gnueabihf; LDSO=/lib/ld-linux-armhf.so.3;  HCD="ehci-pci ohci-pci xhci-pci" ;;
+  *) echo "arch must be amd64, arm64 or armhf" >&2; exit 2 ;;
 esac
 mkdir -p "$R"/{bin,sbin,proc,sys,dev,run,tmp,media,etc/udev,etc/usbperf,lib/udev,lib/systemd,lib/modules/$V,var/lib/usbperf/reports}
 
 cp "$SYSROOT/bin/busybox" "$R/bin/busybox"; ln -s busybox "$R/bin/sh"
 
 [ -e "$K/lib/modules/$V/modules.dep.bin" ] || depmod -b "$K" "$V"
-MODS="sd_mod crc64_rocksoft_generic usb-storage uas $HCD ahci mmc_block sdhci-pci virtio_pci virtio_blk
+MODS="pci-host-generic sd_mod crc64_rocksoft_generic usb-storage uas $HCD ahci mmc_block sdhci-pci virtio_pci virtio_blk
       crc32c_generic ext4 vfat nls_cp437 nls_ascii nls_iso8859-1 nls_utf8"
 for m in $MODS; do modprobe -d "$K" -S "$V" --show-depends "$m" 2>/dev/null || true; done \
   | awk '$1=="insmod"{print $2}' | awk '!s[$0]++' > "$R/modlist.host"
