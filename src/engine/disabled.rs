@@ -1,6 +1,6 @@
-//! Owns the stand-in for the `uring` engine in builds without the `uring` cargo feature (armv7,
-//! where the io-uring crate has no bindings): selecting it returns a clear error, and `auto`
-//! falls back to the `sync` engine.
+//! Owns the stand-in for the `uring` engine in builds without the `uring` cargo feature (an image
+//! whose kernel has no io_uring, `PACKAGECONFIG:remove = "uring"`): selecting it returns a clear
+//! error, and `auto` falls back to the `sync` engine.
 
 use super::{Engine, EngineError, EngineKind, JobCtx, JobStats};
 
@@ -8,7 +8,7 @@ pub struct UringEngine;
 
 fn unavailable() -> EngineError {
     EngineError::UringUnavailable {
-        reason: "this usbperf was built without the `uring` cargo feature (as on armv7)".into(),
+        reason: "this usbperf was built without the `uring` cargo feature".into(),
     }
 }
 
