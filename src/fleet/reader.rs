@@ -8,6 +8,8 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use crate::report::decode::{decode, is_json, Probe};
+
 use super::FleetError;
 use crate::report::schema::SCHEMA_VERSION;
 
@@ -178,31 +180,6 @@ pub struct KneeLite {
     pub t_s: f64,
     pub before_mib_per_s: f64,
     pub after_mib_per_s: f64,
-}
-
-/// Only the version, to explain a report that does not load as version 1.
-#[derive(Deserialize)]
-struct Probe {
-    #[serde(default)]
-    schema_version: Option<u32>,
-}
-
-/// Whether the bytes are JSON (by extension, else by the first non-blank byte: the factory
-/// writes `report_format: json` reports as pretty JSON objects).
-fn is_json(path: &Path, bytes: &[u8]) -> bool {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("json") => true,
-        Some("yaml") | Some("yml") => false,
-        _ => bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'),
-    }
-}
-
-fn decode<'a, T: Deserialize<'a>>(json: bool, bytes: &'a [u8]) -> Result<T, String> {
-    if json {
-        serde_json::from_slice(bytes).map_err(|e| e.to_string())
-    } else {
-        serde_norway::from_slice(bytes).map_err(|e| e.to_string())
-    }
 }
 
 /// Keys no field of [`ReportLite`] (or [`Probe`]) reads, at any depth: per-test parameters,

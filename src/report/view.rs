@@ -12,6 +12,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::report::decode::{decode, is_json, Probe};
+
 use super::schema::{Report, SCHEMA_VERSION};
 use crate::matrix::verdict::status_name;
 
@@ -178,31 +180,6 @@ pub struct LatencyView {
 pub struct VerifyView {
     #[serde(default)]
     pub mismatched_blocks: Option<u64>,
-}
-
-/// Only the version, to explain a newer report that does not decode.
-#[derive(Deserialize)]
-struct Probe {
-    #[serde(default)]
-    schema_version: Option<u32>,
-}
-
-/// JSON by extension, else by the first non-blank byte (`report_format: json` reports are
-/// pretty JSON objects); YAML otherwise.
-fn is_json(path: &Path, bytes: &[u8]) -> bool {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("json") => true,
-        Some("yaml") | Some("yml") => false,
-        _ => bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'),
-    }
-}
-
-fn decode<'a, T: Deserialize<'a>>(json: bool, bytes: &'a [u8]) -> Result<T, String> {
-    if json {
-        serde_json::from_slice(bytes).map_err(|e| e.to_string())
-    } else {
-        serde_norway::from_slice(bytes).map_err(|e| e.to_string())
-    }
 }
 
 /// What the document is when it parses but is not a mapping (a text file parses as one YAML
