@@ -864,21 +864,6 @@ fn nothing_matched_says_why_and_exits_non_zero() {
     assert!(err(&o).contains("1 unfinished runs"), "{}", err(&o));
 }
 
-/// xorshift64*: a deterministic stream for the fuzz test, no crate needed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// Values that broke or could break the reader or the renderers (issue 12, item 9), written
 /// as YAML and JSON spell them, valid or not.
 const BAD_NUMBERS: [&str; 14] = [

@@ -5,6 +5,8 @@
 //! `cargo test`; `fuzz_config_long` (ignored) runs for `USBPERF_FUZZ_SECS` (default 60) and
 //! prints `fuzz config: N inputs, 0 panics`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -12,20 +14,7 @@ use usbperf::engine::EngineRequest;
 use usbperf::matrix::config::{self, BUILTIN_PROFILES};
 use usbperf::workload::check_params;
 
-/// xorshift64*: deterministic, no crate needed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use common::Rng;
 
 /// The seeds: every shipped profile and the README's configuration example.
 fn seeds() -> Vec<String> {
