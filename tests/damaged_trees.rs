@@ -15,7 +15,7 @@ fn absent_unreadable_and_malformed_attributes_are_reported_not_fatal() {
     let tmp = TempDir::new("damaged");
     let fx = fixtures();
     let m = Command::new("sh")
-        .arg(fx.join("qemu/tools/materialize.sh"))
+        .arg(tools().join("materialize.sh"))
         .arg(fx.join("qemu/x86-mixed.umockdev"))
         .arg(tmp.path())
         .output()

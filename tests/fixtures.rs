@@ -1,4 +1,4 @@
-//! Discovery against real recorded device trees (`../shared/fixtures`): the libudev path under
+//! Discovery against real recorded device trees (`tests/fixtures/`): the libudev path under
 //! `umockdev-run`, the sysfs walker under umockdev and on a materialised `--sysfs-root` tree,
 //! and the udev database exports converted with the fixtures' own tool. Every storage device
 //! of every fixture is asserted, and the three paths must agree.
@@ -230,7 +230,7 @@ fn fixture_file(id: &str, tmp: &Path) -> PathBuf {
     if let Some(name) = id.strip_prefix("export/") {
         let out = tmp.join(format!("{name}.umockdev"));
         let conv = Command::new("python3")
-            .arg(fx.join("tools/exportdb2umockdev.py"))
+            .arg(tools().join("exportdb2umockdev.py"))
             .args(["--storage-only", "--synth-attrs"])
             .arg(fx.join(format!("udevadm-export/{name}.txt")))
             .output()
@@ -318,7 +318,7 @@ fn acceptance_systemd_storage_usb_over_libudev() {
 fn every_fixture_classified_and_the_sysfs_fallback_agrees() {
     require_tool("umockdev-run", "umockdev");
     let tmp = TempDir::new("fixtures");
-    let materialize = fixtures().join("qemu/tools/materialize.sh");
+    let materialize = tools().join("materialize.sh");
     for (i, (id, want)) in table().into_iter().enumerate() {
         let file = fixture_file(id, tmp.path());
         let udev = stdout_json(&run_bin(

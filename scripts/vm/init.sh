@@ -4,7 +4,7 @@
 # every report, exit code and log on the output disk (virtio, serial OUT00001, ext4, mounted
 # at the report directory). The host reads that disk back after power-off.
 # Kernel command line (environment): EXPECT=N disks to wait for, SCENARIOS="baseline ...",
-# RECORD=1 to also dump sysfs (../shared/fixtures/qemu/tools/sysdump.sh) for --record.
+# RECORD=1 to also dump sysfs (scripts/vm/tools/sysdump.sh) for --record.
 export PATH=/bin:/sbin
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev

@@ -3,14 +3,14 @@
 # usbperf-matrix with its libraries, its default config and the e2e guest init.
 #   usage: mkinitrd.sh amd64|arm64|armhf BINARY OUT.cpio.gz
 #   env:   W   cache dir holding $W/k/<arch> (kernel) and $W/k/<arch>-root (userland), made by
-#              ../shared/fixtures/qemu/tools/prepare.sh
-# Adapted from ../shared/fixtures/qemu/tools/mkinitrd.sh (same sysroot layout), plus ext4/vfat/
+#              scripts/vm/tools/prepare.sh
+# Adapted from scripts/vm/tools/mkinitrd.sh (same sysroot layout), plus ext4/vfat/
 # virtio modules, the product binary and sysdump.sh (for --record).
 set -euo pipefail
 A=$1; BIN=$2; OUTF=$3
 W=${W:?W must name the cache dir}
 HERE=$(cd "$(dirname "$0")" && pwd)
-SHARED_TOOLS=${SHARED_TOOLS:-$HERE/../../../shared/fixtures/qemu/tools}
+SHARED_TOOLS=${SHARED_TOOLS:-$HERE/tools}
 K=$W/k/$A; SYSROOT=$W/k/$A-root; V=$(ls "$K/lib/modules")
 R=$(mktemp -d "${TMPDIR:-/tmp}/usbperf-vm-root.XXXXXX")
 trap 'rm -rf "$R"' EXIT

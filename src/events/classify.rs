@@ -823,7 +823,7 @@ mod tests {
         }
     }
 
-    /// Real lines from /work/shared/fixtures/qemu/meta/x86-mixed.console.txt and
+    /// Real lines from tests/fixtures/qemu/meta/x86-mixed.console.txt and
     /// arm64-mixed.console.txt (timestamps cut: /dev/kmsg messages carry none).
     #[test]
     fn fixture_boot_lines() {

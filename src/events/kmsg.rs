@@ -188,7 +188,7 @@ mod tests {
                 device: Some("+acpi:PNP0A03:00"),
             },
             // A USB device (char major 189) and a SCSI device (no devt: `+scsi:`); texts from
-            // /work/shared/fixtures/qemu/meta/x86-mixed.console.txt.
+            // tests/fixtures/qemu/meta/x86-mixed.console.txt.
             Case {
                 raw: "6,512,5554029,-;usb 1-1: new high-speed USB device number 2 using ehci-pci\n SUBSYSTEM=usb\n DEVICE=c189:1\n",
                 seq: 512,

@@ -16,15 +16,22 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_usbperf-matrix"))
 }
 
-/// `../shared/fixtures` beside the repository (CI has it at the same place).
+/// The recorded device trees and kernel lines, inside the repository (`tests/fixtures/`, with
+/// each source's licence and provenance in its README).
 pub fn fixtures() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     assert!(
         p.join("README.md").is_file(),
-        "the shared fixtures are missing at {}: the tests read recorded device trees from there",
+        "the fixtures are missing at {}: the tests read recorded device trees from there",
         p.display()
     );
     p.canonicalize().unwrap()
+}
+
+/// The recording and conversion tools (`scripts/vm/tools/`: materialize.sh, sysdump.sh,
+/// dump2umockdev.py, exportdb2umockdev.py, ...), maintained here.
+pub fn tools() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/vm/tools")
 }
 
 /// Fails (not skips) when a tool the test needs is missing: scripts/test installs them all.
