@@ -25,58 +25,6 @@ fn usbperf(args: &[&str]) -> Output {
     Command::new(bin()).args(args).output().unwrap()
 }
 
-/// A run's own directory: config, reports, lock.
-struct RunDir {
-    dir: TempDir,
-}
-
-impl RunDir {
-    fn new() -> RunDir {
-        RunDir {
-            dir: TempDir::new("edges"),
-        }
-    }
-    fn config(&self, yaml: &str) -> PathBuf {
-        let p = self.dir.path().join("cfg.yaml");
-        std::fs::write(&p, yaml).unwrap();
-        p
-    }
-    fn reports(&self) -> PathBuf {
-        self.dir.path().join("reports")
-    }
-    fn run_in(&self, report_dir: &Path, cfg: Option<&Path>, extra: &[&str]) -> Output {
-        let mut a: Vec<String> = vec![
-            "run".into(),
-            "--report-dir".into(),
-            report_dir.display().to_string(),
-            "--lock-file".into(),
-            self.dir.path().join("lock").display().to_string(),
-        ];
-        if let Some(c) = cfg {
-            a.push("--config".into());
-            a.push(c.display().to_string());
-        }
-        a.extend(extra.iter().map(|s| s.to_string()));
-        Command::new(bin()).args(&a).output().unwrap()
-    }
-    fn run(&self, cfg: Option<&Path>, extra: &[&str]) -> Output {
-        self.run_in(&self.reports(), cfg, extra)
-    }
-    fn report_files(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(self.reports())
-            .map(|rd| rd.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
-        v.retain(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'));
-        v.sort();
-        v
-    }
-    fn report(&self) -> Value {
-        let files = self.report_files();
-        assert_eq!(files.len(), 1, "one report: {files:?}");
-        serde_norway::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap()
-    }
-}
-
 // 1. bench --allow-write-device on a mounted filesystem.
 #[test]
 fn bench_never_writes_a_mounted_device_whatever_the_flags() {
@@ -140,7 +88,7 @@ fn a_run_that_tests_no_device_fails_with_the_reason_in_the_report() {
     let cfg = rd.config("devices:\n  - select: {name: no-such-disk}\n");
     let out = rd.run(Some(&cfg), &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let rep = rd.report();
+    let (_, rep) = rd.report();
     assert_eq!(rep["verdict"]["pass"], false);
     let reasons = rep["verdict"]["reasons"].to_string();
     assert!(reasons.contains("no device was tested"), "{reasons}");
@@ -157,7 +105,7 @@ fn a_config_without_profile_runs_the_default_matrix_and_a_device_with_no_test_fa
         lo.name()
     ));
     let out = rd.run(Some(&cfg), &[]);
-    let rep = rd.report();
+    let (_, rep) = rd.report();
     assert_eq!(rep["config"]["sources"][0], "builtin:quick");
     let cells = rep["devices"][0]["cells"].as_array().unwrap();
     assert!(cells.len() >= 5, "quick's tests: {cells:?}");
@@ -173,7 +121,7 @@ fn a_config_without_profile_runs_the_default_matrix_and_a_device_with_no_test_fa
     ));
     let out = rd.run(Some(&cfg), &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let rep = rd.report();
+    let (_, rep) = rd.report();
     let reasons = rep["devices"][0]["verdict"]["reasons"].to_string();
     assert!(reasons.contains("no test ran on this device"), "{reasons}");
 }
@@ -204,7 +152,7 @@ fn run_without_arguments_tests_the_system_disk_through_files_never_raw() {
     let rd = RunDir::new();
     let out = rd.run(None, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let rep = rd.report();
+    let (_, rep) = rd.report();
     let sys: Vec<&Value> = rep["devices"]
         .as_array()
         .unwrap()
@@ -322,7 +270,7 @@ fn an_oversized_test_is_clamped_to_the_device_and_says_so() {
     ));
     let out = rd.run(Some(&cfg), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let rep = rd.report();
+    let (_, rep) = rd.report();
     let reasons = rep["devices"][0]["cells"][0]["reasons"].to_string();
     assert!(
         reasons.contains("size reduced from 999P to 32M to the size of the device"),

@@ -4,70 +4,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-
-/// A run's working directory: config, report dir and lock file of its own, so tests can run
-/// in parallel.
-struct RunDir {
-    dir: TempDir,
-}
-
-impl RunDir {
-    fn new() -> RunDir {
-        RunDir {
-            dir: TempDir::new("run"),
-        }
-    }
-    fn config(&self, yaml: &str) -> PathBuf {
-        let p = self.dir.path().join("cfg.yaml");
-        std::fs::write(&p, yaml).unwrap();
-        p
-    }
-    fn reports(&self) -> PathBuf {
-        self.dir.path().join("reports")
-    }
-    fn args(&self, cfg: Option<&Path>) -> Vec<String> {
-        let mut a = vec![
-            "run".to_string(),
-            "--report-dir".into(),
-            self.reports().display().to_string(),
-            "--lock-file".into(),
-            self.dir.path().join("lock").display().to_string(),
-        ];
-        if let Some(c) = cfg {
-            a.push("--config".into());
-            a.push(c.display().to_string());
-        }
-        a
-    }
-    fn run(&self, cfg: Option<&Path>, extra: &[&str]) -> Output {
-        let mut a = self.args(cfg);
-        a.extend(extra.iter().map(|s| s.to_string()));
-        Command::new(bin()).args(&a).output().unwrap()
-    }
-    /// The single report the run wrote, parsed.
-    fn report(&self) -> (PathBuf, Value) {
-        let files: Vec<PathBuf> = std::fs::read_dir(self.reports())
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-            .collect();
-        assert_eq!(files.len(), 1, "exactly one report: {files:?}");
-        let text = std::fs::read_to_string(&files[0]).unwrap();
-        let v: Value = if files[0].extension().unwrap() == "json" {
-            serde_json::from_str(&text).unwrap()
-        } else {
-            serde_norway::from_str(&text).unwrap()
-        };
-        (files[0].clone(), v)
-    }
-}
 
 fn device<'v>(report: &'v Value, name: &str) -> &'v Value {
     report["devices"]

@@ -358,3 +358,72 @@ impl Rng {
         (self.next() % n.max(1) as u64) as usize
     }
 }
+
+/// A factory run's own working directory: config, report directory and lock file, so runs in
+/// parallel tests never meet.
+pub struct RunDir {
+    pub dir: TempDir,
+}
+
+impl RunDir {
+    pub fn new() -> RunDir {
+        RunDir {
+            dir: TempDir::new("run"),
+        }
+    }
+    pub fn config(&self, yaml: &str) -> PathBuf {
+        let p = self.dir.path().join("cfg.yaml");
+        std::fs::write(&p, yaml).unwrap();
+        p
+    }
+    pub fn reports(&self) -> PathBuf {
+        self.dir.path().join("reports")
+    }
+    /// `run` with this directory's report dir (or `report_dir`) and lock, and `cfg`.
+    pub fn args_in(&self, report_dir: &Path, cfg: Option<&Path>) -> Vec<String> {
+        let mut a = vec![
+            "run".to_string(),
+            "--report-dir".into(),
+            report_dir.display().to_string(),
+            "--lock-file".into(),
+            self.dir.path().join("lock").display().to_string(),
+        ];
+        if let Some(c) = cfg {
+            a.push("--config".into());
+            a.push(c.display().to_string());
+        }
+        a
+    }
+    pub fn args(&self, cfg: Option<&Path>) -> Vec<String> {
+        self.args_in(&self.reports(), cfg)
+    }
+    pub fn run_in(&self, report_dir: &Path, cfg: Option<&Path>, extra: &[&str]) -> Output {
+        let mut a = self.args_in(report_dir, cfg);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        Command::new(bin()).args(&a).output().unwrap()
+    }
+    pub fn run(&self, cfg: Option<&Path>, extra: &[&str]) -> Output {
+        self.run_in(&self.reports(), cfg, extra)
+    }
+    /// The report files written so far (temporaries left out), sorted.
+    pub fn report_files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.reports())
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.retain(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'));
+        v.sort();
+        v
+    }
+    /// The single report the run wrote, parsed (YAML or JSON by its extension).
+    pub fn report(&self) -> (PathBuf, serde_json::Value) {
+        let files = self.report_files();
+        assert_eq!(files.len(), 1, "exactly one report: {files:?}");
+        let text = std::fs::read_to_string(&files[0]).unwrap();
+        let v: serde_json::Value = if files[0].extension().unwrap() == "json" {
+            serde_json::from_str(&text).unwrap()
+        } else {
+            serde_norway::from_str(&text).unwrap()
+        };
+        (files[0].clone(), v)
+    }
+}
