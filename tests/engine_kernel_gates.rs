@@ -2,7 +2,9 @@
 //! `kernel.io_uring_disabled` sysctl (6.6+), each setting ends in a working engine and one line
 //! saying which and why. This binary holds a single test because it changes a system-wide
 //! setting (cargo runs test binaries one after another); the old value is put back on every
-//! path, a panic included.
+//! path, a panic included. Only in builds with the io_uring engine (there is nothing to gate
+//! without it).
+#![cfg(feature = "uring")]
 
 mod common;
 
@@ -42,7 +44,6 @@ fn bench(target: &Path, engine: &str) -> std::process::Output {
         .unwrap()
 }
 
-#[cfg(feature = "uring")]
 #[test]
 fn io_uring_disabled_sysctl_falls_back_to_the_thread_pool_and_says_why() {
     require_root("writes kernel.io_uring_disabled");
