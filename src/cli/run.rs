@@ -19,7 +19,7 @@ use crate::matrix::config::{self, Config, ConfigError, Dur, ReportFormat};
 use crate::matrix::select::{self, Chosen, Placement};
 use crate::matrix::verdict::{self, Verdict};
 use crate::report::schema::{Cell, CellStatus, DeviceReport, Report, RunStatus, Tool};
-use crate::report::{unit, write};
+use crate::report::{station, unit, write};
 use crate::safety::{self, lock::RunLock, signals, testfile, SystemFacts};
 use crate::units;
 use crate::workload::{self, RunOptions, WorkloadKind};
@@ -62,6 +62,13 @@ pub struct RunArgs {
     /// Print the resolved configuration, the chosen devices and their placement; run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also write the results as JUnit XML to FILE at the end of the run (also when it was
+    /// interrupted): a suite per device, a case per test and per device check.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Print a LAVA test signal per test, per device verdict and for the unit at the end.
+    #[arg(long)]
+    pub lava: bool,
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -572,12 +579,38 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
         )
     );
     print_summary(&runner.report, &written);
-    match written {
+    let (exit, report_path) = match &written {
         // A report that reached no file at all is a hole in the production record: exit 4,
         // so the boot service runs again at the next boot (the verdict is in the journal).
-        ReportPlace::Nowhere(_) => Ok(Exit::Error),
-        _ => Ok(exit),
+        ReportPlace::Nowhere(_) => (Exit::Error, None),
+        ReportPlace::File(p) | ReportPlace::Stale(p, _) => (exit, Some(p.as_path())),
+    };
+    if let Some(file) = &args.junit {
+        // The report is the record: a JUnit file that cannot be written is said, and the
+        // exit code stays the run's.
+        let xml = crate::report::junit::render(&runner.report);
+        if let Err(e) = write::atomic_write(file, xml.as_bytes()) {
+            let why = match e {
+                write::WriteError::Dir { err, .. } | write::WriteError::File { err, .. } => err,
+            };
+            crate::errln!(
+                "usbperf-matrix: error: cannot write the JUnit file {} ({why}); the report \
+                 holds the results",
+                file.display()
+            );
+        }
     }
+    if args.lava {
+        for line in station::lava_signals(&runner.report, exit as u8) {
+            crate::outln!("{line}");
+        }
+    }
+    // The station's line comes last, so `tail -n 1` finds it.
+    crate::outln!(
+        "{}",
+        station::result_line(&runner.report, exit as u8, report_path)
+    );
+    Ok(exit)
 }
 
 /// Where the final report is.

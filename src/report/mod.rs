@@ -1,9 +1,12 @@
 //! Owns the factory report: its versioned schema types, the unit's identity, durable
-//! (atomic) writing after every finished cell, and reading a report back as a table.
+//! (atomic) writing after every finished cell, reading a report back as a table, and what a
+//! test station reads of it (the result line, LAVA signals, JUnit XML).
 
 pub mod decode;
+pub mod junit;
 pub mod matrix;
 pub mod schema;
+pub mod station;
 pub mod unit;
 pub mod view;
 pub mod write;
