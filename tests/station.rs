@@ -19,37 +19,18 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A run's own directory: config, reports, lock, JUnit file.
-struct RunDir {
-    dir: TempDir,
+/// Where the station run writes its JUnit file.
+fn junit_path(rd: &RunDir) -> PathBuf {
+    rd.dir.path().join("junit.xml")
 }
 
-impl RunDir {
-    fn new() -> RunDir {
-        RunDir {
-            dir: TempDir::new("station"),
-        }
-    }
-    fn junit(&self) -> PathBuf {
-        self.dir.path().join("junit.xml")
-    }
-    fn run(&self, yaml: &str, extra: &[&str]) -> Output {
-        let cfg = self.dir.path().join("cfg.yaml");
-        std::fs::write(&cfg, yaml).unwrap();
-        let mut a: Vec<String> = vec![
-            "run".into(),
-            "--config".into(),
-            cfg.display().to_string(),
-            "--report-dir".into(),
-            self.dir.path().join("reports").display().to_string(),
-            "--lock-file".into(),
-            self.dir.path().join("lock").display().to_string(),
-            "--junit".into(),
-            self.junit().display().to_string(),
-        ];
-        a.extend(extra.iter().map(|s| s.to_string()));
-        Command::new(bin()).args(&a).output().unwrap()
-    }
+/// `run` with this config and `--junit`, in the run's own directory.
+fn run(rd: &RunDir, yaml: &str, extra: &[&str]) -> Output {
+    let cfg = rd.config(yaml);
+    let j = junit_path(rd).display().to_string();
+    let mut a = vec!["--junit", j.as_str()];
+    a.extend_from_slice(extra);
+    rd.run(Some(&cfg), &a)
 }
 
 /// Percent-decoding of a result-line value (README, "At the test station").
@@ -186,7 +167,8 @@ fn case<'a>(j: &'a Value, suite: &str, name: &str) -> &'a Value {
 fn a_passing_run_ends_with_the_result_line_and_writes_junit_and_lava() {
     let lo = Loop::new(16 << 20);
     let rd = RunDir::new();
-    let out = rd.run(
+    let out = run(
+        &rd,
         &format!(
             "devices:\n  - {{select: {{name: {}}}, label: front USB, target: read-only}}\n\
              tests:\n  - {{workload: seq-read, size: 4M, runtime: 1s}}\n\
@@ -203,7 +185,7 @@ fn a_passing_run_ends_with_the_result_line_and_writes_junit_and_lava() {
     let rep = load_report(&line);
     assert_eq!(rep["verdict"]["pass"], true);
 
-    let j = junit(&rd.junit());
+    let j = junit(&junit_path(&rd));
     let suite = format!("{} (front USB)", lo.name());
     assert_eq!(
         j["root"]["tests"],
@@ -244,7 +226,8 @@ fn a_passing_run_ends_with_the_result_line_and_writes_junit_and_lava() {
 fn a_failed_threshold_is_fail_in_the_line_and_a_junit_failure() {
     let lo = Loop::new(16 << 20);
     let rd = RunDir::new();
-    let out = rd.run(
+    let out = run(
+        &rd,
         &format!(
             "devices:\n  - {{select: {{name: {0}}}, target: read-only}}\n\
              tests:\n  - {{workload: seq-read, size: 4M, runtime: 1s}}\n\
@@ -262,7 +245,7 @@ fn a_failed_threshold_is_fail_in_the_line_and_a_junit_failure() {
     // Without --lava no signal is printed.
     assert!(!stdout(&out).contains("LAVA_SIGNAL"), "{}", stdout(&out));
 
-    let j = junit(&rd.junit());
+    let j = junit(&junit_path(&rd));
     let c = case(&j, lo.name(), "seq-read");
     assert_eq!(c["kind"], "failure", "{c}");
     let msg = c["message"].as_str().unwrap();
@@ -278,7 +261,11 @@ fn a_failed_threshold_is_fail_in_the_line_and_a_junit_failure() {
 #[test]
 fn a_run_that_tests_no_device_is_fail_with_devices_0_and_a_failing_devices_case() {
     let rd = RunDir::new();
-    let out = rd.run("devices:\n  - select: {name: no-such-disk}\n", &["--lava"]);
+    let out = run(
+        &rd,
+        "devices:\n  - select: {name: no-such-disk}\n",
+        &["--lava"],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let line = result_line(&out);
     assert_eq!(line["verdict"], "FAIL");
@@ -289,7 +276,7 @@ fn a_run_that_tests_no_device_is_fail_with_devices_0_and_a_failing_devices_case(
         .lines()
         .any(|l| l == "<LAVA_SIGNAL_TESTCASE TEST_CASE_ID=usbperf-unit RESULT=fail>"));
 
-    let j = junit(&rd.junit());
+    let j = junit(&junit_path(&rd));
     let c = case(&j, "unit", "devices");
     assert_eq!(c["kind"], "failure", "{c}");
     assert!(
@@ -305,13 +292,14 @@ fn a_run_that_tests_no_device_is_fail_with_devices_0_and_a_failing_devices_case(
 #[test]
 fn a_missing_required_device_is_a_failing_junit_case() {
     let rd = RunDir::new();
-    let out = rd.run(
+    let out = run(
+        &rd,
         "devices:\n  - {select: {name: no-such-disk}, label: rear USB, required: true}\n",
         &["--wait-devices", "0s"],
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(result_line(&out)["verdict"], "FAIL");
-    let j = junit(&rd.junit());
+    let j = junit(&junit_path(&rd));
     let c = case(&j, "unit", "required devices");
     assert_eq!(c["kind"], "failure", "{c}");
     assert!(
