@@ -4,9 +4,10 @@
 use anyhow::Context;
 
 use super::{inventory, link_findings, print_findings, Format};
-use crate::discover::parse::{human_bytes, speed_label};
+use crate::discover::parse::speed_label;
 use crate::discover::{linkcheck::PortExpectation, Disk, Inventory};
 use crate::exit::Exit;
+use crate::units::human_bytes;
 
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {

@@ -897,15 +897,14 @@ fn run_device(
     }
 }
 
-/// Sectors moved by a disk so far (`/sys/block/NAME/stat`, Documentation/block/stat.rst:
-/// fields 3 and 7 are sectors read and written, in 512-byte units whatever the device).
+/// Bytes moved by a disk so far, from the kernel's own counters of it.
 fn disk_bytes_moved(name: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(Path::new("/sys/block").join(name).join("stat")).ok()?;
-    let f: Vec<u64> = text
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    Some((f.get(2)? + f.get(6)?) * 512)
+    let stat = SysfsRoot::live()
+        .path()
+        .join("block")
+        .join(name)
+        .join("stat");
+    crate::discover::parse::block_stat_bytes(&std::fs::read_to_string(stat).ok()?)
 }
 
 /// Runs one cell's workload while reporting live throughput from the kernel's own counters

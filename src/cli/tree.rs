@@ -2,10 +2,11 @@
 //! with speeds, drivers and the block devices under each port.
 
 use super::{inventory, link_findings, print_findings, Format};
-use crate::discover::parse::{human_bytes, speed_label};
+use crate::discover::parse::speed_label;
 use crate::discover::usbtree::{self, port_number, Bus, TreeNode};
 use crate::discover::{linkcheck::PortExpectation, Inventory};
 use crate::exit::Exit;
+use crate::units::human_bytes;
 
 #[derive(Debug, clap::Args)]
 pub struct TreeArgs {

@@ -268,20 +268,17 @@ pub fn usb_speed_name(mbps: f64) -> &'static str {
     }
 }
 
-/// Bytes as a short human figure with binary units (`64.0 MiB`, `238.5 GiB`).
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+/// Bytes read plus written so far, from a block device's `stat` file
+/// (Documentation/block/stat.rst: fields 3 and 7 are sectors read and written, in 512-byte
+/// units whatever the device's block size). The counters restart from zero when a disk is
+/// re-created under the same name, so callers subtract with `saturating_sub`.
+pub fn block_stat_bytes(text: &str) -> Option<u64> {
+    let f: Vec<u64> = text
+        .split_whitespace()
+        .map(|x| x.parse().ok())
+        .collect::<Option<Vec<u64>>>()?;
+    let sectors = f.get(2)?.checked_add(*f.get(6)?)?;
+    sectors.checked_mul(512)
 }
 
 #[cfg(test)]
@@ -538,11 +535,30 @@ broken line
     }
 
     #[test]
+    fn block_stat_counts_sectors_of_512_bytes() {
+        let table: &[(&str, Option<u64>)] = &[
+            // A real line of this VM's /sys/block/vda/stat (6.18: 17 fields).
+            (
+                "  743796    69376 100677970   589918   664271   213766 111209080   857766        0   117964  1485254   461733       58 127187808    35817    28864     1752\n",
+                Some((100_677_970 + 111_209_080) * 512),
+            ),
+            // 5.10 has 15 fields, 4.x 11: only fields 3 and 7 matter.
+            ("1 0 8 0 2 0 16 0 0 0 0\n", Some(24 * 512)),
+            ("1 0 8\n", None),
+            ("", None),
+            ("1 0 x 0 2 0 16 0 0 0 0", None),
+            // A counter past u64 is not a figure.
+            ("0 0 18446744073709551615 0 0 0 1 0 0 0 0", None),
+        ];
+        for (text, want) in table {
+            assert_eq!(block_stat_bytes(text), *want, "{text:?}");
+        }
+    }
+
+    #[test]
     fn labels() {
         assert_eq!(speed_label(1.5), "1.5M");
         assert_eq!(speed_label(480.0), "480M");
-        assert_eq!(human_bytes(67_108_864), "64.0 MiB");
-        assert_eq!(human_bytes(512), "512 B");
         assert_eq!(devnum("8:16\n"), Some((8, 16)));
         assert_eq!(devnum("8"), None);
     }
