@@ -469,6 +469,11 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
         ),
         (vec!["show".into(), not_report], 2, "not a usbperf report"),
         (vec!["show".into(), missing.clone()], 4, "cannot read"),
+        (
+            vec!["show".into(), "/dev/zero".into()],
+            2,
+            "not a regular file",
+        ),
         (vec!["fleet".into(), empty_fleet], 2, "no reports"),
     ];
     for (args, want, text) in table {
@@ -617,4 +622,51 @@ fn a_second_sigint_aborts_bench_at_once_and_removes_its_file() {
         "the abort removed the registered file: {rest}"
     );
     assert!(!path.exists(), "no file left after the abort");
+}
+
+// Review finding: a JUnit (or any) file named without a directory is written in the working
+// directory, not refused because its parent is "".
+#[test]
+fn a_junit_file_without_a_directory_lands_in_the_working_directory() {
+    let rd = RunDir::new();
+    let cfg = rd.config("devices:\n  - select: {name: no-such-disk}\n");
+    let mut a = rd.args(Some(&cfg));
+    a.extend(["--junit".to_string(), "junit.xml".to_string()]);
+    let out = Command::new(bin())
+        .args(&a)
+        .current_dir(rd.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("cannot write the JUnit"),
+        "{}",
+        stderr(&out)
+    );
+    let xml = std::fs::read_to_string(rd.dir.path().join("junit.xml")).unwrap();
+    assert!(xml.contains("<testsuites"), "{xml}");
+}
+
+// Review finding: growing an existing file to --size keeps the free-space headroom.
+#[test]
+fn bench_never_grows_an_existing_file_past_the_headroom() {
+    let scratch = Scratch::new("edges-grow");
+    let f = scratch.path("existing.bin");
+    std::fs::write(&f, vec![7u8; 1 << 20]).unwrap();
+    let out = usbperf(&[
+        "bench",
+        "--target",
+        f.to_str().unwrap(),
+        "--workload",
+        "seq-write",
+        "--size",
+        "900T",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("headroom"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::metadata(&f).unwrap().len(),
+        1 << 20,
+        "the file was not grown"
+    );
 }

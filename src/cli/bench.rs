@@ -234,6 +234,14 @@ fn check_command(params: &WorkloadParams) -> anyhow::Result<()> {
         ))
         .into());
     }
+    if real.is_file() && params.writes() {
+        // Growing an existing file to --size takes room like a new file does: keep the
+        // headroom for what is added.
+        let grow = params.size_bytes.unwrap_or(0).saturating_sub(real.len());
+        if grow > 0 {
+            check_new_file(path, grow)?;
+        }
+    }
     if real.file_type().is_block_device() && params.writes() {
         if !params.allow_write_device {
             return Err(UsageError(format!(
@@ -268,7 +276,10 @@ fn check_new_file(path: &std::path::Path, size: u64) -> anyhow::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let inv = discover::discover(&SysfsRoot::live(), Backend::Sysfs).unwrap_or_default();
+    // An inventory that cannot be read proves nothing (an eMMC boot area could hold the
+    // directory): refuse, as everywhere else.
+    let inv = discover::discover(&SysfsRoot::live(), Backend::Sysfs)
+        .context("cannot enumerate block devices to check where the test file would go")?;
     let facts = SystemFacts::live();
     safety::check_file_dir(&dir, &facts, &inv, 10, 0, size)
         .map(|_| ())

@@ -249,10 +249,18 @@ fn ensure_own_dirs(cfg: &Config) {
     use std::os::unix::fs::DirBuilderExt;
     for d in &cfg.devices {
         if let config::TargetSpec::Dir(dir) = &d.target {
-            if dir.starts_with("/var/lib/usbperf/") && !dir.exists() {
+            let plain = dir.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::RootDir | std::path::Component::Normal(_)
+                )
+            });
+            if plain && dir.starts_with("/var/lib/usbperf/") && !dir.exists() {
+                // 0755 like the recipe's own /var/lib/usbperf: an upload agent that is not
+                // root must still read the reports beside it.
                 let _ = std::fs::DirBuilder::new()
                     .recursive(true)
-                    .mode(0o700)
+                    .mode(0o755)
                     .create(dir);
             }
         }
@@ -565,6 +573,11 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
         (Some(e), true) => ReportPlace::Stale(runner.path.clone(), e.clone()),
         (Some(e), false) => ReportPlace::Nowhere(e.clone()),
     };
+    if !matches!(written, ReportPlace::File(_)) {
+        // The file (if any) does not hold the final record: exit 4, so the boot service runs
+        // again at the next boot; the copy on standard output says so too.
+        runner.report.exit_code = Some(Exit::Error as u8);
+    }
     if !matches!(written, ReportPlace::File(_)) || !in_configured_dir {
         if let Ok(bytes) = runner.report.encode(false) {
             crate::outln!("{}", String::from_utf8_lossy(&bytes));
@@ -580,10 +593,13 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
     );
     print_summary(&runner.report, &written);
     let (exit, report_path) = match &written {
-        // A report that reached no file at all is a hole in the production record: exit 4,
-        // so the boot service runs again at the next boot (the verdict is in the journal).
+        // A report that reached no file, or whose file holds an earlier state (`running`, no
+        // verdict), is a hole in the production record: exit 4 and verdict ERROR in the
+        // station's line, never the PASS a stale file cannot back; the verdict is in the
+        // journal.
         ReportPlace::Nowhere(_) => (Exit::Error, None),
-        ReportPlace::File(p) | ReportPlace::Stale(p, _) => (exit, Some(p.as_path())),
+        ReportPlace::Stale(p, _) => (Exit::Error, Some(p.as_path())),
+        ReportPlace::File(p) => (exit, Some(p.as_path())),
     };
     if let Some(file) = &args.junit {
         // The report is the record: a JUnit file that cannot be written is said, and the

@@ -29,6 +29,26 @@ pub fn run(_cli: &super::Cli, args: &ShowArgs) -> anyhow::Result<Exit> {
     let mut exit = Exit::Pass;
     let mut views = Vec::new();
     for path in &args.reports {
+        // A report is kilobytes; a device node or a runaway file must not exhaust memory.
+        const MAX_REPORT_BYTES: u64 = 64 << 20;
+        if let Ok(md) = std::fs::metadata(path) {
+            if !md.is_file() || md.len() > MAX_REPORT_BYTES {
+                crate::errln!(
+                    "usbperf-matrix show: {}: not a report file ({}): give the YAML or JSON \
+                     file run wrote",
+                    path.display(),
+                    if md.is_file() {
+                        "larger than 64 MiB"
+                    } else {
+                        "not a regular file"
+                    }
+                );
+                if exit == Exit::Pass {
+                    exit = Exit::Usage;
+                }
+                continue;
+            }
+        }
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {

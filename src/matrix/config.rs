@@ -489,7 +489,11 @@ fn non_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
     key: &'static str,
 ) -> Result<Option<Vec<T>>, D::Error> {
-    let v = Vec::<T>::deserialize(d)?;
+    // `tests:` with every entry commented out reads as null: the key is as good as absent
+    // and the profile's list stays, as it always did.
+    let Some(v) = Option::<Vec<T>>::deserialize(d)? else {
+        return Ok(None);
+    };
     if v.is_empty() {
         return Err(de::Error::custom(format!(
             "{key} is empty: a run with no {key} tests nothing; give at least one entry, or \
@@ -790,6 +794,14 @@ mod tests {
             let err = parse(text, "t.yaml").unwrap_err().to_string();
             assert!(err.contains(want), "{text:?}: got {err:?}, want {want:?}");
         }
+    }
+
+    #[test]
+    fn a_null_list_keeps_the_profiles_and_an_empty_one_is_refused() {
+        let null = parse("tests:\ndevices:\n", "t.yaml").unwrap();
+        assert_eq!((null.tests, null.devices), (None, None));
+        let err = parse("tests: []\n", "t.yaml").unwrap_err().to_string();
+        assert!(err.contains("tests is empty"), "{err}");
     }
 
     #[test]

@@ -153,14 +153,23 @@ pub fn place(
         TargetSpec::ReadOnly => Placement::RawRead {
             why: "target: read-only".into(),
         },
-        TargetSpec::Raw => match safety::check_raw_write(disk, facts) {
+        TargetSpec::Raw => match safety::check_raw_write(disk, facts)
+            .and_then(|()| safety::check_stacked(Path::new("/sys"), disk, inv, facts))
+        {
             Ok(()) => Placement::RawWrite,
             Err(rs) => refused(rs),
         },
         TargetSpec::Dir(dir) => {
-            match safety::check_file_dir(dir, facts, inv, headroom_percent, 0, min_file_bytes) {
-                Ok(ft) if ft.disk.as_deref() == Some(disk.name.as_str()) => Placement::File(ft),
-                Ok(ft) => refused(vec![Refusal::Directory(
+            let placed = match safety::check_file_dir(
+                dir,
+                facts,
+                inv,
+                headroom_percent,
+                0,
+                min_file_bytes,
+            ) {
+                Ok(ft) if ft.disk.as_deref() == Some(disk.name.as_str()) => Ok(ft),
+                Ok(ft) => Err(Refusal::Directory(
                     dir.display().to_string(),
                     format!(
                         "is on {} ({}), not on the selected disk {}",
@@ -168,7 +177,18 @@ pub fn place(
                         ft.mountpoint,
                         disk.name
                     ),
-                )]),
+                )),
+                Err(r) => Err(r),
+            };
+            match placed {
+                Ok(ft) => Placement::File(ft),
+                // The system disk through scratch files is the default rule, not something a
+                // board asked for: on a read-only rootfs, or with /var/lib on tmpfs, its write
+                // tests are not applicable (read-only tests still run) rather than a failure
+                // of every good unit. A board that needs them names its eMMC by class.
+                Err(r) if c.rule.select.system_disk => Placement::RawRead {
+                    why: format!("the system disk's scratch directory cannot take test files: {r}"),
+                },
                 Err(r) => refused(vec![r]),
             }
         }
@@ -304,6 +324,38 @@ mod tests {
             &emmc,
             &SystemFacts::default()
         ));
+    }
+
+    #[test]
+    fn a_refused_scratch_dir_of_the_system_disk_is_read_only_not_a_failure() {
+        let inv = Inventory::default();
+        let disk = usb("sda", "1-1", "A");
+        let rule = |system_disk: bool| DeviceRule {
+            select: Selector {
+                system_disk,
+                name: (!system_disk).then(|| "sda".to_string()),
+                ..Selector::default()
+            },
+            target: TargetSpec::Dir("/nonexistent/usbperf-scratch".into()),
+            required: false,
+            label: None,
+        };
+        let place_with = |r: DeviceRule| {
+            let c = Chosen {
+                disk: disk.clone(),
+                rule_index: 0,
+                rule: r,
+            };
+            place(&c, &inv, &SystemFacts::default(), 10, 1 << 20)
+        };
+        assert!(
+            matches!(place_with(rule(true)), Placement::RawRead { ref why } if why.contains("scratch directory")),
+            "the default system-disk rule degrades to read-only tests"
+        );
+        assert!(
+            matches!(place_with(rule(false)), Placement::Refused { .. }),
+            "a directory the config named is still a refusal (its write tests fail)"
+        );
     }
 
     #[test]

@@ -83,7 +83,11 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
 }
 
 fn write_with(path: &Path, bytes: &[u8], publish: Publish) -> Result<(), WriteError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    // `junit.xml` has the parent "": the current directory.
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     std::fs::create_dir_all(dir).map_err(|err| WriteError::Dir {
         dir: dir.to_path_buf(),
         err,
@@ -113,7 +117,11 @@ fn write_with(path: &Path, bytes: &[u8], publish: Publish) -> Result<(), WriteEr
             Publish::Replace => std::fs::rename(&tmp, path)?,
             Publish::NoReplace => rename_noreplace(&tmp, path)?,
         }
-        File::open(dir)?.sync_all()
+        // The file is in place from here on: a directory that refuses the fsync (some FUSE
+        // and network filesystems) must not make a published report look unwritten, or the
+        // next write would create a second one beside it.
+        let _ = File::open(dir).and_then(|d| d.sync_all());
+        Ok(())
     })();
     if res.is_err() {
         let _ = std::fs::remove_file(&tmp);

@@ -215,6 +215,60 @@ pub fn check_raw_write(disk: &Disk, facts: &SystemFacts) -> Result<(), Vec<Refus
     }
 }
 
+/// The block devices `name` sits on (`slaves/` of a dm or md device: an LVM volume, a RAID
+/// array, a dm-crypt mapping), read from the sysfs root; empty for a plain disk.
+pub fn slaves_of(sysfs: &Path, name: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(sysfs.join("class/block").join(name).join("slaves"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// For a stacked device (dm, md): every disk under it must be one usbperf may write raw, but
+/// for being held by this very device. An unmounted LVM volume or an inactive A/B mapping on
+/// the system eMMC passes every rule of its own and is claimed by nothing, so without this
+/// check a raw write would land on the system disk. Devices under it that are not in the
+/// inventory are refused (nothing can be proven about them).
+pub fn check_stacked(
+    sysfs: &Path,
+    disk: &Disk,
+    inv: &Inventory,
+    facts: &SystemFacts,
+) -> Result<(), Vec<Refusal>> {
+    let mut out = Vec::new();
+    for slave in slaves_of(sysfs, &disk.name) {
+        let devnum = std::fs::read_to_string(sysfs.join("class/block").join(&slave).join("dev"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let Some(under) = disk_of(inv, &devnum) else {
+            out.push(Refusal::NotFound(format!("{slave} (under {})", disk.name)));
+            continue;
+        };
+        if let Err(rs) = check_raw_write(under, facts) {
+            for r in rs {
+                let own_holder =
+                    matches!(&r, Refusal::Held(_, by) if by.split(',').all(|h| h == disk.name));
+                if !own_holder {
+                    out.push(Refusal::Held(
+                        format!("{} sits on {slave} of {}, and {r}", disk.name, under.name),
+                        disk.name.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        Ok(())
+    } else {
+        Err(out)
+    }
+}
+
 /// May the block device node `dev` (a whole disk or a partition, by any name: `/dev/sda1`,
 /// `/dev/disk/by-id/...`) be written raw? It is resolved to its whole disk in the inventory,
 /// and that disk must pass every rule of `check_raw_write`: a partition of a disk whose other
@@ -234,6 +288,7 @@ pub fn check_device_write(
     let devnum = format!("{}:{}", libc::major(md.rdev()), libc::minor(md.rdev()));
     let disk = disk_of(inv, &devnum).ok_or_else(|| vec![Refusal::NotFound(shown)])?;
     check_raw_write(disk, facts)?;
+    check_stacked(Path::new("/sys"), disk, inv, facts)?;
     Ok(disk.name.clone())
 }
 
@@ -455,6 +510,63 @@ mod tests {
             check_raw_write(&free, &unknown).unwrap_err()[0],
             Refusal::Unknown(..)
         ));
+    }
+
+    #[test]
+    fn a_stacked_device_is_judged_by_the_disks_under_it() {
+        // A recorded-shape sysfs: dm-3 (an unmounted LVM volume) on mmcblk0p4 of the eMMC
+        // that holds /, and dm-4 on a free stick's partition.
+        let root = std::env::temp_dir().join(format!("usbperf-stacked-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for (dev, slave, devnum) in [("dm-3", "mmcblk0p4", "179:4"), ("dm-4", "sdg1", "8:97")] {
+            std::fs::create_dir_all(
+                root.join("class/block")
+                    .join(dev)
+                    .join("slaves")
+                    .join(slave),
+            )
+            .unwrap();
+            std::fs::create_dir_all(root.join("class/block").join(slave)).unwrap();
+            std::fs::write(
+                root.join("class/block").join(slave).join("dev"),
+                format!("{devnum}\n"),
+            )
+            .unwrap();
+        }
+        let facts = SystemFacts {
+            mounts: vec![mnt("179:2", "/", "/dev/mmcblk0p2")],
+            ..SystemFacts::default()
+        };
+        let mut emmc = disk(
+            "mmcblk0",
+            "179:0",
+            &[("mmcblk0p2", "179:2"), ("mmcblk0p4", "179:4")],
+        );
+        emmc.partitions[1].holders = vec!["dm-3".into()];
+        let mut stick = disk("sdg", "8:96", &[("sdg1", "8:97")]);
+        stick.partitions[0].holders = vec!["dm-4".into()];
+        let dm3 = disk("dm-3", "253:3", &[]);
+        let dm4 = disk("dm-4", "253:4", &[]);
+        let inv = Inventory {
+            disks: vec![emmc, stick, dm3.clone(), dm4.clone()],
+            ..Inventory::default()
+        };
+        // dm-3 passes every rule of its own...
+        assert_eq!(check_raw_write(&dm3, &facts), Ok(()));
+        // ...but sits on the system disk.
+        let errs = check_stacked(&root, &dm3, &inv, &facts).unwrap_err();
+        let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        assert!(
+            text.iter()
+                .any(|t| t.contains("dm-3 sits on mmcblk0p4 of mmcblk0")
+                    && t.contains("mounted at /")),
+            "{text:?}"
+        );
+        // A volume on a free disk is held only by itself: writable.
+        assert_eq!(check_stacked(&root, &dm4, &inv, &facts), Ok(()));
+        // A plain disk has nothing under it.
+        assert_eq!(check_stacked(&root, &inv.disks[1], &inv, &facts), Ok(()));
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -103,18 +103,16 @@ fn remove(p: &Path) {
     }
 }
 
-/// Removes every registered test file (signal path: the run will not reach its destructors).
-/// Uses `try_lock` so a signal arriving while the registry is held cannot deadlock.
+/// Removes every registered test file (the abort path: the run will not reach its
+/// destructors). Runs on the `sigwait` thread, never in signal context, so it waits for the
+/// registry like any thread: a `try_lock` would skip every file when a second signal lands
+/// while another thread registers one. A poisoned registry is still read.
 pub fn remove_all_registered() -> usize {
-    match LIVE.try_lock() {
-        Ok(live) => {
-            for p in live.iter() {
-                remove(p);
-            }
-            live.len()
-        }
-        Err(_) => 0,
+    let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    for p in live.iter() {
+        remove(p);
     }
+    live.len()
 }
 
 /// Paths currently registered (for the report and tests).
