@@ -340,6 +340,13 @@ impl Engine for UringEngine {
                     enter_failures += 1;
                     stopping = Some(StopReason::Interrupted);
                     if enter_failures >= MAX_ENTER_FAILURES {
+                        if in_flight > 0 {
+                            // The kernel may still write into these slots after the ring is
+                            // gone (its teardown cancels asynchronously): never hand their
+                            // memory back to the allocator. A leak on a path that ends the
+                            // test, instead of heap corruption.
+                            std::mem::forget(buffer);
+                        }
                         return Err(EngineError::Setup {
                             what: "io_uring_enter",
                             source: e,
