@@ -13,10 +13,12 @@ fn write_to(mut w: impl Write, text: &str, closed: &AtomicBool) {
     if closed.load(Ordering::Relaxed) {
         return;
     }
-    if let Err(e) = w.write_all(text.as_bytes()).and_then(|()| w.flush()) {
+    if w.write_all(text.as_bytes())
+        .and_then(|()| w.flush())
+        .is_err()
+    {
         // EPIPE: the reader went away. Any other error (EIO on a dead console, ENOSPC on a
         // redirected file) is no reason to stop a factory run either; stop writing there.
-        let _ = e;
         closed.store(true, Ordering::Relaxed);
     }
 }
@@ -32,11 +34,6 @@ pub fn err(text: &str) {
     line.push_str(text);
     line.push('\n');
     write_to(io::stderr().lock(), &line, &STDERR_CLOSED);
-}
-
-/// True once standard output could not be written (its reader is gone).
-pub fn stdout_closed() -> bool {
-    STDOUT_CLOSED.load(Ordering::Relaxed)
 }
 
 /// `print!` that never panics.

@@ -72,6 +72,19 @@ pub fn format_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// A figure for people, to about three significant digits: `1132`, `97.1`, `1.75`. The one
+/// rule of every human table (the fleet's, the matrix's) and of `human_bytes`.
+pub fn three_digits(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// A byte count for people: `512 B`, `11.4 MiB`, `3.73 GiB` (binary units, 3 significant
 /// digits). `format_size` is the exact form configs and reports take; this one is for reading.
 pub fn human_bytes(bytes: u64) -> String {
@@ -85,14 +98,7 @@ pub fn human_bytes(bytes: u64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    let digits = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{v:.digits$} {}", UNITS[i])
+    format!("{} {}", three_digits(v), UNITS[i])
 }
 
 /// Parses `500ms`, `5s`, `2m`, `1h`, `3` (seconds); fractions such as `1.5s` are accepted.

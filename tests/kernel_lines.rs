@@ -122,25 +122,3 @@ fn routine_lines_of_every_kernel_fail_nothing() {
         }
     }
 }
-
-#[test]
-fn the_5_10_and_later_forms_of_a_block_error_name_the_same_device() {
-    let old = lines("5.10");
-    let new = lines("6.12");
-    let form = |ls: &[String], prefix: &str| {
-        ls.iter()
-            .any(|l| l.starts_with(prefix) && l.contains("dev sdh"))
-    };
-    assert!(
-        form(&old, "blk_update_request: I/O error"),
-        "5.10 prints blk_update_request"
-    );
-    assert!(
-        form(&new, "I/O error, dev sdh"),
-        "6.12 prints the bare form"
-    );
-    assert!(
-        !form(&new, "blk_update_request"),
-        "6.12 no longer prints blk_update_request"
-    );
-}

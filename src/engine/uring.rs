@@ -154,12 +154,11 @@ enum Completion {
 }
 
 /// The policy for a CQE's result. -EAGAIN is never a device error: the kernel gives it when
-/// an I/O it tried without blocking could not get a request (tag exhaustion), and kernels
-/// before 6.2 also when a large O_DIRECT I/O is split into several bios against the queue's
-/// limits (max_sectors_kb: 120 KiB on many USB sticks) and one of them could not — the whole
-/// I/O then completes -EAGAIN although the device is healthy (liburing issue #766; fixed by
-/// "block: don't allow splitting of a REQ_NOWAIT bio", 6.2, and io_uring's reissue rework;
-/// Debian 11's 5.10 shows it on every USB stick). fio requeues such an I/O too.
+/// an I/O it tried without blocking could not get a request (tag exhaustion), and also when a
+/// large O_DIRECT I/O is split into several bios against the queue's limits and one of them
+/// could not: the whole I/O then completes -EAGAIN although the device is healthy (liburing
+/// issue #766). Debian 11's 5.10 guest shows it on the EHCI and OHCI sticks' 1-2 MiB raw
+/// reads (scripts/vm-e2e --kernel 5.10); the 6.1 and 6.12 guests do not.
 fn completion(res: i32, retries: u32) -> Completion {
     match res {
         r if r > 0 => Completion::Done(r as u64),

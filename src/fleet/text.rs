@@ -15,14 +15,7 @@ pub fn fmt_value(metric: &str, v: f64) -> String {
     if metric == CAPACITY_METRIC {
         return format_size(v.max(0.0) as u64);
     }
-    let a = v.abs();
-    if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
+    crate::units::three_digits(v)
 }
 
 /// One refused figure for people: file, unit, device, field, value and why.

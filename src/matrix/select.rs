@@ -153,9 +153,9 @@ pub fn place(
         TargetSpec::ReadOnly => Placement::RawRead {
             why: "target: read-only".into(),
         },
-        TargetSpec::Raw => match safety::check_raw_write(disk, facts)
-            .and_then(|()| safety::check_stacked(Path::new("/sys"), disk, inv, facts))
-        {
+        TargetSpec::Raw => match safety::check_raw_write(disk, facts).and_then(|()| {
+            safety::check_stacked(crate::discover::SysfsRoot::live().path(), disk, inv, facts)
+        }) {
             Ok(()) => Placement::RawWrite,
             Err(rs) => refused(rs),
         },

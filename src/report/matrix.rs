@@ -102,14 +102,7 @@ impl Metric {
                 format!("{v:.0}")
             };
         }
-        let a = v.abs();
-        if a >= 100.0 {
-            format!("{v:.0}")
-        } else if a >= 10.0 {
-            format!("{v:.1}")
-        } else {
-            format!("{v:.2}")
-        }
+        crate::units::three_digits(v)
     }
 
     /// For programs: plain numbers at the precision the report's figures mean something

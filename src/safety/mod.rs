@@ -288,7 +288,7 @@ pub fn check_device_write(
     let devnum = format!("{}:{}", libc::major(md.rdev()), libc::minor(md.rdev()));
     let disk = disk_of(inv, &devnum).ok_or_else(|| vec![Refusal::NotFound(shown)])?;
     check_raw_write(disk, facts)?;
-    check_stacked(Path::new("/sys"), disk, inv, facts)?;
+    check_stacked(crate::discover::SysfsRoot::live().path(), disk, inv, facts)?;
     Ok(disk.name.clone())
 }
 
