@@ -17,6 +17,8 @@ ap.add_argument("--validator", default="scripts/validate-report")
 ap.add_argument("--host-events")
 ap.add_argument("--arch", default="x86_64")
 ap.add_argument("--kernel", default="", help="the guest kernel's release (uname -r), for messages")
+ap.add_argument("--extra", default="", help="QEMU 10's extra disks in the guest: nvme, ufs")
+ap.add_argument("--board", default="", help="emmc: the eMMC board guest (ast2600-evb)")
 a = ap.parse_args()
 E = os.path.join(a.out, "e2e")
 failures = []
@@ -63,7 +65,8 @@ rep_file = [""]
 
 
 def load_report(scen):
-    d = a.out if scen == "baseline" else os.path.join(a.out, scen)
+    # the boot-service runs (baseline, the eMMC board's emmc) write to the top report directory
+    d = a.out if scen in ("baseline", "emmc") else os.path.join(a.out, scen)
     files = sorted(glob.glob(os.path.join(d, "usbperf-*.yaml")) + glob.glob(os.path.join(d, "usbperf-*.json")))
     check(len(files) == 1, f"{scen}: exactly one report in the report directory ({len(files)}: {files})")
     if not files:
@@ -152,7 +155,17 @@ def baseline():
               f"baseline: {s} classified {d['disk']['class']} speed {u.get('speed_mbps')} driver {u.get('driver')}")
     for cls in ("sata", "sd"):
         check(find(rep, cls=cls) is not None, f"baseline: a {cls} device found and classified")
-    check(len(rep["devices"]) == 6, f"baseline: 6 devices tested ({len(rep['devices'])})")
+    extra = a.extra.split()
+    check(len(rep["devices"]) == 6 + len(extra), f"baseline: {6 + len(extra)} devices tested ({len(rep['devices'])})")
+    for cls in extra:
+        # QEMU 10's NVMe and UFS disks: classified, tested through test files on their ext4,
+        # every cell passed.
+        d = find(rep, cls=cls)
+        if check(d is not None, f"baseline: the {cls} disk found, class {cls}"):
+            check(d["verdict"]["pass"] and all(c["status"] == "passed" for c in d["cells"]),
+                  f"baseline: {d['name']} ({cls}) passes every cell: {[(c['workload'], c['status']) for c in d['cells']]}")
+            check(all(((c.get("result") or {}).get("target") or {}).get("kind") == "file" for c in d["cells"] if c["workload"] != "read-buffered"),
+                  f"baseline: {d['name']} ({cls}) written through test files only: {[((c.get('result') or {}).get('target') or {}).get('path') for c in d['cells']]}")
     o = find(rep, serial="OHCI0001")
     if o:
         lcs = o.get("link_checks", [])
@@ -200,6 +213,55 @@ def baseline():
         check(len(byser.get("LUNS0001", [])) == 2, "inventory: the 2-LUN stick gives two usb disks")
         check(any(d["class"] == "sata" for d in disks), "inventory: SATA disk, class sata")
         check(any(d["class"] == "sd" for d in disks), "inventory: SD card, class sd")
+        for cls in a.extra.split():
+            check(any(d["class"] == cls for d in disks), f"inventory: QEMU 10's {cls} disk, class {cls}")
+        nv = [d for d in disks if d["class"] == "nvme"]
+        if "nvme" in a.extra.split() and nv:
+            check(nv[0].get("serial") == "NVME0001" and "pci" in (nv[0].get("id_path") or ""),
+                  f"inventory: the NVMe disk's serial and PCI path ({nv[0].get('serial')}, {nv[0].get('id_path')})")
+
+
+def emmc():
+    """The eMMC board (ast2600-evb): the boot-service run tests the user area through test files
+    on its ext4 and never writes the boot partitions (the host compares their bytes)."""
+    rc = rc_of("emmc")
+    rep = load_report("emmc")
+    if rep is None:
+        return
+    summary("emmc", rep, rc)
+    check(rep["status"] == "complete" and rc == 0 and rep.get("exit_code") == 0,
+          f"emmc: report complete, the unit passes (exit {rc})")
+    areas = {}
+    for d in rep["devices"]:
+        areas[(d["disk"].get("mmc") or {}).get("area")] = d
+    user = areas.get("user")
+    if check(user is not None and user["disk"]["class"] == "emmc", f"emmc: the user area tested, class emmc ({sorted(map(str, areas))})"):
+        cells = {c["workload"]: c for c in user["cells"]}
+        check(user["verdict"]["pass"] and all(c["status"] == "passed" for c in user["cells"]),
+              f"emmc: every cell of the user area passed: {[(w, c['status']) for w, c in cells.items()]}")
+        for w in ("seq-write", "seq-read"):
+            t = ((cells.get(w) or {}).get("result") or {}).get("target") or {}
+            check(t.get("kind") == "file" and str(t.get("path", "")).startswith("/media/emmc/"),
+                  f"emmc: {w} ran on a test file on the user area's ext4 ({t})")
+    for b in ("boot0", "boot1"):
+        d = areas.get(b)
+        if d is None:
+            check(True, f"emmc: {b} not tested by the run")
+            continue
+        bad = [c["workload"] for c in d["cells"] if c["status"] != "skipped" and "write" in c["workload"]]
+        check(not bad, f"emmc: no write test ran on the {b} area ({bad})")
+    lj = read("list.json")
+    if check(lj is not None, "emmc: inventory present"):
+        disks = json.loads(lj).get("inventory", {}).get("disks") or json.loads(lj).get("disks", [])
+        got = sorted(((d.get("mmc") or {}).get("area") or "-") for d in disks if d["class"] == "emmc")
+        check(got == ["boot0", "boot1", "user"], f"emmc: inventory has the user area and both boot partitions ({got})")
+        check(all("rpmb" not in d["name"] for d in disks), "emmc: no RPMB area (QEMU 10.0's eMMC models none)")
+    if a.img and os.path.exists(os.path.join(a.img, "emmc-boot.sha256")):
+        import hashlib
+        with open(os.path.join(a.img, "emmc.img"), "rb") as f:
+            now = hashlib.sha256(f.read(2 << 20)).hexdigest()
+        before = open(os.path.join(a.img, "emmc-boot.sha256")).read().strip()
+        check(now == before, f"emmc: boot0 and boot1 unchanged on the image (sha256 {now[:16]}, before {before[:16]})")
 
 
 def blkdebug():
@@ -328,11 +390,15 @@ for s in a.scenarios.split():
     globals()[s]()
 if a.img:
     print("\n--- host-side leftover check on the ext4 images")
-    for n in ("uas", "xbot", "sata", "sd"):
-        p = os.path.join(a.img, f"{n}.img")
+    # the eMMC board's only test medium is the user area, 2 MiB into its image
+    images = ["emmc.img?offset=2097152"] if a.board == "emmc" else ["uas", "xbot", "sata", "sd", "nvme", "ufs"]
+    for n in images:
+        p = os.path.join(a.img, n if "?" in n else f"{n}.img")
+        if not os.path.exists(p.split("?")[0]):
+            continue
         r = subprocess.run(["debugfs", "-R", "ls -l /", p], capture_output=True, text=True)
         left = re.findall(r"\.usbperf-testfile-\S+", r.stdout)
-        check(not left, f"{n}.img: no test file left on the medium {left}")
+        check(not left, f"{os.path.basename(p)}: no test file left on the medium {left}")
 print()
 print(f"check.py: {len(failures)} failure(s)" if failures else "check.py: all assertions held")
 sys.exit(1 if failures else 0)

@@ -4,7 +4,11 @@
 # every report, exit code and log on the output disk (virtio, serial OUT00001, ext4, mounted
 # at the report directory). The host reads that disk back after power-off.
 # Kernel command line (environment): EXPECT=N disks to wait for, SCENARIOS="baseline ...",
-# RECORD=1 to also dump sysfs (scripts/vm/tools/sysdump.sh) for --record.
+# RECORD=1 to also dump sysfs (scripts/vm/tools/sysdump.sh) for --record, EXTRA="nvme ufs" for
+# QEMU 10's NVMe and UFS disks (ext4, found by label, required by the board profile),
+# BOARD=emmc for the eMMC board (QEMU 10's ast2600-evb: eMMC user area and boot partitions,
+# the output disk on the SD slot; its own profile), HALT=reboot where the machine cannot power
+# off (the ast2600 resets, and -no-reboot turns that into QEMU's exit).
 export PATH=/bin:/sbin
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
@@ -24,7 +28,8 @@ ts "modules loaded, $(ndisks) disks present (expected $N): $(ls /sys/block | tr 
 udevadm trigger --type=devices --action=add
 udevadm settle --timeout=60; ts "udev settled rc=$?"
 
-# kernel name of the disk whose USB/ATA/virtio serial is $1 (MMC: the only mmcblk)
+halt() { if [ "${HALT:-poweroff}" = reboot ]; then reboot -f; else poweroff -f; fi; }
+# kernel name of the disk whose USB/ATA/virtio/NVMe serial is $1
 disk_by_serial() {
   for b in /sys/block/*; do
     n=${b##*/}
@@ -34,16 +39,34 @@ disk_by_serial() {
     [ "$s" = "$1" ] && { echo $n; return 0; }
   done
   return 1; }
+# kernel name of the disk whose filesystem label (udev's blkid) is $1: the SD-slot output disk
+# and the UFS LU have no serial of their own
+disk_by_label() {
+  for b in /sys/block/*; do
+    n=${b##*/}
+    udevadm info -q property -n /dev/$n 2>/dev/null | grep -qx "ID_FS_LABEL=$1" && { echo $n; return 0; }
+  done
+  return 1; }
+# kernel name of the card whose MMC type is $1 (SD or MMC): its user area, never boot/rpmb
+mmc_of_type() {
+  for b in /sys/block/mmcblk*; do
+    n=${b##*/}
+    case $n in *boot*|*rpmb*|*gp*) continue ;; esac
+    [ "$(cat $b/device/type 2>/dev/null)" = "$1" ] && { echo $n; return 0; }
+  done
+  return 1; }
 R=/var/lib/usbperf/reports
-OUT=$(disk_by_serial OUT00001)
+OUT=$(disk_by_serial OUT00001 || disk_by_label out)
 if [ -z "$OUT" ] || ! mount -t ext4 /dev/$OUT $R; then
-  ts "E2E-FATAL: output disk OUT00001 not found or not mountable"; poweroff -f
+  ts "E2E-FATAL: output disk OUT00001 not found or not mountable"; halt
 fi
 E=$R/e2e; mkdir -p $E
 EHCI=$(disk_by_serial EHCI0001); OHCI=$(disk_by_serial OHCI0001); UAS=$(disk_by_serial UAS00001)
 XBOT=$(disk_by_serial XHCIBOT1); ERR=$(disk_by_serial ERR00001); SATA=$(disk_by_serial SATA0001)
-SD=$(ls /sys/block | grep '^mmcblk' | head -1)
-echo "EHCI=$EHCI OHCI=$OHCI UAS=$UAS XBOT=$XBOT ERR=$ERR SATA=$SATA SD=$SD OUT=$OUT" | tee $E/names.txt
+SD=$(mmc_of_type SD | grep -vx "$OUT"); EMMC=$(mmc_of_type MMC)
+NVME=; UFS=
+for x in $EXTRA; do case $x in nvme) NVME=$(disk_by_label nvme) ;; ufs) UFS=$(disk_by_label ufs) ;; esac; done
+echo "EHCI=$EHCI OHCI=$OHCI UAS=$UAS XBOT=$XBOT ERR=$ERR SATA=$SATA SD=$SD OUT=$OUT EMMC=$EMMC NVME=$NVME UFS=$UFS" | tee $E/names.txt
 mountfs() { # disk dir fstype opts
   [ -n "$1" ] || return 0; mkdir -p $2
   mount -t $3 -o $4 /dev/$1 $2 || ts "E2E-WARN: mount $1 on $2 failed"; }
@@ -52,7 +75,15 @@ mountfs "$UAS" /media/uas ext4 rw,errors=remount-ro
 mountfs "$XBOT" /media/xbot ext4 rw
 mountfs "$SATA" /media/sata ext4 rw
 mountfs "$SD" /media/sd ext4 rw
+mountfs "$EMMC" /media/emmc ext4 rw
+mountfs "$NVME" /media/nvme ext4 rw
+mountfs "$UFS" /media/ufs ext4 rw
 grep /media /proc/mounts
+# The board profile names every device this guest has: QEMU 10's extra disks are required too
+# (the list is the profile's last key, so their rules are appended to it).
+[ -n "$NVME" ] && echo "  - {select: {class: nvme}, required: true, label: NVMe (ext4)}" >> /etc/usbperf/usbperf.yaml
+[ -n "$UFS" ] && echo "  - {select: {class: ufs}, required: true, label: UFS LU 0 (ext4)}" >> /etc/usbperf/usbperf.yaml
+[ "${BOARD:-}" = emmc ] && cp /etc/usbperf/e2e/emmc-board.yaml /etc/usbperf/usbperf.yaml
 
 if [ "${RECORD:-0}" = 1 ]; then
   ts "recording sysfs"
@@ -97,6 +128,7 @@ act_unplug() { echo "E2E-UNPLUG xbotstk"; }
 
 for s in ${SCENARIOS:-baseline}; do
   case $s in
+    emmc)     run_scen emmc "" act_none ;;       # the eMMC board's boot-service run
     baseline) # a test file left by a run the power was cut under (an earlier boot)
               [ -n "$SATA" ] && head -c 65536 /dev/zero > /media/sata/.usbperf-testfile-4242-0.tmp
               run_scen baseline "" act_none ;;   # the boot service's exact command
@@ -131,4 +163,4 @@ done
 dmesg > $E/dmesg.txt
 sync; umount $R; sync
 ts "E2E-DONE"
-poweroff -f
+halt

@@ -4,6 +4,7 @@
 #   usage: mkinitrd.sh amd64|arm64|armhf BINARY OUT.cpio.gz
 #   env:   W   cache dir holding $W/k/<arch> (kernel) and $W/k/<arch>-root (userland), made by
 #              scripts/vm/tools/prepare.sh
+#          EXTRA_MODS  more modules for the guest's extra hardware (NVMe, UFS, the eMMC host)
 # Adapted from scripts/vm/tools/mkinitrd.sh (same sysroot layout), plus ext4/vfat/
 # virtio modules, the product binary and sysdump.sh (for --record).
 set -euo pipefail
@@ -26,7 +27,7 @@ cp "$SYSROOT/bin/busybox" "$R/bin/busybox"; ln -s busybox "$R/bin/sh"
 
 [ -e "$K/lib/modules/$V/modules.dep.bin" ] || depmod -b "$K" "$V"
 MODS="pci-host-generic sd_mod crc64_rocksoft_generic usb-storage uas $HCD ahci mmc_block sdhci-pci virtio_pci virtio_blk
-      crc32c_generic ext4 vfat nls_cp437 nls_ascii nls_iso8859-1 nls_utf8"
+      crc32c_generic ext4 vfat nls_cp437 nls_ascii nls_iso8859-1 nls_utf8 ${EXTRA_MODS:-}"
 for m in $MODS; do modprobe -d "$K" -S "$V" --show-depends "$m" 2>/dev/null || true; done \
   | awk '$1=="insmod"{print $2}' | awk '!s[$0]++' > "$R/modlist.host"
 : > "$R/modlist"

@@ -775,6 +775,14 @@ fn run_device(
         let mut params = spec.params(target, cfg.engine);
         params.size_bytes = size;
         params.allow_write_device = matches!(placement, Placement::RawWrite);
+        if let Some(old) = workload::fit_block_to_size(&mut params) {
+            note.push(format!(
+                "{w}: block reduced from {} to {} to fit the {} region",
+                units::format_size(old),
+                units::format_size(params.block_bytes),
+                units::format_size(params.size_bytes.unwrap_or_default())
+            ));
+        }
         if let (Some(s), Some(want)) = (size, spec.size) {
             if s < want.0 {
                 let why = if matches!(placement, Placement::File(_)) {

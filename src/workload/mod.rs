@@ -417,6 +417,40 @@ pub fn check_params(p: &WorkloadParams) -> Result<(), ParamError> {
     Ok(())
 }
 
+/// Shrinks the block to fit a region clamped below it (a 1 MiB eMMC boot partition under
+/// read-buffered's 2 MiB reads, a small stick under a large `bs`): the largest multiple of
+/// 4 KiB (512 B below that) that gives every sequential job one block. Returns the block it
+/// replaced, for the cell's note; `None` when the block already fits or nothing smaller can.
+pub fn fit_block_to_size(p: &mut WorkloadParams) -> Option<u64> {
+    let size = p.size_bytes?;
+    let sequential = matches!(
+        p.workload,
+        WorkloadKind::ReadBuffered
+            | WorkloadKind::SeqWrite
+            | WorkloadKind::SeqRead
+            | WorkloadKind::WriteCurve
+    );
+    let share = if sequential {
+        size / u64::from(p.jobs.max(1))
+    } else {
+        size
+    };
+    if share >= p.block_bytes {
+        return None;
+    }
+    let align = if share >= 4096 { 4096 } else { 512 };
+    let bs = share / align * align;
+    let min = if p.workload == WorkloadKind::Verify {
+        (verify::HEADER_BYTES as u64).max(512)
+    } else {
+        512
+    };
+    if bs < min {
+        return None;
+    }
+    Some(std::mem::replace(&mut p.block_bytes, bs))
+}
+
 fn validate(params: &WorkloadParams) -> Result<(), WorkloadError> {
     check_params(params).map_err(|e| {
         if e.key == "bs" && e.rule.contains("multiple of 512") {
@@ -764,5 +798,43 @@ mod tests {
         let s = WorkloadParams::defaults(WorkloadKind::SeqWrite, "x".into());
         assert_eq!(s.block_bytes, 1 << 20);
         assert!(!s.reads());
+    }
+
+    #[test]
+    fn a_block_larger_than_the_clamped_region_shrinks_to_fit() {
+        use WorkloadKind::*;
+        const M: u64 = 1 << 20;
+        // (workload, jobs, block, size, block after, replaced)
+        let cases: &[(WorkloadKind, u32, u64, Option<u64>, u64, Option<u64>)] = &[
+            // a 1 MiB eMMC boot partition under read-buffered's 2 MiB reads
+            (ReadBuffered, 1, 2 * M, Some(M), M, Some(2 * M)),
+            (ReadBuffered, 1, 2 * M, Some(4 * M), 2 * M, None),
+            (ReadBuffered, 1, 2 * M, None, 2 * M, None),
+            // two sequential jobs each need a block of their own
+            (SeqRead, 2, M, Some(M), M / 2, Some(M)),
+            // random jobs share the region
+            (
+                RandRead,
+                4,
+                64 * 1024,
+                Some(40 * 1024),
+                40 * 1024,
+                Some(64 * 1024),
+            ),
+            // rounded down to 4 KiB, 512 B below that
+            (SeqRead, 1, M, Some(10_000), 8192, Some(M)),
+            (SeqRead, 1, 4096, Some(3000), 2560, Some(4096)),
+            // nothing fits: the size check reports it
+            (SeqRead, 1, 4096, Some(100), 4096, None),
+        ];
+        for &(w, jobs, bs, size, want_bs, want_old) in cases {
+            let mut p = WorkloadParams::defaults(w, "x".into());
+            (p.jobs, p.block_bytes, p.size_bytes) = (jobs, bs, size);
+            assert_eq!(fit_block_to_size(&mut p), want_old, "{w:?} {bs} {size:?}");
+            assert_eq!(p.block_bytes, want_bs, "{w:?} {bs} {size:?}");
+            if want_old.is_some() {
+                assert!(check_params(&p).is_ok(), "{w:?}: {:?}", check_params(&p));
+            }
+        }
     }
 }
