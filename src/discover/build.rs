@@ -82,6 +82,7 @@ pub fn disk(sys: &SysfsRoot, node: &dyn DevNode<'_>, mounts: &[MountEntry]) -> D
     });
     let id_bus = node.property("ID_BUS");
     let sub_refs: Vec<&str> = subsystems.iter().filter_map(|s| s.as_deref()).collect();
+    let drivers: Vec<String> = ancestors.iter().filter_map(|a| a.driver()).collect();
     d.class = parse::classify(&ClassSignals {
         name: &name,
         devpath: &devpath,
@@ -89,6 +90,7 @@ pub fn disk(sys: &SysfsRoot, node: &dyn DevNode<'_>, mounts: &[MountEntry]) -> D
         mmc_type: mmc_type.as_deref(),
         id_bus: id_bus.as_deref(),
         scsi_vendor: scsi_vendor.as_deref(),
+        ancestor_drivers: drivers.iter().map(String::as_str).collect(),
     });
 
     // Identity: the SCSI inquiry strings, else MMC/NVMe attributes, else udev's.

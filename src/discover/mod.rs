@@ -69,18 +69,31 @@ pub fn discover(sys: &SysfsRoot, backend: Backend) -> Result<Inventory, Discover
             let nodes = udev_backend::enumerate(sys).map_err(DiscoverError::Udev)?;
             inv.backend = "udev".into();
             inv.backend_reason = reason;
-            inv.disks = nodes.iter().map(|n| build::disk(sys, n, &mounts)).collect();
+            inv.disks = nodes
+                .iter()
+                .filter(|n| !is_hidden(*n))
+                .map(|n| build::disk(sys, n, &mounts))
+                .collect();
         }
     } else {
         inv.backend = "sysfs".into();
         inv.backend_reason = reason;
         inv.disks = sysfs_disks(sys)
             .into_iter()
-            .map(|p| build::disk(sys, &SysNode::new(sys, p), &mounts))
+            .map(|p| SysNode::new(sys, p))
+            .filter(|n| !is_hidden(n))
+            .map(|n| build::disk(sys, &n, &mounts))
             .collect();
     }
     inv.disks.sort_by_key(|d| natural_key(&d.name));
     Ok(inv)
+}
+
+/// A disk the kernel keeps hidden (`hidden` = 1): the per-controller paths of an NVMe
+/// multipath namespace (`nvme0c0n1`, on every kernel with NVME_MULTIPATH, Debian's among them)
+/// have no device node; the namespace itself (`nvme0n1`) is the disk, listed once.
+fn is_hidden<'a>(n: &dyn node::DevNode<'a>) -> bool {
+    n.attr("hidden").is_ok_and(|v| v.trim() == "1")
 }
 
 fn choose(backend: Backend) -> Result<(bool, String), DiscoverError> {

@@ -14,6 +14,8 @@ pub enum DeviceClass {
     Emmc,
     Sd,
     Nvme,
+    /// A UFS logical unit (a SCSI disk under a UFS host controller).
+    Ufs,
     Virtio,
     Scsi,
     Loop,
@@ -29,6 +31,7 @@ impl DeviceClass {
             DeviceClass::Emmc => "emmc",
             DeviceClass::Sd => "sd",
             DeviceClass::Nvme => "nvme",
+            DeviceClass::Ufs => "ufs",
             DeviceClass::Virtio => "virtio",
             DeviceClass::Scsi => "scsi",
             DeviceClass::Loop => "loop",

@@ -207,6 +207,8 @@ pub struct ClassSignals<'a> {
     pub id_bus: Option<&'a str>,
     /// SCSI `device/vendor` (`ATA` for libata disks).
     pub scsi_vendor: Option<&'a str>,
+    /// The driver bound to every ancestor that has one, nearest first.
+    pub ancestor_drivers: Vec<&'a str>,
 }
 
 /// Decides the device class. USB comes first: a USB card reader or a USB-SATA bridge is
@@ -231,6 +233,11 @@ pub fn classify(s: &ClassSignals<'_>) -> DeviceClass {
     }
     if has("virtio") || s.name.starts_with("vd") {
         return DeviceClass::Virtio;
+    }
+    // A UFS logical unit is a SCSI disk under a UFS host controller, whose drivers are all
+    // named for it (ufshcd-pci, ufshcd-qcom, ufshcd-mtk, exynos-ufshc, ...).
+    if has("scsi") && s.ancestor_drivers.iter().any(|d| d.contains("ufs")) {
+        return DeviceClass::Ufs;
     }
     let libata = s.devpath.split('/').any(is_ata_port_name);
     if libata || s.id_bus == Some("ata") || s.scsi_vendor == Some("ATA") {
@@ -415,6 +422,7 @@ broken line
             mmc_type: mmc,
             id_bus: bus,
             scsi_vendor: vendor,
+            ancestor_drivers: vec![],
         };
         let table = [
             // A USB-SATA bridge is judged by its USB link.
@@ -532,6 +540,17 @@ broken line
         for (s, want) in table {
             assert_eq!(classify(&s), want, "{}", s.devpath);
         }
+        // QEMU 10's UFS host on PCI under Linux 6.12 (tests/fixtures/qemu/x86-q10-6.12.umockdev):
+        // the disk's SCSI vendor is the LU's, only the host's driver says UFS.
+        let ufs = ClassSignals {
+            name: "sdj",
+            devpath: "/devices/pci0000:00/0000:00:0a.0/host10/target10:0:0/10:0:0:0/block/sdj",
+            ancestor_subsystems: vec!["scsi", "scsi", "scsi", "pci"],
+            scsi_vendor: Some("QEMU"),
+            ancestor_drivers: vec!["sd", "ufshcd-pci"],
+            ..ClassSignals::default()
+        };
+        assert_eq!(classify(&ufs), DeviceClass::Ufs);
     }
 
     #[test]

@@ -230,6 +230,8 @@ pub enum WorkloadError {
     },
     #[error("{0} does not exist: give --size to create a test file of that size there")]
     NeedSize(PathBuf),
+    #[error("{0}: no such device node: the disk is gone (unplugged?) or has none (a hidden NVMe multipath path); usbperf never creates files under /dev, so check the cable and that the disk is listed by `usbperf-matrix list`")]
+    NoDevice(PathBuf),
     #[error("{0} is neither a regular file nor a block device: point --target at a file or a /dev/sdX-like device")]
     NotATarget(PathBuf),
     #[error("{0} is a symbolic link to a file: refusing to follow it (a test file path must not be a link); remove the link or point --target at the real file")]

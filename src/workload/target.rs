@@ -97,6 +97,12 @@ impl Target {
             }
             Ok(_) => false,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A missing /dev node is a missing device, never a place for a test file: a
+                // file created there would pass a read test on RAM and take the node's name
+                // from the disk when it comes back.
+                if under_dev(path) {
+                    return Err(WorkloadError::NoDevice(path.to_path_buf()));
+                }
                 let size = size_bytes.ok_or_else(|| WorkloadError::NeedSize(path.to_path_buf()))?;
                 let file = create_exclusive(path)?;
                 owned = Some(crate::safety::testfile::TestFile::adopt(path.to_path_buf()));
@@ -298,6 +304,16 @@ fn allocate(file: &File, size: u64) -> std::io::Result<()> {
     Err(err)
 }
 
+/// Whether `path` names something in the device directory (through any symlinked parent).
+fn under_dev(path: &Path) -> bool {
+    let dev = Path::new("/dev");
+    path.starts_with(dev)
+        || path
+            .parent()
+            .and_then(|p| p.canonicalize().ok())
+            .is_some_and(|p| p.starts_with(dev))
+}
+
 /// Creates the file exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`): never an existing file, never
 /// through a planted symlink.
 fn create_exclusive(path: &Path) -> Result<File, WorkloadError> {
@@ -338,6 +354,25 @@ fn fill(file: &File, size: u64) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hidden NVMe multipath path (`nvme0c0n1`, no device node) or an unplugged stick: the
+    /// read test once created and filled a regular file at /dev/nvme0c0n1 and passed on it
+    /// (QEMU 10 NVMe, Linux 6.12).
+    #[test]
+    fn a_missing_device_node_is_an_error_never_a_file_in_dev() {
+        let path = Path::new("/dev/usbperf-no-such-disk-0c0n1");
+        let mode = OpenMode {
+            write: false,
+            direct: false,
+            dsync: false,
+        };
+        for p in [path.to_path_buf(), Path::new("/dev/../dev/usbperf-no-such-disk-0c0n1").into()] {
+            let r = Target::open(&p, mode, Some(1 << 20), Preparation::Fill, false, false);
+            assert!(matches!(r, Err(WorkloadError::NoDevice(_))), "{p:?}: {:?}", r.err());
+            assert!(!path.exists(), "a file was left at {path:?}");
+        }
+        assert!(!under_dev(Path::new("/var/lib/usbperf/scratch/x")));
+    }
 
     #[test]
     fn active_scheduler_is_the_bracketed_one() {
