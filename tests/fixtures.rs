@@ -79,6 +79,14 @@ fn qemu_x86_e2e() -> Vec<Want> {
     ]
 }
 
+/// `tests/fixtures/qemu/x86-q10-6.12.umockdev`: the x86 guest on QEMU 10 and Linux 6.12.
+fn qemu_x86_q10() -> Vec<Want> {
+    let mut v = qemu_x86_e2e();
+    let sd = v.pop().expect("the SD card sorts last");
+    v.extend([d("sdi", "ufs"), d("nvme0n1", "nvme"), sd]);
+    v
+}
+
 /// `tests/fixtures/qemu/arm64-e2e.umockdev`: the same devices on an aarch64 `-M virt` guest
 /// (the SATA disk probed second here).
 fn qemu_arm64_e2e() -> Vec<Want> {
@@ -164,6 +172,21 @@ fn table() -> Vec<(&'static str, Vec<Want>)> {
         // on blkdebug (the harness's own output disk is left out by --record).
         ("repo/qemu/x86-e2e.umockdev", qemu_x86_e2e()),
         ("repo/qemu/arm64-e2e.umockdev", qemu_arm64_e2e()),
+        // `scripts/vm-e2e --kernel 6.12 --qemu 10 --record`: the x86 guest plus QEMU 10's NVMe
+        // (the namespace nvme0n1 only: its hidden multipath path nvme0c0n1 is not a disk) and
+        // a UFS LU on ufshcd-pci.
+        ("repo/qemu/x86-q10-6.12.umockdev", qemu_x86_q10()),
+        // `scripts/vm-e2e --arch armv7 --qemu 10 --record`: the eMMC board (ast2600-evb, QEMU
+        // 10's eMMC model with its boot partitions; the SD card is the harness's output disk).
+        (
+            "repo/qemu/armv7-emmc-board.umockdev",
+            vec![
+                d("mmcblk0", "emmc").mmc("MMC", Some("user")),
+                d("mmcblk0boot0", "emmc").mmc("MMC", Some("boot0")),
+                d("mmcblk0boot1", "emmc").mmc("MMC", Some("boot1")),
+                d("mmcblk1", "sd").mmc("SD", None),
+            ],
+        ),
         ("umockdev/DELL_VOSTRO_270.storage.umockdev", vostro.clone()),
         ("umockdev/EMMC_AS_MAIN_DRIVE.storage.umockdev", emmc4()),
         (

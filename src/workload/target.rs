@@ -366,9 +366,16 @@ mod tests {
             direct: false,
             dsync: false,
         };
-        for p in [path.to_path_buf(), Path::new("/dev/../dev/usbperf-no-such-disk-0c0n1").into()] {
+        for p in [
+            path.to_path_buf(),
+            Path::new("/dev/../dev/usbperf-no-such-disk-0c0n1").into(),
+        ] {
             let r = Target::open(&p, mode, Some(1 << 20), Preparation::Fill, false, false);
-            assert!(matches!(r, Err(WorkloadError::NoDevice(_))), "{p:?}: {:?}", r.err());
+            assert!(
+                matches!(r, Err(WorkloadError::NoDevice(_))),
+                "{p:?}: {:?}",
+                r.err()
+            );
             assert!(!path.exists(), "a file was left at {path:?}");
         }
         assert!(!under_dev(Path::new("/var/lib/usbperf/scratch/x")));
