@@ -807,7 +807,8 @@ mod tests {
         use WorkloadKind::*;
         const M: u64 = 1 << 20;
         // (workload, jobs, block, size, block after, replaced)
-        let cases: &[(WorkloadKind, u32, u64, Option<u64>, u64, Option<u64>)] = &[
+        type Case = (WorkloadKind, u32, u64, Option<u64>, u64, Option<u64>);
+        let cases: &[Case] = &[
             // a 1 MiB eMMC boot partition under read-buffered's 2 MiB reads
             (ReadBuffered, 1, 2 * M, Some(M), M, Some(2 * M)),
             (ReadBuffered, 1, 2 * M, Some(4 * M), 2 * M, None),
