@@ -1,14 +1,16 @@
 //! Owns verdicts: each threshold that applies to a device compared with its measured figures
 //! and link, every shortfall turned into a reason that names the figure, the limit and the
-//! rule; a pass only when every check could be made and passed.
+//! rule; a device's verdict from its limits and cells, and the unit's from its devices; a
+//! pass only when every check could be made and passed.
 
 use serde::{Deserialize, Serialize};
 
 use super::config::Threshold;
 use super::select::matches;
-use crate::discover::linkcheck;
+use crate::discover::linkcheck::{self, check_links, PortExpectation};
 use crate::discover::parse::speed_label;
 use crate::discover::Disk;
+use crate::report::schema::{CellStatus, DeviceReport};
 use crate::safety::SystemFacts;
 use crate::units::format_size;
 use crate::workload::{BenchResult, WorkloadKind};
@@ -22,7 +24,6 @@ pub const NO_DEVICE_TESTED: &str = "no device was tested: no disk matched the co
 /// A device's reason when none of its tests ran (no cell, or every cell skipped): nothing
 /// tested is never a pass.
 pub fn untested_reason(cells: &[crate::report::schema::Cell]) -> Option<String> {
-    use crate::report::schema::CellStatus;
     if cells.is_empty() {
         return Some("no test ran on this device: the matrix has no test (tests:)".into());
     }
@@ -204,6 +205,70 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Str
         }
     }
     out
+}
+
+/// Judges a device whose cells ran: its link, SATA and capacity limits, every failed or
+/// errored cell's reasons, and never a pass when a test did not run to the end or no test
+/// ran at all. Also records each USB link check as data (`link_checks`).
+pub fn judge_device(d: &mut DeviceReport, rules: &[(usize, &Threshold)]) {
+    let mut reasons = device_reasons(&d.disk, rules);
+    // The structured record of each link check (the reasons above say the same in words).
+    if let Some(u) = &d.disk.usb {
+        let expect: Vec<PortExpectation> = rules
+            .iter()
+            .filter_map(|(_, t)| t.min_link_mbps)
+            .map(|min| PortExpectation {
+                port: format!("usb:{}", u.port_path),
+                min_speed_mbps: min,
+            })
+            .collect();
+        d.link_checks = check_links(std::slice::from_ref(&d.disk), &expect);
+    }
+    for cell in &d.cells {
+        if matches!(cell.status, CellStatus::Failed | CellStatus::Error) {
+            reasons.extend(cell.reasons.iter().cloned());
+        }
+    }
+    let unfinished = d
+        .cells
+        .iter()
+        .filter(|c| matches!(c.status, CellStatus::Pending | CellStatus::Interrupted))
+        .count();
+    if unfinished > 0 {
+        // An incomplete device is never a pass, whatever the tests that ran said.
+        reasons.push(format!(
+            "{unfinished} of {} tests did not run to the end (run interrupted)",
+            d.cells.len()
+        ));
+    } else if let Some(r) = untested_reason(&d.cells) {
+        reasons.push(r);
+    }
+    d.verdict = Verdict::from_reasons(reasons);
+}
+
+/// The unit's verdict: every required device that is missing, every failed device, no
+/// device at all, an interrupted run (`interrupted_by`: the signal's name, when one is known).
+pub fn judge_unit(
+    devices: &[DeviceReport],
+    missing_devices: &[String],
+    interrupted: Option<Option<String>>,
+) -> Verdict {
+    let mut reasons: Vec<String> = missing_devices.to_vec();
+    for d in devices {
+        if !d.verdict.pass {
+            reasons.push(format!("{}: {}", d.name, d.verdict.reasons.join("; ")));
+        }
+    }
+    if devices.is_empty() {
+        reasons.push(NO_DEVICE_TESTED.to_string());
+    }
+    if let Some(signal) = interrupted {
+        reasons.push(format!(
+            "the run was interrupted by {} before every test ran: the results are incomplete",
+            signal.unwrap_or_else(|| "a signal".into())
+        ));
+    }
+    Verdict::from_reasons(reasons)
 }
 
 pub fn workload_name(w: WorkloadKind) -> String {

@@ -1,0 +1,258 @@
+//! Owns one (device, test) cell of the factory run: placing it (which target, which size, or
+//! why it does not run) and judging it (its status and reasons from the workload's outcome,
+//! the thresholds, the kernel's lines about the device and whether the disk is still there).
+//! Both are functions of values; `matrix::run` does the I/O between them.
+
+use std::path::PathBuf;
+
+use crate::discover::Disk;
+use crate::engine::{self, EngineRequest};
+use crate::events::{self, KernelEvent};
+use crate::report::schema::{Cell, CellStatus};
+use crate::safety::testfile::TestFile;
+use crate::units;
+use crate::workload::{BenchResult, WorkloadKind, WorkloadParams};
+
+use super::config::{TestSpec, Threshold};
+use super::env::CellEngine;
+use super::select::Placement;
+use super::verdict;
+
+/// Test file size for a test that names none.
+pub const DEFAULT_FILE_BYTES: u64 = 64 << 20;
+
+/// What to do with a cell.
+#[derive(Debug)]
+pub enum CellPlan {
+    /// The cell does not run: this status, for this reason.
+    NotRun {
+        status: CellStatus,
+        reason: String,
+    },
+    Run(RunPlan),
+}
+
+/// A cell that runs: its parameters, its own test file (removed when it drops, and on
+/// signals) and notes on how it was placed.
+#[derive(Debug)]
+pub struct RunPlan {
+    pub params: WorkloadParams,
+    pub file: Option<TestFile>,
+    pub notes: Vec<String>,
+}
+
+/// Places one test of a device: on its raw device, on a test file of its filesystem, or not
+/// at all when it writes and the device has no writable target.
+pub fn place_cell(
+    spec: &TestSpec,
+    engine_request: EngineRequest,
+    placement: &Placement,
+    disk: &Disk,
+    engine: &dyn CellEngine,
+) -> CellPlan {
+    let w = verdict::workload_name(spec.workload);
+    // The workload's own rule (mixed at 100 % reads, verify read phase only do not write).
+    let wants_write = spec.params(PathBuf::new(), engine_request).writes();
+    if wants_write && !placement.writable() {
+        let why = match placement {
+            Placement::RawRead { why } => why.clone(),
+            Placement::Refused { refusals } => refusals.join("; "),
+            _ => String::new(),
+        };
+        // Writes were asked for explicitly and refused: that fails the device. With `auto`
+        // and no writable filesystem the write tests are simply not applicable.
+        let status = if matches!(placement, Placement::Refused { .. }) {
+            CellStatus::Error
+        } else {
+            CellStatus::Skipped
+        };
+        return CellPlan::NotRun {
+            status,
+            reason: format!("{w}: not run, no writable target: {why}"),
+        };
+    }
+    let mut notes = Vec::new();
+    // hdparm -t reads the raw device, which is safe even while it is mounted; a test file
+    // would first have to be written and would measure the filesystem too. Where the raw
+    // device cannot even be opened for reading (a container or VM guarding its root disk), it
+    // is measured on a test file of the filesystem instead, and says so.
+    let raw_read_refused = match placement {
+        Placement::File(ft) if spec.workload == WorkloadKind::ReadBuffered => {
+            match engine.open_raw_for_read(std::path::Path::new(&disk.dev_node)) {
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    notes.push(format!(
+                        "{w}: the raw device {} cannot be opened ({e}): measured on a test \
+                         file in {} instead",
+                        disk.dev_node,
+                        ft.dir.display()
+                    ));
+                    true
+                }
+                _ => false,
+            }
+        }
+        _ => false,
+    };
+    let (file, target, size) = match placement {
+        Placement::File(_) if spec.workload == WorkloadKind::ReadBuffered && !raw_read_refused => {
+            (None, PathBuf::from(&disk.dev_node), spec.size.map(|s| s.0))
+        }
+        Placement::File(ft) => {
+            let tf = TestFile::reserve(&ft.dir);
+            let want = spec.size.map(|s| s.0).unwrap_or(DEFAULT_FILE_BYTES);
+            let path = tf.path().to_path_buf();
+            (Some(tf), path, Some(want.min(ft.max_file_bytes)))
+        }
+        _ => {
+            let size = spec.size.map(|s| s.0).map(|s| match disk.size_bytes {
+                Some(d) => s.min(d),
+                None => s,
+            });
+            (None, PathBuf::from(&disk.dev_node), size)
+        }
+    };
+    let mut params = spec.params(target, engine_request);
+    params.size_bytes = size;
+    params.allow_write_device = matches!(placement, Placement::RawWrite);
+    if let (Some(s), Some(want)) = (size, spec.size) {
+        if s < want.0 {
+            let why = if matches!(placement, Placement::File(_)) {
+                "to keep the free-space headroom"
+            } else {
+                "to the size of the device"
+            };
+            notes.push(format!(
+                "{w}: size reduced from {} to {} {why}",
+                units::format_size(want.0),
+                units::format_size(s)
+            ));
+        }
+    }
+    CellPlan::Run(RunPlan {
+        params,
+        file,
+        notes,
+    })
+}
+
+/// Judges a cell by its workload's outcome: passed, failed by a threshold, interrupted by a
+/// signal, or an error. `notes` (how it was placed) come first among its reasons.
+pub fn judge_outcome(
+    cell: &mut Cell,
+    outcome: Result<BenchResult, String>,
+    notes: Vec<String>,
+    rules: &[(usize, &Threshold)],
+    stop_requested: bool,
+) {
+    let w = verdict::workload_name(cell.workload);
+    cell.reasons = notes;
+    match outcome {
+        Ok(res) => {
+            let reasons = verdict::result_reasons(&res, rules);
+            cell.status = if res.stopped_by == engine::StopReason::Interrupted {
+                CellStatus::Interrupted
+            } else if reasons.is_empty() {
+                CellStatus::Passed
+            } else {
+                CellStatus::Failed
+            };
+            cell.reasons.extend(reasons);
+            // The result carries the parameters; keep them once.
+            cell.params = None;
+            cell.result = Some(res);
+        }
+        Err(e) => {
+            cell.status = if stop_requested {
+                CellStatus::Interrupted
+            } else {
+                CellStatus::Error
+            };
+            cell.reasons.push(format!("{w}: {e}"));
+        }
+    }
+}
+
+/// What was seen of the device around one cell, besides the workload's outcome.
+#[derive(Debug, Clone, Default)]
+pub struct Aftermath {
+    /// Why the cell's test file could not be removed (it may still be on the medium).
+    pub leftover: Option<String>,
+    /// Why the kernel log could not be read around the cell.
+    pub kernel_log_error: Option<String>,
+    /// Kernel events attributed to the device during the cell, the removal of its disk among
+    /// them.
+    pub kernel: Vec<KernelEvent>,
+    /// The disk is gone (removed from sysfs, or its device or a hub above it disconnected).
+    pub vanished: bool,
+}
+
+/// Whether the disk vanished during a cell: sysfs no longer has it (`removed`), or the kernel
+/// logged the disconnect of the device or a hub above it. The kernel removes the disk a moment
+/// after it logs the disconnect, so sysfs alone may still show it.
+pub fn vanished(removed: Option<&KernelEvent>, kernel: &[KernelEvent]) -> bool {
+    removed.is_some()
+        || kernel.iter().any(|e| {
+            e.is_fatal()
+                && matches!(
+                    e.kind,
+                    events::EventKind::UsbDisconnect | events::EventKind::DeviceRemoved
+                )
+        })
+}
+
+/// Judges what happened around the cell: a test file left behind and an unreadable kernel
+/// log are said; a fatal kernel event fails a passed cell, quoting the kernel's line; a disk
+/// that vanished is an error.
+pub fn judge_aftermath(cell: &mut Cell, disk_name: &str, after: Aftermath) {
+    let w = verdict::workload_name(cell.workload);
+    if let Some(e) = after.leftover {
+        cell.reasons
+            .push(format!("{w}: the test file could not be removed: {e}"));
+    }
+    if let Some(e) = after.kernel_log_error {
+        cell.reasons
+            .push(format!("{w}: the kernel log could not be read: {e}"));
+    }
+    let fatal: Vec<String> = after
+        .kernel
+        .iter()
+        .filter(|e| e.is_fatal())
+        .map(|e| format!("{w}: kernel: {}", e.line))
+        .collect();
+    if !fatal.is_empty() {
+        if cell.status == CellStatus::Passed {
+            cell.status = CellStatus::Failed;
+        }
+        cell.reasons.extend(fatal);
+    }
+    cell.kernel_events = after.kernel;
+    if after.vanished {
+        cell.status = CellStatus::Error;
+        cell.reasons.push(format!(
+            "{w}: {disk_name} vanished during the test (unplugged, or reset and re-enumerated \
+             under another name)"
+        ));
+    }
+}
+
+/// The cells after the one during which the disk vanished: none of them can run.
+pub fn not_run_vanished(cells: &mut [Cell], disk_name: &str) {
+    for cell in cells {
+        cell.status = CellStatus::Error;
+        cell.reasons = vec![format!("not run: {disk_name} vanished")];
+    }
+}
+
+/// A cell not run yet.
+pub fn pending(workload: WorkloadKind) -> Cell {
+    Cell {
+        workload,
+        status: CellStatus::Pending,
+        reasons: Vec::new(),
+        started_at: None,
+        wall_seconds: None,
+        params: None,
+        result: None,
+        kernel_events: Vec::new(),
+    }
+}
