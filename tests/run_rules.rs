@@ -22,6 +22,7 @@ use usbperf::exit::Exit;
 use usbperf::matrix::config;
 use usbperf::matrix::env::{CellEngine, Clock, Env, KernelLog, Progress};
 use usbperf::matrix::run::{self, RunOutcome, RunSettings};
+use usbperf::matrix::verdict::{texts, ReasonKind};
 use usbperf::report::file::ReportPlace;
 use usbperf::report::schema::CellStatus;
 use usbperf::report::unit::UnitIdentity;
@@ -303,7 +304,7 @@ impl Played {
         self.device(name).cells.iter().map(|c| c.status).collect()
     }
     fn reasons(&self, name: &str) -> String {
-        self.device(name).verdict.reasons.join("\n")
+        texts(&self.device(name).verdict.reasons).join("\n")
     }
 }
 
@@ -361,7 +362,7 @@ fn play(tree: &Tree, s: Scenario<'_>) -> Played {
             hostname: Some("fixture".into()),
             ..UnitIdentity::default()
         },
-        report_id: "0123456789abcdef".into(),
+        report_id: "01234567-89ab-4cde-8f01-23456789abcd".into(),
         fallback_report_dirs: s.fallback.clone(),
     };
     let outcome = run::run(env, settings).unwrap();
@@ -475,13 +476,9 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
         if row.exit == Exit::Incomplete {
             assert_eq!(p.statuses("sdh"), [Pending, Pending], "{}", row.what);
             assert_eq!(p.outcome.report.interrupted_by.as_deref(), Some("SIGTERM"));
-            assert!(p
-                .outcome
-                .report
-                .verdict
-                .reasons
-                .iter()
-                .any(|r| r.contains("the run was interrupted by SIGTERM before every test ran")));
+            assert!(p.outcome.report.verdict.reasons.iter().any(|r| r
+                .text
+                .contains("the run was interrupted by SIGTERM before every test ran")));
         }
     }
 }
@@ -587,7 +584,9 @@ fn each_threshold_rule_fails_only_below_its_limit() {
                 );
                 assert_eq!(p.outcome.exit, Exit::VerdictFailed, "{}", row.rule);
                 // The unit's reasons name the device and carry its reasons.
-                assert!(p.outcome.report.verdict.reasons[0].starts_with("sda: "));
+                assert!(p.outcome.report.verdict.reasons[0]
+                    .text
+                    .starts_with("sda: "));
             }
         }
     }
@@ -696,7 +695,7 @@ fn device_and_unit_verdicts() {
         let mut s = Scenario::new(&row.config);
         s.facts = row.facts.clone();
         let p = play(&tree, s);
-        let unit = p.outcome.report.verdict.reasons.join("\n");
+        let unit = texts(&p.outcome.report.verdict.reasons).join("\n");
         assert!(unit.contains(row.unit_reason), "{}: {unit}", row.what);
         assert_eq!(
             p.outcome.report.verdict.pass,
@@ -850,4 +849,55 @@ fn progress_lines_say_each_cell_start_and_finish() {
         p.lines
     );
     assert_eq!(p.lines[0], "usbperf-matrix: null engine (test): no I/O");
+}
+
+#[test]
+fn a_threshold_failure_is_a_record_in_the_written_report() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(&format!(
+        "{}thresholds:\n  - {{select: {{port: 'usb:1-1'}}, workload: seq-read, min_mib_per_s: 20}}\n",
+        raw(&["sda"])
+    ));
+    s.script.push((
+        "sda",
+        SeqRead,
+        Act::Figures(Figures {
+            mib_per_s: Some(12.5),
+            ..Figures::default()
+        }),
+    ));
+    let p = play(&tree, s);
+    let r = &p.device("sda").verdict.reasons[0];
+    assert_eq!(r.kind, ReasonKind::Threshold);
+    assert_eq!(r.rule.as_deref(), Some("thresholds[0]"));
+    assert_eq!(r.workload.as_deref(), Some("seq-read"));
+    assert_eq!(r.metric.as_deref(), Some("mib_per_s"));
+    assert_eq!((r.measured, r.limit), (Some(12.5), Some(20.0)));
+    assert_eq!(r.unit.as_deref(), Some("MiB/s"));
+    assert_eq!(r.device.as_deref(), Some("sda"));
+    // The file says the same: schema 2, a UUID, and the record with its sentence.
+    let ReportPlace::File(path) = &p.outcome.place else {
+        panic!("{:?}", p.outcome.place)
+    };
+    let doc: serde_json::Value =
+        serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], 2);
+    let rec = &doc["devices"][0]["verdict"]["reasons"][0];
+    for (k, v) in [
+        ("kind", serde_json::json!("threshold")),
+        ("metric", serde_json::json!("mib_per_s")),
+        ("measured", serde_json::json!(12.5)),
+        ("limit", serde_json::json!(20.0)),
+        ("unit", serde_json::json!("MiB/s")),
+        ("rule", serde_json::json!("thresholds[0]")),
+    ] {
+        assert_eq!(rec[k], v, "{k}: {rec}");
+    }
+    assert!(rec["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("seq-read: 12.5 MiB/s < minimum 20 MiB/s"));
+    let unit = &doc["verdict"]["reasons"][0];
+    assert_eq!(unit["kind"], "device_failed");
+    assert_eq!(unit["device"], "sda");
 }

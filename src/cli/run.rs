@@ -335,7 +335,7 @@ fn print_summary(report: &Report, place: &ReportPlace) {
     );
     if report.devices.is_empty() {
         for reason in &report.verdict.reasons {
-            crate::outln!("  {reason}");
+            crate::outln!("  {}", reason.text);
         }
     }
     for d in &report.devices {
@@ -346,7 +346,7 @@ fn print_summary(report: &Report, place: &ReportPlace) {
             if d.verdict.pass { "PASS" } else { "FAIL" }
         );
         for reason in &d.verdict.reasons {
-            crate::outln!("      {reason}");
+            crate::outln!("      {}", reason.text);
         }
     }
     for m in &report.missing_devices {

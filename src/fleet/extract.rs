@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::reader::{CurveLite, ReportLite, ThresholdLite};
+use super::reader::{CurveLite, ReasonLite, ReportLite, ThresholdLite};
 
 /// Ceilings above which a figure is not a measurement. Each is far beyond real hardware, so
 /// no real device is refused, and low enough that a refused value cannot flatten a chart:
@@ -162,11 +162,64 @@ pub struct DeviceRecord {
     pub port: String,
     pub model: String,
     pub pass: bool,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<FleetReason>,
     /// (metric, value, the figure's own check passed).
     pub values: Vec<(String, f64, bool)>,
     /// The write curve, if the device ran `write-curve`.
     pub curve: Option<CurveLite>,
+}
+
+/// A device's failure reason as the fleet counts it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetReason {
+    /// What makes two reasons the same failure (see [`FleetReason::from_lite`]).
+    pub key: String,
+    /// The sentence, for people (one instance is shown per key).
+    pub text: String,
+    /// A USB link failure (counted per port).
+    pub link: bool,
+    /// A capacity shortfall (the capacity figure's own check failed).
+    pub capacity: bool,
+}
+
+impl FleetReason {
+    /// Schema 2: the record's fields give the key (kind, rule, workload, metric, limit and
+    /// unit, port, kernel event kind; never the measured figure or the sentence), so a
+    /// reworded message ranks the same. Schema 1 has only the sentence: the key is the
+    /// sentence with its measured figures masked, and link and capacity failures are told by
+    /// their `link:` and `capacity:` prefixes.
+    pub fn from_lite(r: ReasonLite) -> FleetReason {
+        match r {
+            ReasonLite::Text(text) => FleetReason {
+                key: reason_kind(&text),
+                link: text.starts_with("link:"),
+                capacity: text.starts_with("capacity:"),
+                text,
+            },
+            ReasonLite::Record(r) if r.kind == "unclassified" => {
+                FleetReason::from_lite(ReasonLite::Text(r.text))
+            }
+            ReasonLite::Record(r) => {
+                let mut key = vec![r.kind.clone()];
+                key.extend(r.rule.iter().map(|x| format!("[{x}]")));
+                key.extend(r.workload.iter().cloned());
+                key.extend(r.metric.iter().cloned());
+                if let Some(l) = r.limit {
+                    key.push(format!("limit {l}"));
+                }
+                key.extend(r.unit.iter().cloned());
+                key.extend(r.port.iter().cloned());
+                key.extend(r.event.iter().cloned());
+                FleetReason {
+                    key: key.join(" "),
+                    link: r.kind == "link",
+                    capacity: r.kind == "threshold"
+                        && r.metric.as_deref() == Some("capacity_bytes"),
+                    text: r.text,
+                }
+            }
+        }
+    }
 }
 
 fn clean(s: &Option<String>) -> Option<String> {
@@ -245,13 +298,18 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                     }
                 }
             }
-            let reasons = d.verdict.reasons;
+            let reasons: Vec<FleetReason> = d
+                .verdict
+                .reasons
+                .into_iter()
+                .map(FleetReason::from_lite)
+                .collect();
             if let Some(mbps) = d.disk.usb.as_ref().and_then(|u| u.speed_mbps) {
-                let ok = !reasons.iter().any(|r| r.starts_with("link:"));
+                let ok = !reasons.iter().any(|r| r.link);
                 values.push((LINK_METRIC.to_string(), mbps, ok));
             }
             if let Some(b) = d.disk.size_bytes {
-                let ok = !reasons.iter().any(|r| r.starts_with("capacity:"));
+                let ok = !reasons.iter().any(|r| r.capacity);
                 values.push((CAPACITY_METRIC.to_string(), b as f64, ok));
             }
             values.retain(|(metric, v, _)| {
@@ -320,8 +378,8 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
     }
 }
 
-/// A failure reason with its measured figures replaced by `N`, so the same failure on many
-/// units counts as one: `seq-write: 3.1 MiB/s < minimum 5 MiB/s [...]` becomes
+/// A schema 1 failure reason (a sentence) with its measured figures replaced by `N`, so the
+/// same failure on many units counts as one: `seq-write: 3.1 MiB/s < minimum 5 MiB/s [...]` becomes
 /// `seq-write: N MiB/s < minimum 5 MiB/s [...]` (limits, ports and rule numbers are kept).
 pub fn reason_kind(reason: &str) -> String {
     let words: Vec<&str> = reason.split(' ').collect();

@@ -93,7 +93,37 @@ pub struct VerdictLite {
     #[serde(default)]
     pub pass: bool,
     #[serde(default)]
-    pub reasons: Vec<String>,
+    pub reasons: Vec<ReasonLite>,
+}
+
+/// A verdict reason: a sentence (schema 1) or a record (schema 2), whose kind and fields
+/// the fleet ranks by; the kind stays text, so a kind a newer build adds still loads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ReasonLite {
+    Text(String),
+    Record(RecordLite),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RecordLite {
+    pub kind: String,
+    #[serde(default)]
+    pub rule: Option<String>,
+    #[serde(default)]
+    pub workload: Option<String>,
+    #[serde(default)]
+    pub metric: Option<String>,
+    #[serde(default)]
+    pub limit: Option<f64>,
+    #[serde(default)]
+    pub unit: Option<String>,
+    #[serde(default)]
+    pub port: Option<String>,
+    #[serde(default)]
+    pub event: Option<String>,
+    #[serde(default)]
+    pub text: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -257,7 +287,6 @@ fn unread(key: &[u8]) -> bool {
             | b"interrupted_by"
             | b"inventory_backend"
             | b"missing_devices"
-            | b"rule"
             | b"features"
             | b"cache_drop"
             | b"flush_ns"

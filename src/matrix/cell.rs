@@ -16,7 +16,7 @@ use crate::workload::{BenchResult, WorkloadKind, WorkloadParams};
 use super::config::{TestSpec, Threshold};
 use super::env::CellEngine;
 use super::select::Placement;
-use super::verdict;
+use super::verdict::{self, Reason, ReasonKind};
 
 /// Test file size for a test that names none.
 pub const DEFAULT_FILE_BYTES: u64 = 64 << 20;
@@ -27,7 +27,7 @@ pub enum CellPlan {
     /// The cell does not run: this status, for this reason.
     NotRun {
         status: CellStatus,
-        reason: String,
+        reason: Reason,
     },
     Run(RunPlan),
 }
@@ -38,7 +38,7 @@ pub enum CellPlan {
 pub struct RunPlan {
     pub params: WorkloadParams,
     pub file: Option<TestFile>,
-    pub notes: Vec<String>,
+    pub notes: Vec<Reason>,
 }
 
 /// Places one test of a device: on its raw device, on a test file of its filesystem, or not
@@ -61,14 +61,15 @@ pub fn place_cell(
         };
         // Writes were asked for explicitly and refused: that fails the device. With `auto`
         // and no writable filesystem the write tests are simply not applicable.
-        let status = if matches!(placement, Placement::Refused { .. }) {
-            CellStatus::Error
+        let (status, kind) = if matches!(placement, Placement::Refused { .. }) {
+            (CellStatus::Error, ReasonKind::Refused)
         } else {
-            CellStatus::Skipped
+            (CellStatus::Skipped, ReasonKind::NotApplicable)
         };
         return CellPlan::NotRun {
             status,
-            reason: format!("{w}: not run, no writable target: {why}"),
+            reason: Reason::new(kind, format!("{w}: not run, no writable target: {why}"))
+                .workload(spec.workload),
         };
     }
     let mut notes = Vec::new();
@@ -80,12 +81,18 @@ pub fn place_cell(
         Placement::File(ft) if spec.workload == WorkloadKind::ReadBuffered => {
             match engine.open_raw_for_read(std::path::Path::new(&disk.dev_node)) {
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    notes.push(format!(
-                        "{w}: the raw device {} cannot be opened ({e}): measured on a test \
-                         file in {} instead",
-                        disk.dev_node,
-                        ft.dir.display()
-                    ));
+                    notes.push(
+                        Reason::new(
+                            ReasonKind::Note,
+                            format!(
+                                "{w}: the raw device {} cannot be opened ({e}): measured on a \
+                                 test file in {} instead",
+                                disk.dev_node,
+                                ft.dir.display()
+                            ),
+                        )
+                        .workload(spec.workload),
+                    );
                     true
                 }
                 _ => false,
@@ -121,11 +128,18 @@ pub fn place_cell(
             } else {
                 "to the size of the device"
             };
-            notes.push(format!(
-                "{w}: size reduced from {} to {} {why}",
-                units::format_size(want.0),
-                units::format_size(s)
-            ));
+            notes.push(
+                Reason::new(
+                    ReasonKind::Note,
+                    format!(
+                        "{w}: size reduced from {} to {} {why}",
+                        units::format_size(want.0),
+                        units::format_size(s)
+                    ),
+                )
+                .workload(spec.workload)
+                .figure("size_bytes", Some(s as f64), want.0 as f64, "bytes"),
+            );
         }
     }
     CellPlan::Run(RunPlan {
@@ -140,7 +154,7 @@ pub fn place_cell(
 pub fn judge_outcome(
     cell: &mut Cell,
     outcome: Result<BenchResult, String>,
-    notes: Vec<String>,
+    notes: Vec<Reason>,
     rules: &[(usize, &Threshold)],
     stop_requested: bool,
 ) {
@@ -167,7 +181,9 @@ pub fn judge_outcome(
             } else {
                 CellStatus::Error
             };
-            cell.reasons.push(format!("{w}: {e}"));
+            cell.reasons.push(
+                Reason::new(ReasonKind::IoError, format!("{w}: {e}")).workload(cell.workload),
+            );
         }
     }
 }
@@ -204,20 +220,43 @@ pub fn vanished(removed: Option<&KernelEvent>, kernel: &[KernelEvent]) -> bool {
 /// log are said; a fatal kernel event fails a passed cell, quoting the kernel's line; a disk
 /// that vanished is an error.
 pub fn judge_aftermath(cell: &mut Cell, disk_name: &str, after: Aftermath) {
-    let w = verdict::workload_name(cell.workload);
+    let wk = cell.workload;
+    let w = verdict::workload_name(wk);
     if let Some(e) = after.leftover {
-        cell.reasons
-            .push(format!("{w}: the test file could not be removed: {e}"));
+        cell.reasons.push(
+            Reason::new(
+                ReasonKind::TestFileLeft,
+                format!("{w}: the test file could not be removed: {e}"),
+            )
+            .workload(wk),
+        );
     }
     if let Some(e) = after.kernel_log_error {
-        cell.reasons
-            .push(format!("{w}: the kernel log could not be read: {e}"));
+        cell.reasons.push(
+            Reason::new(
+                ReasonKind::KernelLog,
+                format!("{w}: the kernel log could not be read: {e}"),
+            )
+            .workload(wk),
+        );
     }
-    let fatal: Vec<String> = after
+    let fatal: Vec<Reason> = after
         .kernel
         .iter()
         .filter(|e| e.is_fatal())
-        .map(|e| format!("{w}: kernel: {}", e.line))
+        .map(|e| {
+            let r = Reason::new(ReasonKind::KernelEvent, format!("{w}: kernel: {}", e.line))
+                .workload(wk)
+                .event(verdict::status_name(e.kind));
+            // The USB port the line names, when it names one (a reset, a disconnect).
+            match e.keys.iter().find_map(|k| match k {
+                events::EventKey::UsbPort(p) => Some(p.clone()),
+                _ => None,
+            }) {
+                Some(p) => r.port(format!("usb:{p}")),
+                None => r,
+            }
+        })
         .collect();
     if !fatal.is_empty() {
         if cell.status == CellStatus::Passed {
@@ -228,10 +267,16 @@ pub fn judge_aftermath(cell: &mut Cell, disk_name: &str, after: Aftermath) {
     cell.kernel_events = after.kernel;
     if after.vanished {
         cell.status = CellStatus::Error;
-        cell.reasons.push(format!(
-            "{w}: {disk_name} vanished during the test (unplugged, or reset and re-enumerated \
-             under another name)"
-        ));
+        cell.reasons.push(
+            Reason::new(
+                ReasonKind::Vanished,
+                format!(
+                    "{w}: {disk_name} vanished during the test (unplugged, or reset and \
+                     re-enumerated under another name)"
+                ),
+            )
+            .workload(wk),
+        );
     }
 }
 
@@ -239,7 +284,11 @@ pub fn judge_aftermath(cell: &mut Cell, disk_name: &str, after: Aftermath) {
 pub fn not_run_vanished(cells: &mut [Cell], disk_name: &str) {
     for cell in cells {
         cell.status = CellStatus::Error;
-        cell.reasons = vec![format!("not run: {disk_name} vanished")];
+        cell.reasons = vec![Reason::new(
+            ReasonKind::Vanished,
+            format!("not run: {disk_name} vanished"),
+        )
+        .workload(cell.workload)];
     }
 }
 

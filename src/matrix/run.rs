@@ -10,7 +10,7 @@ use super::cell::{self, Aftermath, CellPlan};
 use super::config::{Config, ReportFormat};
 use super::env::Env;
 use super::select::{self, Chosen, Placement};
-use super::verdict::{self, Verdict};
+use super::verdict::{self, Reason, ReasonKind, Verdict};
 use crate::discover::usbpower::UsbAwake;
 use crate::discover::{self, DiscoverError, Inventory};
 use crate::events;
@@ -171,19 +171,24 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
             verdict: Verdict::default(),
         });
     }
-    let missing_devices: Vec<String> = missing
+    let missing_reasons: Vec<Reason> = missing
         .iter()
         .map(|(i, r)| {
-            format!(
-                "devices[{i}]{}: required, not found ({})",
-                r.label
-                    .as_ref()
-                    .map(|l| format!(" \"{l}\""))
-                    .unwrap_or_default(),
-                serde_json::to_string(&r.select).unwrap_or_default()
+            Reason::new(
+                ReasonKind::MissingDevice,
+                format!(
+                    "devices[{i}]{}: required, not found ({})",
+                    r.label
+                        .as_ref()
+                        .map(|l| format!(" \"{l}\""))
+                        .unwrap_or_default(),
+                    serde_json::to_string(&r.select).unwrap_or_default()
+                ),
             )
+            .rule(format!("devices[{i}]"))
         })
         .collect();
+    let missing_devices = verdict::texts(&missing_reasons);
 
     let report = Report {
         schema_version: SCHEMA_VERSION,
@@ -251,7 +256,7 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
     }
     runner.report.verdict = verdict::judge_unit(
         &runner.report.devices,
-        &runner.report.missing_devices,
+        &missing_reasons,
         interrupted.then(|| runner.env.stop.signal_name()),
     );
     let exit = if interrupted {
