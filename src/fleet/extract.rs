@@ -125,7 +125,7 @@ pub fn board_of(r: &ReportLite) -> String {
     clean(&r.unit.model).unwrap_or_else(|| "unknown board".into())
 }
 
-/// What makes two files the same report: its `report_id` when it has one (planned for schema
+/// What makes two files the same report: its `report_id` when it has one (always since schema
 /// 2, unique per run); else the unit as the report names it (machine-id, serial, hostname,
 /// each as written) and `started_at` to the nanosecond, since one unit starts one run at a
 /// time; and for a report that names no unit at all, its bytes (so only exact copies match).
@@ -441,6 +441,74 @@ mod tests {
         }
         assert_eq!(show(1e308), "1e308");
         assert_eq!(show(-5.0), "-5");
+    }
+
+    #[test]
+    fn reasons_count_by_their_record_and_only_schema_1_by_the_sentence() {
+        let lite = |y: &str| -> ReasonLite { serde_norway::from_str(y).unwrap() };
+        // (reason as stored, key, link failure, capacity failure)
+        let cases = [
+            (
+                "'seq-write: 3.1 MiB/s < minimum 5 MiB/s [thresholds[1] (class usb)]'",
+                "seq-write: N MiB/s < minimum 5 MiB/s [thresholds[1] (class usb)]",
+                false,
+                false,
+            ),
+            (
+                "'link: port 1-2 linked at 12M [r]'",
+                "link: port 1-2 linked at 12M [r]",
+                true,
+                false,
+            ),
+            (
+                "'capacity: 8G is below the 16G required [r]'",
+                "capacity: 8G is below the 16G required [r]",
+                false,
+                true,
+            ),
+            (
+                "{kind: threshold, rule: 'thresholds[1]', workload: seq-write, metric: mib_per_s, \
+                 measured: 3.1, limit: 5.0, unit: MiB/s, device: sda, text: anything}",
+                "threshold [thresholds[1]] seq-write mib_per_s limit 5 MiB/s",
+                false,
+                false,
+            ),
+            (
+                "{kind: link, rule: 'thresholds[3]', metric: link_mbps, measured: 12.0, \
+                 limit: 480.0, unit: Mbit/s, port: 'usb:1-2', text: 'reworded'}",
+                "link [thresholds[3]] link_mbps limit 480 Mbit/s usb:1-2",
+                true,
+                false,
+            ),
+            (
+                "{kind: threshold, rule: 'thresholds[0]', metric: capacity_bytes, limit: 1.0e9, \
+                 unit: bytes, text: x}",
+                "threshold [thresholds[0]] capacity_bytes limit 1000000000 bytes",
+                false,
+                true,
+            ),
+            (
+                "{kind: kernel_event, workload: seq-read, event: io_error, port: 'usb:4-3', \
+                 text: 'seq-read: kernel: I/O error, dev sdh, sector 4096'}",
+                "kernel_event seq-read usb:4-3 io_error",
+                false,
+                false,
+            ),
+            // A kind a newer build adds still counts, by its fields.
+            ("{kind: brand_new, text: t}", "brand_new", false, false),
+            // A schema 1 sentence read back through the typed report.
+            (
+                "{kind: unclassified, text: 'link: x'}",
+                "link: x",
+                true,
+                false,
+            ),
+        ];
+        for (stored, key, link, capacity) in cases {
+            let r = FleetReason::from_lite(lite(stored));
+            assert_eq!(r.key, key, "{stored}");
+            assert_eq!((r.link, r.capacity), (link, capacity), "{stored}");
+        }
     }
 
     #[test]

@@ -19,8 +19,8 @@ use crate::report::schema::SCHEMA_VERSION;
 #[derive(Debug, Deserialize)]
 pub struct ReportLite {
     pub schema_version: u32,
-    /// A unique id per report (planned for schema 2); when present it is the report's
-    /// identity for deduplication.
+    /// A unique id per report (a UUID since schema 2; 16 hex digits or absent in schema 1);
+    /// when present it is the report's identity for deduplication.
     #[serde(default)]
     pub report_id: Option<String>,
     #[serde(default)]
