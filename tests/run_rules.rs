@@ -395,8 +395,9 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
         act: (&'static str, WorkloadKind, Act),
         /// The cells of the disk the act concerns.
         want: [CellStatus; 2],
-        /// In that device's verdict reasons.
+        /// In that device's verdict reasons, and the kinds of those records.
         reason: &'static str,
+        kinds: &'static [ReasonKind],
         exit: Exit,
     }
     let io_lines = recorded("sdh");
@@ -406,6 +407,7 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
             act: ("sdh", SeqRead, Act::IoError(io_lines.clone())),
             want: [Error, Passed],
             reason: "seq-read: kernel: I/O error, dev sdh, sector 4096",
+            kinds: &[ReasonKind::IoError, ReasonKind::KernelEvent],
             exit: Exit::VerdictFailed,
         },
         Row {
@@ -413,6 +415,7 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
             act: ("sdh", SeqWrite, Act::Log(io_lines.clone())),
             want: [Passed, Failed],
             reason: "seq-write: kernel: Buffer I/O error on dev sdh",
+            kinds: &[ReasonKind::KernelEvent],
             exit: Exit::VerdictFailed,
         },
         Row {
@@ -424,6 +427,7 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
             ),
             want: [Error, Error],
             reason: "seq-read: sde vanished during the test",
+            kinds: &[ReasonKind::KernelEvent, ReasonKind::Vanished],
             exit: Exit::VerdictFailed,
         },
         Row {
@@ -431,6 +435,7 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
             act: ("sde", SeqRead, Act::Vanish(Vec::new())),
             want: [Error, Error],
             reason: "not run: sde vanished",
+            kinds: &[ReasonKind::KernelEvent, ReasonKind::Vanished],
             exit: Exit::VerdictFailed,
         },
         Row {
@@ -438,6 +443,7 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
             act: ("sde", SeqRead, Act::Interrupt),
             want: [Interrupted, Pending],
             reason: "2 of 2 tests did not run to the end (run interrupted)",
+            kinds: &[ReasonKind::Interrupted],
             exit: Exit::Incomplete,
         },
         Row {
@@ -445,6 +451,7 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
             act: ("sde", SeqRead, Act::Log(io_lines.clone())),
             want: [Passed, Passed],
             reason: "",
+            kinds: &[],
             exit: Exit::Pass,
         },
     ];
@@ -461,6 +468,27 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
             row.what,
             p.reasons(disk)
         );
+        let kinds: Vec<ReasonKind> = p
+            .device(disk)
+            .verdict
+            .reasons
+            .iter()
+            .map(|r| r.kind)
+            .collect();
+        for k in row.kinds {
+            assert!(kinds.contains(k), "{}: {k:?} not in {kinds:?}", row.what);
+        }
+        if let Some(k) = p
+            .device(disk)
+            .verdict
+            .reasons
+            .iter()
+            .find(|r| r.kind == ReasonKind::KernelEvent)
+        {
+            // The kernel line's kind and the device are data beside the quoted line.
+            assert!(k.event.is_some(), "{}: {k:?}", row.what);
+            assert_eq!(k.device.as_deref(), Some(disk), "{}", row.what);
+        }
         assert_eq!(p.outcome.exit, row.exit, "{}", row.what);
         assert_eq!(
             p.outcome.report.exit_code,
