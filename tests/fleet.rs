@@ -263,7 +263,7 @@ fn damaged_newer_and_unfinished_reports_are_listed_and_skipped() {
     .unwrap();
     // A newer schema, with a field of a new shape: rejected with the version named.
     let newer = text
-        .replacen("schema_version: 1", "schema_version: 2", 1)
+        .replacen("schema_version: 1", "schema_version: 3", 1)
         .replacen(
             "devices:\n-",
             "devices: {changed: true}\nold_devices:\n-",
@@ -302,7 +302,7 @@ fn damaged_newer_and_unfinished_reports_are_listed_and_skipped() {
     assert!(find("cut.yaml").contains("truncated"));
     assert!(find("cut-late.yaml").contains("verdict"));
     assert!(find("garbage.json").contains("not a usbperf report"));
-    assert!(find("newer.yaml").contains("schema_version 2 is newer"));
+    assert!(find("newer.yaml").contains("schema_version 3 is newer"));
     let skipped = s["skipped"].as_array().unwrap();
     assert_eq!(skipped.len(), 1);
     assert!(skipped[0]["issue"]
@@ -1130,5 +1130,177 @@ fn fuzz_fleet_long() {
     assert_eq!(
         c.panics, 0,
         "inputs that panicked are kept under the temp dir"
+    );
+}
+
+/// Every `text` of every reason in a JSON report replaced: the sentences people read, which
+/// may be reworded in any release.
+fn reword(v: &mut Value, n: &mut usize) {
+    match v {
+        Value::Object(m) => {
+            if m.contains_key("kind") && m.get("text").is_some_and(Value::is_string) {
+                *n += 1;
+                m.insert(
+                    "text".into(),
+                    Value::String(format!("reworded message {n}")),
+                );
+            }
+            for x in m.values_mut() {
+                reword(x, n);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| reword(x, n)),
+        _ => {}
+    }
+}
+
+/// What the fleet ranks, without the one verbatim sentence shown per reason.
+fn figures(mut v: Value) -> Value {
+    let strip = |rs: &mut Value| {
+        for r in rs.as_array_mut().unwrap() {
+            r["example"] = Value::Null;
+        }
+    };
+    strip(&mut v["failure_reasons"]);
+    for g in v["groups"].as_array_mut().unwrap() {
+        strip(&mut g["failure_reasons"]);
+        for m in g["metrics"].as_array_mut().unwrap() {
+            for o in m["outliers"].as_array_mut().unwrap() {
+                o["file"] = Value::Null;
+            }
+        }
+    }
+    v["write_curves"] = Value::Null;
+    v
+}
+
+#[test]
+fn rewording_every_verdict_message_leaves_the_fleet_figures_unchanged() {
+    // Issue 14, part 3: schema 2 ranks failures and link failures by the records, so a
+    // release that rewords every sentence changes no ranking, count or port figure.
+    let d = TempDir::new("fleet-reword");
+    let v2 = d.path().join("v2");
+    let reworded = d.path().join("reworded");
+    generate(
+        &v2,
+        120,
+        "json",
+        &["--seed", "5", "--schema", "2", "--slow-port-percent", "6"],
+    );
+    std::fs::create_dir_all(&reworded).unwrap();
+    let mut n = 0;
+    for f in sorted_reports(&v2) {
+        let mut doc: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        reword(&mut doc, &mut n);
+        std::fs::write(
+            reworded.join(f.file_name().unwrap()),
+            serde_json::to_vec_pretty(&doc).unwrap(),
+        )
+        .unwrap();
+    }
+    assert!(n > 20, "only {n} reasons reworded");
+    let a = fleet_json(&[v2.to_str().unwrap()]);
+    let b = fleet_json(&[reworded.to_str().unwrap()]);
+    assert!(
+        b["failure_reasons"][0]["example"]
+            .as_str()
+            .unwrap()
+            .starts_with("reworded message"),
+        "the sentences did change: {}",
+        b["failure_reasons"]
+    );
+    let (a, b) = (figures(a), figures(b));
+    assert!(a["failure_reasons"].as_array().unwrap().len() >= 3);
+    let slow = &a["link_failures_by_port"][0];
+    assert!(slow["link_failures"].as_u64().unwrap() > 0, "{slow}");
+    for k in [
+        "groups",
+        "failure_reasons",
+        "link_failures_by_port",
+        "units",
+        "devices",
+    ] {
+        if let Some(path) = differs(&a[k], &b[k], k.to_string()) {
+            panic!("rewording the messages changed the fleet at {path}");
+        }
+    }
+}
+
+#[test]
+fn schema_1_and_schema_2_of_the_same_fleet_count_the_same() {
+    // The same fleet written by a schema 1 build and a schema 2 build: the same units,
+    // passes, reason counts and link failures per port (the reasons' keys differ: masked
+    // sentences against records).
+    let d = TempDir::new("fleet-v1-v2");
+    for (dir, schema) in [("v1", "1"), ("v2", "2")] {
+        generate(
+            &d.path().join(dir),
+            80,
+            "yaml",
+            &["--seed", "9", "--schema", schema],
+        );
+    }
+    let one = fleet_json(&[d.path().join("v1").to_str().unwrap()]);
+    let two = fleet_json(&[d.path().join("v2").to_str().unwrap()]);
+    let counts = |v: &Value| {
+        let mut c: Vec<u64> = v["failure_reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["count"].as_u64().unwrap())
+            .collect();
+        c.sort_unstable();
+        c
+    };
+    assert_eq!(counts(&one), counts(&two));
+    for k in [
+        "link_failures_by_port",
+        "units",
+        "devices",
+        "unit_pass_rate",
+    ] {
+        if let Some(path) = differs(&one[k], &two[k], k.to_string()) {
+            panic!("schema 1 and 2 differ at {path}");
+        }
+    }
+}
+
+#[test]
+fn a_schema_1_report_of_commit_4124e44_still_reads() {
+    // tests/fixtures/reports/v1-4124e44.yaml: written by the build at 4124e44 (schema 1, no
+    // report_id, reasons as sentences); the fleet and show read it as they did.
+    let f = fixtures().join("reports/v1-4124e44.yaml");
+    validate_reports(std::slice::from_ref(&f));
+    let s = fleet_json(&[f.to_str().unwrap()]);
+    assert_eq!(s["reports"], 1);
+    assert_eq!(s["devices"], 1);
+    assert_eq!(s["device_pass_rate"], 0.0);
+    let reasons: Vec<(String, u64)> = s["failure_reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["reason"].as_str().unwrap().to_string(),
+                r["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    // The schema 1 fallback: measured figures masked in the sentence, limits kept.
+    assert!(
+        reasons.iter().any(|(r, n)| *n == 1
+            && r == "seq-write: N MiB/s < minimum 1000000 MiB/s [thresholds[0] (class loop)]"),
+        "{reasons:?}"
+    );
+    let o = Command::new(bin())
+        .args(["show", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("loop0: capacity: 64M is below the 1G required"),
+        "{text}"
     );
 }

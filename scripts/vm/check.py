@@ -24,6 +24,11 @@ E = os.path.join(a.out, "e2e")
 failures = []
 
 
+def texts(reasons):
+    """The sentences of reasons: schema 1 stores sentences, schema 2 records with `text`."""
+    return [r["text"] if isinstance(r, dict) else r for r in reasons]
+
+
 def check(cond, msg):
     print(("  ok   " if cond else "  FAIL ") + msg)
     if not cond:
@@ -89,7 +94,7 @@ def summary(scen, rep, rc):
     for d in rep["devices"]:
         cells = ", ".join(f"{c['workload']}={c['status']}" for c in d["cells"])
         print(f"    {d['name']} ({'/'.join(sorted(serials(d)))}, {d['disk'].get('class')}): pass={d['verdict']['pass']} [{cells}]")
-        for r in d["verdict"].get("reasons", []):
+        for r in texts(d["verdict"].get("reasons", [])):
             print(f"      reason: {r}")
         for lc in d.get("link_checks", []):
             print(f"      link: {lc['port']} expected {lc['expected_mbps']} measured {lc.get('measured_mbps')} pass={lc['pass']}")
@@ -123,7 +128,7 @@ def others_complete(scen, rep, serial=None, cls="sd"):
 
 
 def cell_text(c):
-    return " ".join(c.get("reasons", [])) + " " + " ".join(e["line"] for e in c.get("kernel_events", []))
+    return " ".join(texts(c.get("reasons", []))) + " " + " ".join(e["line"] for e in c.get("kernel_events", []))
 
 
 def baseline():
@@ -173,7 +178,7 @@ def baseline():
               and re.fullmatch(r"usb:\d+-1", lcs[0]["port"] or ""),
               f"baseline: OHCI stick fails the link check, expected 480 measured 12 on its port: {lcs}")
         port = lcs[0]["port"][4:] if lcs else "?"
-        check(not o["verdict"]["pass"] and any(port in r and "12" in r for r in o["verdict"]["reasons"]),
+        check(not o["verdict"]["pass"] and any(port in r and "12" in r for r in texts(o["verdict"]["reasons"])),
               f"baseline: OHCI verdict fails naming port {port} and 12M")
     for d in rep["devices"]:
         if "OHCI0001" in serials(d):
@@ -277,7 +282,7 @@ def blkdebug():
         check(bool(bad) and any(re.search(r"I/O error|critical medium error|Medium Error|Buffer I/O", cell_text(c)) for c in bad),
               "blkdebug: a cell of the stick failed with the kernel's words (I/O error ...)")
         check(any(c.get("kernel_events") for c in bad), "blkdebug: kernel events attributed to the stick's cell")
-        check(all(d["name"] in " ".join(r for r in rep["verdict"]["reasons"]) for _ in [0]) and len(rep["verdict"]["reasons"]) == 1,
+        check(all(d["name"] in " ".join(texts(rep["verdict"]["reasons"])) for _ in [0]) and len(rep["verdict"]["reasons"]) == 1,
               "blkdebug: the unit's only failure is the blkdebug stick")
     others_complete("blkdebug", rep)
     no_leftover("blkdebug")

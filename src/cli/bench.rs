@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::ValueEnum;
 
-use super::UsageError;
+use super::{Format, UsageError};
 use crate::discover::{self, Backend, SysfsRoot};
 use crate::engine::{self, EngineRequest, StopReason};
 use crate::exit::Exit;
@@ -25,13 +25,6 @@ pub enum EngineArg {
     Uring,
     Sync,
     Null,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FormatArg {
-    Table,
-    Yaml,
-    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -81,8 +74,8 @@ pub struct BenchArgs {
     pub size: Option<u64>,
     #[arg(long, value_enum, default_value_t = EngineArg::Auto)]
     pub engine: EngineArg,
-    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
-    pub format: FormatArg,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
     /// direct (O_DIRECT), fdatasync (buffered + final flush, timed), dsync (O_DSYNC), buffered.
     #[arg(long, value_enum)]
     pub cache: Option<CacheMode>,
@@ -316,9 +309,9 @@ pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
         );
     }
     match args.format {
-        FormatArg::Table => crate::out!("{}", table(&result)),
-        FormatArg::Yaml => crate::out!("{}", serde_norway::to_string(&result)?),
-        FormatArg::Json => crate::outln!("{}", serde_json::to_string_pretty(&result)?),
+        Format::Table => crate::out!("{}", table(&result)),
+        Format::Yaml => crate::out!("{}", serde_norway::to_string(&result)?),
+        Format::Json => crate::outln!("{}", serde_json::to_string_pretty(&result)?),
     }
     if result.stopped_by == StopReason::Interrupted {
         return Ok(Exit::Incomplete);

@@ -100,7 +100,9 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Output formats of the inventory commands.
+/// The output format of the commands that print one document (list, tree, bench): a table
+/// for people, YAML or JSON for programs. `run --format` names the report file's encoding
+/// (a config key), `show` and `fleet` have their own renderings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Table,

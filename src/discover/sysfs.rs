@@ -74,6 +74,13 @@ impl SysfsRoot {
         &self.root
     }
 
+    /// Bytes a disk has moved so far (read plus written), from the kernel's own counters of it
+    /// (`block/NAME/stat`); `None` when the disk or its counters are gone.
+    pub fn block_stat_bytes(&self, name: &str) -> Option<u64> {
+        let text = std::fs::read_to_string(self.root.join("block").join(name).join("stat")).ok()?;
+        super::parse::block_stat_bytes(&text)
+    }
+
     /// Whether the tree has the directories block devices are found in.
     pub fn looks_like_sysfs(&self) -> bool {
         self.root.join("devices").is_dir()

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::extract::{reason_kind, RejectedFigure, UnitRecord, CAPACITY_METRIC, LINK_METRIC};
+use super::extract::{FleetReason, RejectedFigure, UnitRecord, CAPACITY_METRIC, LINK_METRIC};
 use super::load::{self, LoadOptions, Outcome, Skip};
 use super::reader::ThresholdLite;
 use super::stats::{self, OUTLIER_Z};
@@ -196,10 +196,10 @@ pub struct Accumulator {
     not_regular: usize,
 }
 
-fn bump(map: &mut HashMap<String, (u32, String)>, reason: &str) {
+fn bump(map: &mut HashMap<String, (u32, String)>, reason: &FleetReason) {
     let e = map
-        .entry(reason_kind(reason))
-        .or_insert_with(|| (0, reason.to_string()));
+        .entry(reason.key.clone())
+        .or_insert_with(|| (0, reason.text.clone()));
     e.0 += 1;
 }
 
@@ -457,7 +457,7 @@ impl Accumulator {
                 bump(&mut self.reasons, reason);
             }
             if d.port.starts_with("usb:") {
-                let link_fail = d.reasons.iter().any(|r| r.starts_with("link:"));
+                let link_fail = d.reasons.iter().any(|r| r.link);
                 let e = self.ports.entry(d.port.clone()).or_insert((0, 0));
                 e.0 += 1;
                 e.1 += u32::from(link_fail);
@@ -849,7 +849,9 @@ pub struct TrendPoint {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ReasonCount {
-    /// The reason with measured figures replaced by N.
+    /// What the reasons counted here share: a schema 2 record's kind and fields (never its
+    /// measured figure or sentence), or a schema 1 sentence with measured figures replaced
+    /// by N.
     pub reason: String,
     pub count: usize,
     /// One verbatim instance.

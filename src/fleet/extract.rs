@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::reader::{CurveLite, ReportLite, ThresholdLite};
+use super::reader::{CurveLite, ReasonLite, ReportLite, ThresholdLite};
 
 /// Ceilings above which a figure is not a measurement. Each is far beyond real hardware, so
 /// no real device is refused, and low enough that a refused value cannot flatten a chart:
@@ -125,7 +125,7 @@ pub fn board_of(r: &ReportLite) -> String {
     clean(&r.unit.model).unwrap_or_else(|| "unknown board".into())
 }
 
-/// What makes two files the same report: its `report_id` when it has one (planned for schema
+/// What makes two files the same report: its `report_id` when it has one (always since schema
 /// 2, unique per run); else the unit as the report names it (machine-id, serial, hostname,
 /// each as written) and `started_at` to the nanosecond, since one unit starts one run at a
 /// time; and for a report that names no unit at all, its bytes (so only exact copies match).
@@ -162,11 +162,64 @@ pub struct DeviceRecord {
     pub port: String,
     pub model: String,
     pub pass: bool,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<FleetReason>,
     /// (metric, value, the figure's own check passed).
     pub values: Vec<(String, f64, bool)>,
     /// The write curve, if the device ran `write-curve`.
     pub curve: Option<CurveLite>,
+}
+
+/// A device's failure reason as the fleet counts it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetReason {
+    /// What makes two reasons the same failure (see [`FleetReason::from_lite`]).
+    pub key: String,
+    /// The sentence, for people (one instance is shown per key).
+    pub text: String,
+    /// A USB link failure (counted per port).
+    pub link: bool,
+    /// A capacity shortfall (the capacity figure's own check failed).
+    pub capacity: bool,
+}
+
+impl FleetReason {
+    /// Schema 2: the record's fields give the key (kind, rule, workload, metric, limit and
+    /// unit, port, kernel event kind; never the measured figure or the sentence), so a
+    /// reworded message ranks the same. Schema 1 has only the sentence: the key is the
+    /// sentence with its measured figures masked, and link and capacity failures are told by
+    /// their `link:` and `capacity:` prefixes.
+    pub fn from_lite(r: ReasonLite) -> FleetReason {
+        match r {
+            ReasonLite::Text(text) => FleetReason {
+                key: reason_kind(&text),
+                link: text.starts_with("link:"),
+                capacity: text.starts_with("capacity:"),
+                text,
+            },
+            ReasonLite::Record(r) if r.kind == "unclassified" => {
+                FleetReason::from_lite(ReasonLite::Text(r.text))
+            }
+            ReasonLite::Record(r) => {
+                let mut key = vec![r.kind.clone()];
+                key.extend(r.rule.iter().map(|x| format!("[{x}]")));
+                key.extend(r.workload.iter().cloned());
+                key.extend(r.metric.iter().cloned());
+                if let Some(l) = r.limit {
+                    key.push(format!("limit {l}"));
+                }
+                key.extend(r.unit.iter().cloned());
+                key.extend(r.port.iter().cloned());
+                key.extend(r.event.iter().cloned());
+                FleetReason {
+                    key: key.join(" "),
+                    link: r.kind == "link",
+                    capacity: r.kind == "threshold"
+                        && r.metric.as_deref() == Some("capacity_bytes"),
+                    text: r.text,
+                }
+            }
+        }
+    }
 }
 
 fn clean(s: &Option<String>) -> Option<String> {
@@ -245,13 +298,18 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                     }
                 }
             }
-            let reasons = d.verdict.reasons;
+            let reasons: Vec<FleetReason> = d
+                .verdict
+                .reasons
+                .into_iter()
+                .map(FleetReason::from_lite)
+                .collect();
             if let Some(mbps) = d.disk.usb.as_ref().and_then(|u| u.speed_mbps) {
-                let ok = !reasons.iter().any(|r| r.starts_with("link:"));
+                let ok = !reasons.iter().any(|r| r.link);
                 values.push((LINK_METRIC.to_string(), mbps, ok));
             }
             if let Some(b) = d.disk.size_bytes {
-                let ok = !reasons.iter().any(|r| r.starts_with("capacity:"));
+                let ok = !reasons.iter().any(|r| r.capacity);
                 values.push((CAPACITY_METRIC.to_string(), b as f64, ok));
             }
             values.retain(|(metric, v, _)| {
@@ -320,8 +378,8 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
     }
 }
 
-/// A failure reason with its measured figures replaced by `N`, so the same failure on many
-/// units counts as one: `seq-write: 3.1 MiB/s < minimum 5 MiB/s [...]` becomes
+/// A schema 1 failure reason (a sentence) with its measured figures replaced by `N`, so the
+/// same failure on many units counts as one: `seq-write: 3.1 MiB/s < minimum 5 MiB/s [...]` becomes
 /// `seq-write: N MiB/s < minimum 5 MiB/s [...]` (limits, ports and rule numbers are kept).
 pub fn reason_kind(reason: &str) -> String {
     let words: Vec<&str> = reason.split(' ').collect();
@@ -383,6 +441,74 @@ mod tests {
         }
         assert_eq!(show(1e308), "1e308");
         assert_eq!(show(-5.0), "-5");
+    }
+
+    #[test]
+    fn reasons_count_by_their_record_and_only_schema_1_by_the_sentence() {
+        let lite = |y: &str| -> ReasonLite { serde_norway::from_str(y).unwrap() };
+        // (reason as stored, key, link failure, capacity failure)
+        let cases = [
+            (
+                "'seq-write: 3.1 MiB/s < minimum 5 MiB/s [thresholds[1] (class usb)]'",
+                "seq-write: N MiB/s < minimum 5 MiB/s [thresholds[1] (class usb)]",
+                false,
+                false,
+            ),
+            (
+                "'link: port 1-2 linked at 12M [r]'",
+                "link: port 1-2 linked at 12M [r]",
+                true,
+                false,
+            ),
+            (
+                "'capacity: 8G is below the 16G required [r]'",
+                "capacity: 8G is below the 16G required [r]",
+                false,
+                true,
+            ),
+            (
+                "{kind: threshold, rule: 'thresholds[1]', workload: seq-write, metric: mib_per_s, \
+                 measured: 3.1, limit: 5.0, unit: MiB/s, device: sda, text: anything}",
+                "threshold [thresholds[1]] seq-write mib_per_s limit 5 MiB/s",
+                false,
+                false,
+            ),
+            (
+                "{kind: link, rule: 'thresholds[3]', metric: link_mbps, measured: 12.0, \
+                 limit: 480.0, unit: Mbit/s, port: 'usb:1-2', text: 'reworded'}",
+                "link [thresholds[3]] link_mbps limit 480 Mbit/s usb:1-2",
+                true,
+                false,
+            ),
+            (
+                "{kind: threshold, rule: 'thresholds[0]', metric: capacity_bytes, limit: 1.0e9, \
+                 unit: bytes, text: x}",
+                "threshold [thresholds[0]] capacity_bytes limit 1000000000 bytes",
+                false,
+                true,
+            ),
+            (
+                "{kind: kernel_event, workload: seq-read, event: io_error, port: 'usb:4-3', \
+                 text: 'seq-read: kernel: I/O error, dev sdh, sector 4096'}",
+                "kernel_event seq-read usb:4-3 io_error",
+                false,
+                false,
+            ),
+            // A kind a newer build adds still counts, by its fields.
+            ("{kind: brand_new, text: t}", "brand_new", false, false),
+            // A schema 1 sentence read back through the typed report.
+            (
+                "{kind: unclassified, text: 'link: x'}",
+                "link: x",
+                true,
+                false,
+            ),
+        ];
+        for (stored, key, link, capacity) in cases {
+            let r = FleetReason::from_lite(lite(stored));
+            assert_eq!(r.key, key, "{stored}");
+            assert_eq!((r.link, r.capacity), (link, capacity), "{stored}");
+        }
     }
 
     #[test]

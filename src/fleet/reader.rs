@@ -19,8 +19,8 @@ use crate::report::schema::SCHEMA_VERSION;
 #[derive(Debug, Deserialize)]
 pub struct ReportLite {
     pub schema_version: u32,
-    /// A unique id per report (planned for schema 2); when present it is the report's
-    /// identity for deduplication.
+    /// A unique id per report (a UUID since schema 2; 16 hex digits or absent in schema 1);
+    /// when present it is the report's identity for deduplication.
     #[serde(default)]
     pub report_id: Option<String>,
     #[serde(default)]
@@ -93,7 +93,37 @@ pub struct VerdictLite {
     #[serde(default)]
     pub pass: bool,
     #[serde(default)]
-    pub reasons: Vec<String>,
+    pub reasons: Vec<ReasonLite>,
+}
+
+/// A verdict reason: a sentence (schema 1) or a record (schema 2), whose kind and fields
+/// the fleet ranks by; the kind stays text, so a kind a newer build adds still loads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ReasonLite {
+    Text(String),
+    Record(RecordLite),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RecordLite {
+    pub kind: String,
+    #[serde(default)]
+    pub rule: Option<String>,
+    #[serde(default)]
+    pub workload: Option<String>,
+    #[serde(default)]
+    pub metric: Option<String>,
+    #[serde(default)]
+    pub limit: Option<f64>,
+    #[serde(default)]
+    pub unit: Option<String>,
+    #[serde(default)]
+    pub port: Option<String>,
+    #[serde(default)]
+    pub event: Option<String>,
+    #[serde(default)]
+    pub text: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -257,7 +287,6 @@ fn unread(key: &[u8]) -> bool {
             | b"interrupted_by"
             | b"inventory_backend"
             | b"missing_devices"
-            | b"rule"
             | b"features"
             | b"cache_drop"
             | b"flush_ns"

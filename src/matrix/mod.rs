@@ -1,6 +1,10 @@
 //! Owns the factory matrix: configuration and profiles, which disks a run tests and how
-//! (selection and targets), and thresholds turned into verdicts with reasons.
+//! (selection and targets), the run itself (`run`, over an environment given as a value in
+//! `env`, cell by cell in `cell`), and thresholds turned into verdicts with reasons.
 
+pub mod cell;
 pub mod config;
+pub mod env;
+pub mod run;
 pub mod select;
 pub mod verdict;

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::config::{DeviceRule, Selector, TargetSpec};
-use crate::discover::{DeviceClass, Disk, Inventory};
+use crate::discover::{DeviceClass, Disk, Inventory, SysfsRoot};
 use crate::safety::{self, FileTarget, Refusal, SystemFacts, SYSTEM_MOUNTS};
 
 /// Does `sel` match `disk`? Every field given must match.
@@ -142,6 +142,7 @@ pub fn place(
     c: &Chosen,
     inv: &Inventory,
     facts: &SystemFacts,
+    sys: &SysfsRoot,
     headroom_percent: u8,
     min_file_bytes: u64,
 ) -> Placement {
@@ -153,9 +154,9 @@ pub fn place(
         TargetSpec::ReadOnly => Placement::RawRead {
             why: "target: read-only".into(),
         },
-        TargetSpec::Raw => match safety::check_raw_write(disk, facts).and_then(|()| {
-            safety::check_stacked(crate::discover::SysfsRoot::live().path(), disk, inv, facts)
-        }) {
+        TargetSpec::Raw => match safety::check_raw_write(disk, facts)
+            .and_then(|()| safety::check_stacked(sys.path(), disk, inv, facts))
+        {
             Ok(()) => Placement::RawWrite,
             Err(rs) => refused(rs),
         },
@@ -346,7 +347,14 @@ mod tests {
                 rule_index: 0,
                 rule: r,
             };
-            place(&c, &inv, &SystemFacts::default(), 10, 1 << 20)
+            place(
+                &c,
+                &inv,
+                &SystemFacts::default(),
+                &SysfsRoot::live(),
+                10,
+                1 << 20,
+            )
         };
         assert!(
             matches!(place_with(rule(true)), Placement::RawRead { ref why } if why.contains("scratch directory")),

@@ -1,17 +1,203 @@
 //! Owns verdicts: each threshold that applies to a device compared with its measured figures
-//! and link, every shortfall turned into a reason that names the figure, the limit and the
-//! rule; a pass only when every check could be made and passed.
+//! and link, every shortfall turned into a reason; a device's verdict from its limits and
+//! cells, and the unit's from its devices; a pass only when every check could be made and
+//! passed. A reason is a record (report schema 2): what kind of failure, the rule, the metric,
+//! the figure measured and the limit with its unit, the device and port, and the sentence for
+//! people beside them, so nothing downstream parses English.
 
 use serde::{Deserialize, Serialize};
 
 use super::config::Threshold;
 use super::select::matches;
-use crate::discover::linkcheck;
+use crate::discover::linkcheck::{self, check_links, PortExpectation};
 use crate::discover::parse::speed_label;
 use crate::discover::Disk;
+use crate::report::schema::{Cell, CellStatus, DeviceReport};
 use crate::safety::SystemFacts;
 use crate::units::format_size;
 use crate::workload::{BenchResult, WorkloadKind};
+
+/// What kind of failure (or note) a reason is: the key a program groups reasons by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonKind {
+    /// A measured figure beyond a threshold (`metric`, `measured`, `limit`, `unit`).
+    Threshold,
+    /// A USB link below `min_link_mbps`, or that cannot be verified.
+    Link,
+    /// A SATA link below `min_sata_gbps`, or of unknown speed.
+    SataLink,
+    /// Blocks read back wrong (`verify`): fake capacity or failing flash.
+    Verify,
+    /// The test could not run to its end: an I/O error, ENOSPC, EROFS, a refused open.
+    IoError,
+    /// A fatal kernel line attributed to the device (`event`: its kind).
+    KernelEvent,
+    /// The kernel log could not be read around the test.
+    KernelLog,
+    /// The disk vanished during a test, or a test did not run because it had.
+    Vanished,
+    /// A `required: true` device rule matched no disk.
+    MissingDevice,
+    /// Tests did not run to their end because of a signal.
+    Interrupted,
+    /// Nothing was tested (no device, or every test of a device skipped).
+    NoTest,
+    /// The configuration gives nothing to test (an empty matrix).
+    Config,
+    /// A write test on a device whose writes were asked for and refused by a safety rule.
+    Refused,
+    /// A write test not applicable: the device has no writable target.
+    NotApplicable,
+    /// A test file could not be removed and may still be on the medium.
+    TestFileLeft,
+    /// How a test was placed (size reduced, measured on a file): not a failure.
+    Note,
+    /// The unit's reason for one failed device (its own reasons are on the device).
+    DeviceFailed,
+    /// A schema 1 reason read back: a sentence with no record.
+    Unclassified,
+}
+
+/// One reason of a verdict or a cell, as data with its sentence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ReasonRepr")]
+pub struct Reason {
+    pub kind: ReasonKind,
+    /// The rule that produced it: `thresholds[1]`, `devices[0]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The test it concerns (`seq-write`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// `mib_per_s`, `iops`, `p99_latency_ms`, `stalls_over_1s`, `mismatched_blocks`,
+    /// `link_mbps`, `sata_gbps`, `capacity_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// The unit of `measured` and `limit`: `MiB/s`, `IOPS`, `ms`, `count`, `blocks`,
+    /// `Mbit/s`, `Gbit/s`, `bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// The kernel name of the disk it concerns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// The port it concerns: `usb:1-1`, `ata1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<String>,
+    /// A kernel event's kind (`io_error`, `usb_disconnect`), for `kernel_event`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    /// For people; programs read the fields above.
+    pub text: String,
+}
+
+/// A reason as stored: a record (schema 2), or a sentence (schema 1).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ReasonRepr {
+    Text(String),
+    Record(Box<ReasonRecord>),
+}
+
+#[derive(Deserialize)]
+struct ReasonRecord {
+    kind: ReasonKind,
+    #[serde(default)]
+    rule: Option<String>,
+    #[serde(default)]
+    workload: Option<String>,
+    #[serde(default)]
+    metric: Option<String>,
+    #[serde(default)]
+    measured: Option<f64>,
+    #[serde(default)]
+    limit: Option<f64>,
+    #[serde(default)]
+    unit: Option<String>,
+    #[serde(default)]
+    device: Option<String>,
+    #[serde(default)]
+    port: Option<String>,
+    #[serde(default)]
+    event: Option<String>,
+    text: String,
+}
+
+impl From<ReasonRepr> for Reason {
+    fn from(r: ReasonRepr) -> Reason {
+        match r {
+            ReasonRepr::Text(text) => Reason::new(ReasonKind::Unclassified, text),
+            ReasonRepr::Record(r) => Reason {
+                kind: r.kind,
+                rule: r.rule,
+                workload: r.workload,
+                metric: r.metric,
+                measured: r.measured,
+                limit: r.limit,
+                unit: r.unit,
+                device: r.device,
+                port: r.port,
+                event: r.event,
+                text: r.text,
+            },
+        }
+    }
+}
+
+impl Reason {
+    pub fn new(kind: ReasonKind, text: impl Into<String>) -> Reason {
+        Reason {
+            kind,
+            rule: None,
+            workload: None,
+            metric: None,
+            measured: None,
+            limit: None,
+            unit: None,
+            device: None,
+            port: None,
+            event: None,
+            text: text.into(),
+        }
+    }
+    pub fn rule(mut self, rule: impl Into<String>) -> Reason {
+        self.rule = Some(rule.into());
+        self
+    }
+    pub fn workload(mut self, w: WorkloadKind) -> Reason {
+        self.workload = Some(workload_name(w));
+        self
+    }
+    /// The figure measured (if known) against its limit.
+    pub fn figure(mut self, metric: &str, measured: Option<f64>, limit: f64, unit: &str) -> Reason {
+        self.metric = Some(metric.to_string());
+        self.measured = measured;
+        self.limit = Some(limit);
+        self.unit = Some(unit.to_string());
+        self
+    }
+    pub fn device(mut self, name: &str) -> Reason {
+        self.device = Some(name.to_string());
+        self
+    }
+    pub fn port(mut self, port: impl Into<String>) -> Reason {
+        self.port = Some(port.into());
+        self
+    }
+    pub fn event(mut self, kind: impl Into<String>) -> Reason {
+        self.event = Some(kind.into());
+        self
+    }
+}
+
+/// The sentences of reasons, for people.
+pub fn texts(reasons: &[Reason]) -> Vec<String> {
+    reasons.iter().map(|r| r.text.clone()).collect()
+}
 
 /// The unit's reason when the run tested no device at all: a unit whose sticks were never
 /// plugged in must not pass.
@@ -21,21 +207,26 @@ pub const NO_DEVICE_TESTED: &str = "no device was tested: no disk matched the co
 
 /// A device's reason when none of its tests ran (no cell, or every cell skipped): nothing
 /// tested is never a pass.
-pub fn untested_reason(cells: &[crate::report::schema::Cell]) -> Option<String> {
-    use crate::report::schema::CellStatus;
+pub fn untested_reason(cells: &[Cell]) -> Option<Reason> {
     if cells.is_empty() {
-        return Some("no test ran on this device: the matrix has no test (tests:)".into());
+        return Some(Reason::new(
+            ReasonKind::Config,
+            "no test ran on this device: the matrix has no test (tests:)",
+        ));
     }
     if cells.iter().all(|c| c.status == CellStatus::Skipped) {
         let why = cells
             .iter()
             .flat_map(|c| c.reasons.iter())
             .next()
-            .cloned()
+            .map(|r| r.text.clone())
             .unwrap_or_default();
-        return Some(format!(
-            "no test ran on this device: all {} were skipped ({why})",
-            cells.len()
+        return Some(Reason::new(
+            ReasonKind::NoTest,
+            format!(
+                "no test ran on this device: all {} were skipped ({why})",
+                cells.len()
+            ),
         ));
     }
     None
@@ -46,11 +237,11 @@ pub fn untested_reason(cells: &[crate::report::schema::Cell]) -> Option<String> 
 pub struct Verdict {
     pub pass: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasons: Vec<String>,
+    pub reasons: Vec<Reason>,
 }
 
 impl Verdict {
-    pub fn from_reasons(reasons: Vec<String>) -> Verdict {
+    pub fn from_reasons(reasons: Vec<Reason>) -> Verdict {
         Verdict {
             pass: reasons.is_empty(),
             reasons,
@@ -98,51 +289,99 @@ pub fn applicable<'t>(
 }
 
 /// Checks the device-level limits: link speed (USB, SATA) and capacity.
-pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<String> {
+pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason> {
     let mut out = Vec::new();
     for (i, t) in rules {
         let rule = rule_name(*i, t);
+        let at = |kind, text: String| Reason::new(kind, text).rule(format!("thresholds[{i}]"));
         if let Some(min) = t.min_link_mbps {
             match &disk.usb {
                 Some(u) => {
                     let cause = linkcheck::cause(min, u);
                     if !cause.is_empty() {
-                        out.push(format!("link: {cause} [{rule}]"));
+                        out.push(
+                            at(ReasonKind::Link, format!("link: {cause} [{rule}]"))
+                                .figure("link_mbps", u.speed_mbps, min, "Mbit/s")
+                                .device(&disk.name)
+                                .port(format!("usb:{}", u.port_path)),
+                        );
                     }
                 }
-                None => out.push(format!(
-                    "link: {} has no USB link, but {rule} expects at least {} [{rule}]",
-                    disk.name,
-                    speed_label(min)
-                )),
+                None => out.push(
+                    at(
+                        ReasonKind::Link,
+                        format!(
+                            "link: {} has no USB link, but {rule} expects at least {} [{rule}]",
+                            disk.name,
+                            speed_label(min)
+                        ),
+                    )
+                    .figure("link_mbps", None, min, "Mbit/s")
+                    .device(&disk.name),
+                ),
             }
         }
         if let Some(min) = t.min_sata_gbps {
+            let port = disk.sata.as_ref().map(|s| s.port.clone());
+            let sata = |r: Reason| {
+                let r = r.device(&disk.name);
+                match &port {
+                    Some(p) => r.port(p.clone()),
+                    None => r,
+                }
+            };
             match disk.sata.as_ref().and_then(|s| s.sata_spd_gbps) {
                 Some(g) if g + 1e-9 >= min => {}
-                Some(g) => out.push(format!(
-                    "link: SATA link at {g:.1} Gbps, below the {min:.1} Gbps required: check the \
-                     cable and connector, or a speed limit (libata.force) [{rule}]"
+                Some(g) => out.push(sata(
+                    at(
+                        ReasonKind::SataLink,
+                        format!(
+                            "link: SATA link at {g:.1} Gbps, below the {min:.1} Gbps required: \
+                             check the cable and connector, or a speed limit (libata.force) \
+                             [{rule}]"
+                        ),
+                    )
+                    .figure("sata_gbps", Some(g), min, "Gbit/s"),
                 )),
-                None => out.push(format!(
-                    "link: the SATA link speed of {} is unknown: cannot verify {min:.1} Gbps \
-                     [{rule}]",
-                    disk.name
+                None => out.push(sata(
+                    at(
+                        ReasonKind::SataLink,
+                        format!(
+                            "link: the SATA link speed of {} is unknown: cannot verify \
+                             {min:.1} Gbps [{rule}]",
+                            disk.name
+                        ),
+                    )
+                    .figure("sata_gbps", None, min, "Gbit/s"),
                 )),
             }
         }
         if let Some(min) = t.min_capacity {
             match disk.size_bytes {
                 Some(b) if b >= min.0 => {}
-                Some(b) => out.push(format!(
-                    "capacity: {} is below the {} required [{rule}]",
-                    format_size(b),
-                    format_size(min.0)
-                )),
-                None => out.push(format!(
-                    "capacity: unknown, {} required [{rule}]",
-                    format_size(min.0)
-                )),
+                Some(b) => out.push(
+                    at(
+                        ReasonKind::Threshold,
+                        format!(
+                            "capacity: {} is below the {} required [{rule}]",
+                            format_size(b),
+                            format_size(min.0)
+                        ),
+                    )
+                    .figure("capacity_bytes", Some(b as f64), min.0 as f64, "bytes")
+                    .device(&disk.name),
+                ),
+                None => out.push(
+                    at(
+                        ReasonKind::Threshold,
+                        format!(
+                            "capacity: unknown, {} required [{rule}]",
+                            format_size(min.0)
+                        ),
+                    )
+                    .figure("capacity_bytes", None, min.0 as f64, "bytes")
+                    .device(&disk.name),
+                ),
             }
         }
     }
@@ -150,7 +389,7 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<String>
 }
 
 /// Checks one test's figures against the thresholds for its workload.
-pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<String> {
+pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Reason> {
     let mut out = Vec::new();
     let w = workload_name(r.workload);
     for (i, t) in rules {
@@ -158,52 +397,166 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Str
             continue;
         }
         let rule = rule_name(*i, t);
+        let at = |text: String| {
+            Reason::new(ReasonKind::Threshold, text)
+                .rule(format!("thresholds[{i}]"))
+                .workload(r.workload)
+        };
         if let Some(min) = t.min_mib_per_s {
             if r.mib_per_s < min {
-                out.push(format!(
-                    "{w}: {:.1} MiB/s < minimum {min} MiB/s [{rule}]",
-                    r.mib_per_s
-                ));
+                out.push(
+                    at(format!(
+                        "{w}: {:.1} MiB/s < minimum {min} MiB/s [{rule}]",
+                        r.mib_per_s
+                    ))
+                    .figure("mib_per_s", Some(r.mib_per_s), min, "MiB/s"),
+                );
             }
         }
         if let Some(min) = t.min_iops {
             if r.iops < min {
-                out.push(format!(
-                    "{w}: {:.0} IOPS < minimum {min} IOPS [{rule}]",
-                    r.iops
-                ));
+                out.push(
+                    at(format!(
+                        "{w}: {:.0} IOPS < minimum {min} IOPS [{rule}]",
+                        r.iops
+                    ))
+                    .figure("iops", Some(r.iops), min, "IOPS"),
+                );
             }
         }
         if let Some(max) = t.max_p99_latency_ms {
             let p99_ms = r.all.latency.p99_ns as f64 / 1e6;
             if r.all.ios > 0 && p99_ms > max {
-                out.push(format!(
-                    "{w}: p99 latency {p99_ms:.1} ms > maximum {max} ms [{rule}]"
-                ));
+                out.push(
+                    at(format!(
+                        "{w}: p99 latency {p99_ms:.1} ms > maximum {max} ms [{rule}]"
+                    ))
+                    .figure("p99_latency_ms", Some(p99_ms), max, "ms"),
+                );
             }
         }
         if let Some(max) = t.max_stalls {
             if r.all.stalls.over_1s > max {
-                out.push(format!(
-                    "{w}: {} I/O(s) took over 1 s (longest {:.1} s) > maximum {max} [{rule}]",
-                    r.all.stalls.over_1s,
-                    r.all.stalls.longest_ns as f64 / 1e9
-                ));
+                out.push(
+                    at(format!(
+                        "{w}: {} I/O(s) took over 1 s (longest {:.1} s) > maximum {max} [{rule}]",
+                        r.all.stalls.over_1s,
+                        r.all.stalls.longest_ns as f64 / 1e9
+                    ))
+                    .figure(
+                        "stalls_over_1s",
+                        Some(r.all.stalls.over_1s as f64),
+                        max as f64,
+                        "count",
+                    ),
+                );
             }
         }
     }
     if let Some(v) = &r.verify {
         if v.mismatched_blocks > 0 {
-            out.push(format!(
-                "{w}: {} of {} blocks read back wrong (first at byte offset {}): the device \
-                 loses or misplaces data (fake capacity or failing flash)",
-                v.mismatched_blocks,
-                v.blocks_checked,
-                v.mismatches.first().map(|m| m.offset).unwrap_or(0)
-            ));
+            out.push(
+                Reason::new(
+                    ReasonKind::Verify,
+                    format!(
+                        "{w}: {} of {} blocks read back wrong (first at byte offset {}): the \
+                         device loses or misplaces data (fake capacity or failing flash)",
+                        v.mismatched_blocks,
+                        v.blocks_checked,
+                        v.mismatches.first().map(|m| m.offset).unwrap_or(0)
+                    ),
+                )
+                .workload(r.workload)
+                .figure(
+                    "mismatched_blocks",
+                    Some(v.mismatched_blocks as f64),
+                    0.0,
+                    "blocks",
+                ),
+            );
         }
     }
     out
+}
+
+/// Judges a device whose cells ran: its link, SATA and capacity limits, every failed or
+/// errored cell's reasons, and never a pass when a test did not run to the end or no test
+/// ran at all. Also records each USB link check as data (`link_checks`).
+pub fn judge_device(d: &mut DeviceReport, rules: &[(usize, &Threshold)]) {
+    let mut reasons = device_reasons(&d.disk, rules);
+    // The structured record of each link check, passed or not.
+    if let Some(u) = &d.disk.usb {
+        let expect: Vec<PortExpectation> = rules
+            .iter()
+            .filter_map(|(_, t)| t.min_link_mbps)
+            .map(|min| PortExpectation {
+                port: format!("usb:{}", u.port_path),
+                min_speed_mbps: min,
+            })
+            .collect();
+        d.link_checks = check_links(std::slice::from_ref(&d.disk), &expect);
+    }
+    for cell in &d.cells {
+        if matches!(cell.status, CellStatus::Failed | CellStatus::Error) {
+            reasons.extend(cell.reasons.iter().cloned());
+        }
+    }
+    let unfinished = d
+        .cells
+        .iter()
+        .filter(|c| matches!(c.status, CellStatus::Pending | CellStatus::Interrupted))
+        .count();
+    if unfinished > 0 {
+        // An incomplete device is never a pass, whatever the tests that ran said.
+        reasons.push(Reason::new(
+            ReasonKind::Interrupted,
+            format!(
+                "{unfinished} of {} tests did not run to the end (run interrupted)",
+                d.cells.len()
+            ),
+        ));
+    } else if let Some(r) = untested_reason(&d.cells) {
+        reasons.push(r);
+    }
+    for r in &mut reasons {
+        r.device.get_or_insert_with(|| d.name.clone());
+    }
+    d.verdict = Verdict::from_reasons(reasons);
+}
+
+/// The unit's verdict: every required device that is missing, every failed device, no
+/// device at all, an interrupted run (`interrupted`: `Some` with the signal's name, when one
+/// is known).
+pub fn judge_unit(
+    devices: &[DeviceReport],
+    missing: &[Reason],
+    interrupted: Option<Option<String>>,
+) -> Verdict {
+    let mut reasons: Vec<Reason> = missing.to_vec();
+    for d in devices {
+        if !d.verdict.pass {
+            reasons.push(
+                Reason::new(
+                    ReasonKind::DeviceFailed,
+                    format!("{}: {}", d.name, texts(&d.verdict.reasons).join("; ")),
+                )
+                .device(&d.name),
+            );
+        }
+    }
+    if devices.is_empty() {
+        reasons.push(Reason::new(ReasonKind::NoTest, NO_DEVICE_TESTED));
+    }
+    if let Some(signal) = interrupted {
+        reasons.push(Reason::new(
+            ReasonKind::Interrupted,
+            format!(
+                "the run was interrupted by {} before every test ran: the results are incomplete",
+                signal.unwrap_or_else(|| "a signal".into())
+            ),
+        ));
+    }
+    Verdict::from_reasons(reasons)
 }
 
 pub fn workload_name(w: WorkloadKind) -> String {
@@ -260,14 +613,15 @@ mod tests {
         let r = device_reasons(&good, &applicable(&t, &good, &facts));
         assert_eq!(r.len(), 1, "only capacity fails: {r:?}");
         assert!(
-            r[0].starts_with("capacity: 8G is below the 16G required [thresholds[0]"),
+            r[0].text
+                .starts_with("capacity: 8G is below the 16G required [thresholds[0]"),
             "{r:?}"
         );
 
         let slow = usb_disk(12.0);
         let r = device_reasons(&slow, &applicable(&t, &slow, &facts));
         assert!(
-            r.iter().any(|x| x.contains("port 1-1 linked at 12M")),
+            r.iter().any(|x| x.text.contains("port 1-1 linked at 12M")),
             "{r:?}"
         );
 
@@ -283,13 +637,14 @@ mod tests {
         };
         let r = device_reasons(&sata, &applicable(&t, &sata, &facts));
         assert!(
-            r[0].contains("SATA link at 3.0 Gbps, below the 6.0 Gbps"),
+            r[0].text
+                .contains("SATA link at 3.0 Gbps, below the 6.0 Gbps"),
             "{r:?}"
         );
         sata.sata.as_mut().unwrap().sata_spd_gbps = None;
         let r = device_reasons(&sata, &applicable(&t, &sata, &facts));
         assert!(
-            r[0].contains("unknown"),
+            r[0].text.contains("unknown"),
             "an unknown link is not a pass: {r:?}"
         );
     }
@@ -316,9 +671,10 @@ mod tests {
         let d = usb_disk(480.0);
         let r = result_reasons(&res, &applicable(&t, &d, &SystemFacts::default()));
         assert_eq!(r.len(), 2, "only rule 0 applies and fails, twice: {r:?}");
-        assert!(r[0].contains("MiB/s < minimum"), "{r:?}");
+        assert!(r[0].text.contains("MiB/s < minimum"), "{r:?}");
         assert!(
-            r[1].contains("IOPS < minimum 1000000000000000 IOPS [thresholds[0] (class usb)]"),
+            r[1].text
+                .contains("IOPS < minimum 1000000000000000 IOPS [thresholds[0] (class usb)]"),
             "{r:?}"
         );
     }

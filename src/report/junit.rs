@@ -13,6 +13,7 @@ use std::fmt::Write;
 
 use super::schema::{CellStatus, Report, RunStatus};
 use super::station::cell_names;
+use crate::matrix::verdict::{texts, Reason};
 
 /// How one test case ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,11 +74,12 @@ fn figures(res: &crate::workload::BenchResult) -> String {
     )
 }
 
-fn or_default(reasons: &[String], word: &str) -> Vec<String> {
+/// The sentences of `reasons`, or `word` when there are none.
+fn or_default(reasons: &[Reason], word: &str) -> Vec<String> {
     if reasons.is_empty() {
         vec![word.to_string()]
     } else {
-        reasons.to_vec()
+        texts(reasons)
     }
 }
 
@@ -108,7 +110,7 @@ fn suites(r: &Report) -> Vec<Suite> {
             let mut system_out: Vec<String> = c.result.iter().map(figures).collect();
             if matches!(outcome, Outcome::Pass) {
                 // Notes of a passed cell (a size clamped to the device) are no failure.
-                system_out.extend(c.reasons.iter().cloned());
+                system_out.extend(texts(&c.reasons));
             }
             cases.push(Case {
                 classname: classname.clone(),
@@ -134,7 +136,11 @@ fn suites(r: &Report) -> Vec<Suite> {
                 outcome: if l.pass {
                     Outcome::Pass
                 } else {
-                    Outcome::Failure(or_default(std::slice::from_ref(&l.cause), "link"))
+                    Outcome::Failure(vec![if l.cause.is_empty() {
+                        "link".to_string()
+                    } else {
+                        l.cause.clone()
+                    }])
                 },
                 system_out: vec![seen.join(" ")],
             });
@@ -384,7 +390,10 @@ mod tests {
         let mut r = report();
         r.devices.clear();
         r.missing_devices = vec!["devices[0] \"rear\": required, not found".into()];
-        r.verdict.reasons = vec!["no device was tested: <none>".into()];
+        r.verdict.reasons = vec![Reason::new(
+            crate::matrix::verdict::ReasonKind::NoTest,
+            "no device was tested: <none>",
+        )];
         r.status = RunStatus::Interrupted;
         r.interrupted_by = Some("SIGTERM".into());
         let x = render(&r);

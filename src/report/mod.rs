@@ -3,6 +3,7 @@
 //! test station reads of it (the result line, LAVA signals, JUnit XML).
 
 pub mod decode;
+pub mod file;
 pub mod junit;
 pub mod matrix;
 pub mod schema;

@@ -11,11 +11,13 @@ use crate::discover::Disk;
 use crate::events::KernelEvent;
 use crate::matrix::config::Config;
 use crate::matrix::select::Placement;
-use crate::matrix::verdict::Verdict;
+use crate::matrix::verdict::{Reason, Verdict};
 use crate::workload::{BenchResult, WorkloadKind, WorkloadParams};
 
 /// Bump on any change a reader must know about; readers accept every version up to theirs.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: every reason is a record (`matrix::verdict::Reason`), `report_id` is a UUID and
+/// always present. 1: reasons are sentences, `report_id` 16 hex digits or absent.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The state of the run as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,8 +60,9 @@ impl Tool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub schema_version: u32,
-    /// This run's identity, unique per run (random, 64 bits as 16 hex digits): part of the
-    /// file name, and what a collector or the fleet dedupes by. Absent in older reports.
+    /// This run's identity, unique per run (a random UUID, RFC 9562 version 4): its first 8
+    /// digits are part of the file name, and it is what a collector or the fleet dedupes by.
+    /// Always written since schema 2; schema 1 had 16 hex digits, or none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report_id: Option<String>,
     pub tool: Tool,
@@ -124,8 +127,9 @@ pub enum CellStatus {
 pub struct Cell {
     pub workload: WorkloadKind,
     pub status: CellStatus,
+    /// Why it failed, errored or was skipped, and notes on how it was placed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasons: Vec<String>,
+    pub reasons: Vec<Reason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -140,23 +144,40 @@ pub struct Cell {
     pub kernel_events: Vec<KernelEvent>,
 }
 
-/// A new random report id: 16 lowercase hex digits from the kernel's random pool (getrandom),
-/// falling back to the clock and pid mixed when the pool cannot be read (early boot, seccomp).
+/// A new random report id: a version 4 UUID (RFC 9562) from the kernel's random pool
+/// (getrandom), falling back to the clock and pid mixed when the pool cannot be read (early
+/// boot, seccomp). Written by hand: 16 random bytes and two fixed fields need no crate.
 pub fn new_report_id() -> String {
-    let mut b = [0u8; 8];
+    let mut b = [0u8; 16];
     // SAFETY: the buffer is valid for its length; flags 0 blocks only until the pool is
     // initialised once at boot.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    let v = if n == b.len() as isize {
-        u64::from_le_bytes(b)
-    } else {
+    if n != b.len() as isize {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
-        crate::engine::mix64(t ^ (u64::from(std::process::id()) << 32))
-    };
-    format!("{v:016x}")
+        let hi = crate::engine::mix64(t ^ (u64::from(std::process::id()) << 32));
+        let lo = crate::engine::mix64(hi ^ t.rotate_left(17));
+        b[..8].copy_from_slice(&hi.to_le_bytes());
+        b[8..].copy_from_slice(&lo.to_le_bytes());
+    }
+    uuid_v4(b)
+}
+
+/// Formats 16 random bytes as a version 4, variant 10 UUID: `xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx`.
+fn uuid_v4(mut b: [u8; 16]) -> String {
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 impl Report {
@@ -174,5 +195,25 @@ impl Report {
                 .map(String::into_bytes)
                 .map_err(|e| e.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn report_ids_are_version_4_uuids() {
+        // (random bytes, UUID): RFC 9562 section 5.4 sets the version nibble and variant bits.
+        let cases = [
+            ([0u8; 16], "00000000-0000-4000-8000-000000000000"),
+            ([0xffu8; 16], "ffffffff-ffff-4fff-bfff-ffffffffffff"),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(super::uuid_v4(bytes), want);
+        }
+        let a = super::new_report_id();
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"), "{a}");
+        assert_ne!(a, super::new_report_id());
     }
 }

@@ -171,7 +171,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::discover::{DeviceClass, Disk};
     use crate::matrix::select::Placement;
-    use crate::matrix::verdict::Verdict;
+    use crate::matrix::verdict::{Reason, ReasonKind, Verdict};
     use crate::report::schema::{DeviceReport, RunStatus};
     use crate::workload::{BenchResult, WorkloadKind};
     use std::collections::BTreeMap;
@@ -204,7 +204,10 @@ pub(crate) mod tests {
         Cell {
             workload,
             status,
-            reasons: reasons.iter().map(|s| s.to_string()).collect(),
+            reasons: reasons
+                .iter()
+                .map(|s| Reason::new(ReasonKind::Threshold, *s))
+                .collect(),
             started_at: None,
             wall_seconds: Some(1.5),
             params: None,
@@ -214,7 +217,7 @@ pub(crate) mod tests {
     }
 
     fn device(name: &str, label: &str, class: DeviceClass, cells: Vec<Cell>) -> DeviceReport {
-        let mut reasons: Vec<String> = Vec::new();
+        let mut reasons: Vec<Reason> = Vec::new();
         for c in &cells {
             if matches!(c.status, CellStatus::Failed | CellStatus::Error) {
                 reasons.extend(c.reasons.iter().cloned());
@@ -285,7 +288,10 @@ pub(crate) mod tests {
             inventory_backend: "sysfs".into(),
             devices,
             missing_devices: Vec::new(),
-            verdict: Verdict::from_reasons(vec!["sda: failed".into()]),
+            verdict: Verdict::from_reasons(vec![Reason::new(
+                ReasonKind::DeviceFailed,
+                "sda: failed",
+            )]),
             warnings: Vec::new(),
         }
     }

@@ -88,8 +88,27 @@ pub struct TestView {
 pub struct VerdictView {
     #[serde(default)]
     pub pass: bool,
-    #[serde(default)]
+    /// The sentences of the reasons: schema 1 stores them as they are, schema 2 as the
+    /// `text` of each record.
+    #[serde(default, deserialize_with = "reason_texts")]
     pub reasons: Vec<String>,
+}
+
+/// A reason of either schema, as its sentence.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ReasonText {
+    Text(String),
+    Record { text: String },
+}
+
+fn reason_texts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let v: Vec<ReasonText> = Vec::deserialize(d)?;
+    Ok(v.into_iter()
+        .map(|r| match r {
+            ReasonText::Text(t) | ReasonText::Record { text: t } => t,
+        })
+        .collect())
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -337,14 +356,14 @@ impl ReportView {
                         .collect(),
                     verdict: VerdictView {
                         pass: d.verdict.pass,
-                        reasons: d.verdict.reasons.clone(),
+                        reasons: crate::matrix::verdict::texts(&d.verdict.reasons),
                     },
                 })
                 .collect(),
             missing_devices: r.missing_devices.clone(),
             verdict: VerdictView {
                 pass: r.verdict.pass,
-                reasons: r.verdict.reasons.clone(),
+                reasons: crate::matrix::verdict::texts(&r.verdict.reasons),
             },
         }
     }

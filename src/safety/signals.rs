@@ -15,7 +15,28 @@ pub struct StopFlag {
     signal: Arc<AtomicI32>,
 }
 
+impl Default for StopFlag {
+    fn default() -> Self {
+        StopFlag::new()
+    }
+}
+
 impl StopFlag {
+    /// A flag no signal is wired to: `install` connects one to SIGINT/SIGTERM/SIGHUP, and
+    /// tests raise it with `request`.
+    pub fn new() -> StopFlag {
+        StopFlag {
+            stop: Arc::new(AtomicBool::new(false)),
+            signal: Arc::new(AtomicI32::new(0)),
+        }
+    }
+    /// Asks the run to stop, as `signal` would (`None`: no signal, e.g. a test).
+    pub fn request(&self, signal: Option<Signal>) {
+        if let Some(s) = signal {
+            self.signal.store(s as i32, Ordering::SeqCst);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+    }
     pub fn requested(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
@@ -38,10 +59,7 @@ pub fn install() -> std::io::Result<StopFlag> {
         set.add(s);
     }
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)?;
-    let flag = StopFlag {
-        stop: Arc::new(AtomicBool::new(false)),
-        signal: Arc::new(AtomicI32::new(0)),
-    };
+    let flag = StopFlag::new();
     let f = flag.clone();
     std::thread::Builder::new()
         .name("usbperf-signals".into())

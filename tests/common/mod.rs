@@ -220,14 +220,15 @@ pub fn test_files_in(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// Validates reports against docs/report.schema.json (scripts/validate-report).
+/// Validates reports against the schema of their version (scripts/validate-report:
+/// docs/report.schema.json, or docs/report.v1.schema.json for schema 1).
 pub fn validate_reports(paths: &[PathBuf]) {
     require_tool("python3", "python3");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/validate-report");
     let out = Command::new(script).args(paths).output().unwrap();
     assert!(
         out.status.success(),
-        "report invalid against docs/report.schema.json:\n{}{}",
+        "report invalid against its schema (docs/report.schema.json or report.v1.schema.json):\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

@@ -1,0 +1,931 @@
+//! The factory run's rules without root (issue 14, part 2): `matrix::run` driven with the
+//! recorded sysfs tree of the vm-e2e guest (`tests/fixtures/qemu/x86-e2e.umockdev`: sticks on
+//! EHCI 1-1 at 480M, OHCI 2-1 at 12M, xHCI 4-1..4-3, SATA at 1.5 Gbps, an SD card), the kernel
+//! lines that guest's kernel logged (`tests/fixtures/kernels/x86_64-6.1.kmsg.txt`), a stepped
+//! clock, a fixed mount table and the null engine on a scratch file: no loop device, no real
+//! disk is ever opened. Each table row is one rule: a cell's status after an I/O error, a
+//! vanished disk, an interrupt; a missing required device, a stale test file, the report
+//! directory refused; each threshold and device rule of the verdicts.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use common::{require_tool, tools, TempDir};
+use usbperf::discover::{Backend, SysfsRoot};
+use usbperf::engine::{EngineError, EngineRequest, OpKind};
+use usbperf::events::{parse_record, EventsError, KmsgRecord};
+use usbperf::exit::Exit;
+use usbperf::matrix::config;
+use usbperf::matrix::env::{CellEngine, Clock, Env, KernelLog, Progress};
+use usbperf::matrix::run::{self, RunOutcome, RunSettings};
+use usbperf::matrix::verdict::{texts, ReasonKind};
+use usbperf::report::file::ReportPlace;
+use usbperf::report::schema::CellStatus;
+use usbperf::report::unit::UnitIdentity;
+use usbperf::safety::signals::StopFlag;
+use usbperf::safety::SystemFacts;
+use usbperf::workload::{
+    self, BenchResult, CacheMode, RunOptions, WorkloadError, WorkloadKind, WorkloadParams,
+};
+
+/// The recorded tree, unpacked fresh for each test: the run writes `power/control` of the
+/// USB devices it tests, and a test removes a disk from it.
+struct Tree {
+    dir: TempDir,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        require_tool("umockdev-run", "umockdev");
+        let dir = TempDir::new("run-rules");
+        let out = std::process::Command::new("sh")
+            .arg(tools().join("materialize.sh"))
+            .arg(common::fixtures().join("qemu/x86-e2e.umockdev"))
+            .arg(dir.path().join("tree"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tree { dir }
+    }
+    fn sys(&self) -> PathBuf {
+        self.dir.path().join("tree/sys")
+    }
+    fn scratch(&self, name: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+}
+
+/// Lines of the 6.1 guest's recorded kernel log that contain `pick` (the scenarios of
+/// scripts/vm-e2e: blkdebug read errors on sdh at 4-3, the BOT stick at 4-2 unplugged).
+fn recorded(pick: &str) -> Vec<String> {
+    let text =
+        std::fs::read_to_string(common::fixtures().join("kernels/x86_64-6.1.kmsg.txt")).unwrap();
+    let v: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains(pick))
+        .map(str::to_string)
+        .collect();
+    assert!(!v.is_empty(), "no recorded kernel line has {pick:?}");
+    v
+}
+
+/// What the fake engine does when a cell of `disk` runs `workload`.
+#[derive(Clone)]
+enum Act {
+    /// The kernel logs these lines while the cell runs; the workload itself completes.
+    Log(Vec<String>),
+    /// The workload fails with EIO and the kernel logs these lines.
+    IoError(Vec<String>),
+    /// The disk leaves: the kernel logs these lines and its sysfs entry is removed.
+    Vanish(Vec<String>),
+    /// SIGTERM arrives while the cell runs.
+    Interrupt,
+    /// The workload measures these figures.
+    Figures(Figures),
+}
+
+#[derive(Clone, Copy, Default)]
+struct Figures {
+    mib_per_s: Option<f64>,
+    iops: Option<f64>,
+    p99_ms: Option<f64>,
+    stalls_over_1s: Option<u64>,
+}
+
+/// The kernel log the fake engine writes to and the run drains.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<KmsgRecord>>>);
+
+impl Log {
+    fn push(&self, lines: &[String]) {
+        let mut v = self.0.lock().unwrap();
+        for l in lines {
+            let seq = 1000 + v.len() as u64;
+            v.push(parse_record(&format!("3,{seq},0,-;{l}")).unwrap());
+        }
+    }
+}
+
+impl KernelLog for Log {
+    fn drain(&mut self) -> Result<Vec<KmsgRecord>, EventsError> {
+        Ok(std::mem::take(&mut *self.0.lock().unwrap()))
+    }
+}
+
+/// The null engine on a scratch file of its own, whatever the cell's target: every figure
+/// is the cost of usbperf itself unless the script sets it.
+struct FakeEngine {
+    scratch: PathBuf,
+    script: Vec<(String, WorkloadKind, Act)>,
+    log: Log,
+    sys: PathBuf,
+    stop: StopFlag,
+    /// `power/control` of each USB device as a cell of its disk saw it.
+    power_seen: Mutex<Vec<String>>,
+}
+
+impl FakeEngine {
+    fn disk_of(&self, params: &WorkloadParams) -> String {
+        // A raw target is /dev/NAME; a test file's disk is found through its placement dir.
+        let t = params.target.to_string_lossy();
+        t.strip_prefix("/dev/")
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                params
+                    .target
+                    .parent()
+                    .and_then(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+    }
+}
+
+impl CellEngine for FakeEngine {
+    fn reason(&self) -> &str {
+        "null engine (test): no I/O"
+    }
+    fn open_raw_for_read(&self, _dev: &Path) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn run(
+        &self,
+        params: &WorkloadParams,
+        options: &RunOptions,
+    ) -> Result<BenchResult, WorkloadError> {
+        let disk = self.disk_of(params);
+        for port in ["1-1", "4-3"] {
+            let p = self
+                .sys
+                .join("bus/usb/devices")
+                .join(port)
+                .join("power/control");
+            if let Ok(v) = std::fs::read_to_string(p) {
+                self.power_seen
+                    .lock()
+                    .unwrap()
+                    .push(format!("{disk} {port} {}", v.trim()));
+            }
+        }
+        let act = self
+            .script
+            .iter()
+            .find(|(d, w, _)| *d == disk && *w == params.workload)
+            .map(|(_, _, a)| a.clone());
+        match &act {
+            Some(Act::Log(l)) => self.log.push(l),
+            Some(Act::IoError(l)) => {
+                self.log.push(l);
+                return Err(WorkloadError::Engine(EngineError::Io {
+                    op: OpKind::Read,
+                    offset: 2 << 20,
+                    len: 1 << 20,
+                    source: std::io::Error::from_raw_os_error(libc::EIO),
+                    hint: String::new(),
+                }));
+            }
+            Some(Act::Vanish(l)) => {
+                self.log.push(l);
+                std::fs::remove_file(self.sys.join("class/block").join(&disk)).unwrap();
+            }
+            Some(Act::Interrupt) => self.stop.request(Some(nix::sys::signal::Signal::SIGTERM)),
+            _ => {}
+        }
+        let mut p = WorkloadParams::defaults(WorkloadKind::SeqRead, self.scratch.join(&disk));
+        p.engine = EngineRequest::Null;
+        p.cache = CacheMode::Buffered;
+        p.size_bytes = Some(1 << 20);
+        let sel = usbperf::engine::select(EngineRequest::Null).unwrap();
+        let mut res = workload::run(&p, &sel, options)?;
+        res.workload = params.workload;
+        res.params = params.clone();
+        res.target.path = params.target.clone();
+        if let Some(Act::Figures(f)) = act {
+            if let Some(v) = f.mib_per_s {
+                res.mib_per_s = v;
+            }
+            if let Some(v) = f.iops {
+                res.iops = v;
+            }
+            if let Some(v) = f.p99_ms {
+                res.all.latency.p99_ns = (v * 1e6) as u64;
+            }
+            if let Some(v) = f.stalls_over_1s {
+                res.all.stalls.over_1s = v;
+                res.all.stalls.longest_ns = 2_000_000_000;
+            }
+        }
+        Ok(res)
+    }
+}
+
+/// Wall time fixed at the start, monotonic time that moves only when the run sleeps.
+struct SteppedClock {
+    at: Mutex<Duration>,
+}
+
+impl Clock for SteppedClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap()
+            + chrono::Duration::from_std(*self.at.lock().unwrap()).unwrap()
+    }
+    fn elapsed(&self) -> Duration {
+        *self.at.lock().unwrap()
+    }
+    fn sleep(&self, d: Duration) {
+        *self.at.lock().unwrap() += d;
+    }
+}
+
+#[derive(Default)]
+struct Lines(Mutex<Vec<String>>);
+
+impl Progress for Lines {
+    fn line(&self, msg: &str) {
+        self.0.lock().unwrap().push(msg.to_string());
+    }
+}
+
+/// The matrix every scenario runs unless it says otherwise: a read and a write test.
+const TESTS: &str = "tests:\n\
+  - {workload: seq-read, size: 1M, runtime: 1s}\n\
+  - {workload: seq-write, size: 1M, runtime: 1s}\n";
+
+struct Scenario<'a> {
+    /// devices:, thresholds:, wait_devices: ... (YAML); `tests:` is TESTS unless given.
+    config: String,
+    script: Vec<(&'a str, WorkloadKind, Act)>,
+    facts: SystemFacts,
+    kernel_log_unreadable: bool,
+    report_dir: Option<PathBuf>,
+    fallback: Vec<PathBuf>,
+}
+
+impl Scenario<'_> {
+    fn new(config: &str) -> Self {
+        Scenario {
+            config: config.to_string(),
+            script: Vec::new(),
+            facts: SystemFacts::default(),
+            kernel_log_unreadable: false,
+            report_dir: None,
+            fallback: Vec::new(),
+        }
+    }
+}
+
+struct Played {
+    outcome: RunOutcome,
+    lines: Vec<String>,
+    clock_s: f64,
+    power_seen: Vec<String>,
+}
+
+impl Played {
+    fn device(&self, name: &str) -> &usbperf::report::schema::DeviceReport {
+        self.outcome
+            .report
+            .devices
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap_or_else(|| panic!("{name} not tested"))
+    }
+    fn statuses(&self, name: &str) -> Vec<CellStatus> {
+        self.device(name).cells.iter().map(|c| c.status).collect()
+    }
+    fn reasons(&self, name: &str) -> String {
+        texts(&self.device(name).verdict.reasons).join("\n")
+    }
+}
+
+fn play(tree: &Tree, s: Scenario<'_>) -> Played {
+    let text = if s.config.contains("tests:") {
+        s.config.clone()
+    } else {
+        format!("{}{TESTS}", s.config)
+    };
+    let mut layers = config::load_profile("quick", &[], &mut Vec::new()).unwrap();
+    layers.push((
+        "test.yaml".into(),
+        config::parse(&text, "test.yaml").unwrap_or_else(|e| panic!("{e}\n{text}")),
+    ));
+    let mut cfg = config::resolve(layers);
+    cfg.report_dir = s
+        .report_dir
+        .clone()
+        .unwrap_or_else(|| tree.scratch("reports"));
+    let stop = StopFlag::new();
+    let log = Log::default();
+    let engine = FakeEngine {
+        scratch: tree.scratch("engine"),
+        script: s
+            .script
+            .iter()
+            .map(|(d, w, a)| (d.to_string(), *w, a.clone()))
+            .collect(),
+        log: log.clone(),
+        sys: tree.sys(),
+        stop: stop.clone(),
+        power_seen: Mutex::new(Vec::new()),
+    };
+    let clock = SteppedClock {
+        at: Mutex::new(Duration::ZERO),
+    };
+    let lines = Lines::default();
+    let env = Env {
+        sysfs: SysfsRoot::at(&tree.sys()),
+        backend: Backend::Sysfs,
+        kernel_log: if s.kernel_log_unreadable {
+            Err("/dev/kmsg: Permission denied (os error 13)".into())
+        } else {
+            Ok(Box::new(log))
+        },
+        system: &s.facts,
+        clock: &clock,
+        engine: &engine,
+        stop,
+        progress: &lines,
+    };
+    let settings = RunSettings {
+        config: cfg,
+        unit: UnitIdentity {
+            hostname: Some("fixture".into()),
+            ..UnitIdentity::default()
+        },
+        report_id: "01234567-89ab-4cde-8f01-23456789abcd".into(),
+        fallback_report_dirs: s.fallback.clone(),
+    };
+    let outcome = run::run(env, settings).unwrap();
+    let clock_s = clock.elapsed().as_secs_f64();
+    Played {
+        outcome,
+        lines: lines.0.into_inner().unwrap(),
+        clock_s,
+        power_seen: engine.power_seen.into_inner().unwrap(),
+    }
+}
+
+use CellStatus::{Error, Failed, Interrupted, Passed, Pending};
+use WorkloadKind::{SeqRead, SeqWrite};
+
+/// Raw placement for the disks a row tests, so write cells run (the fake engine never
+/// touches the device).
+fn raw(names: &[&str]) -> String {
+    let mut s = "devices:\n".to_string();
+    for n in names {
+        s.push_str(&format!("  - {{select: {{name: {n}}}, target: raw}}\n"));
+    }
+    s
+}
+
+#[test]
+fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
+    struct Row {
+        what: &'static str,
+        act: (&'static str, WorkloadKind, Act),
+        /// The cells of the disk the act concerns.
+        want: [CellStatus; 2],
+        /// In that device's verdict reasons, and the kinds of those records.
+        reason: &'static str,
+        kinds: &'static [ReasonKind],
+        exit: Exit,
+    }
+    let io_lines = recorded("sdh");
+    let rows = [
+        Row {
+            what: "an I/O error: the cell is an error and quotes the kernel",
+            act: ("sdh", SeqRead, Act::IoError(io_lines.clone())),
+            want: [Error, Passed],
+            reason: "seq-read: kernel: I/O error, dev sdh, sector 4096",
+            kinds: &[ReasonKind::IoError, ReasonKind::KernelEvent],
+            exit: Exit::VerdictFailed,
+        },
+        Row {
+            what: "the kernel logs I/O errors while the test completes: failed",
+            act: ("sdh", SeqWrite, Act::Log(io_lines.clone())),
+            want: [Passed, Failed],
+            reason: "seq-write: kernel: Buffer I/O error on dev sdh",
+            kinds: &[ReasonKind::KernelEvent],
+            exit: Exit::VerdictFailed,
+        },
+        Row {
+            what: "the stick at 4-2 is unplugged: error, and the rest is not run",
+            act: (
+                "sde",
+                SeqRead,
+                Act::Vanish(recorded("usb 4-2: USB disconnect")),
+            ),
+            want: [Error, Error],
+            reason: "seq-read: sde vanished during the test",
+            kinds: &[ReasonKind::KernelEvent, ReasonKind::Vanished],
+            exit: Exit::VerdictFailed,
+        },
+        Row {
+            what: "the disk leaves sysfs without a kernel line",
+            act: ("sde", SeqRead, Act::Vanish(Vec::new())),
+            want: [Error, Error],
+            reason: "not run: sde vanished",
+            kinds: &[ReasonKind::KernelEvent, ReasonKind::Vanished],
+            exit: Exit::VerdictFailed,
+        },
+        Row {
+            what: "SIGTERM during the first test: interrupted, the rest pending",
+            act: ("sde", SeqRead, Act::Interrupt),
+            want: [Interrupted, Pending],
+            reason: "2 of 2 tests did not run to the end (run interrupted)",
+            kinds: &[ReasonKind::Interrupted],
+            exit: Exit::Incomplete,
+        },
+        Row {
+            what: "kernel lines of another device do not touch this one",
+            act: ("sde", SeqRead, Act::Log(io_lines.clone())),
+            want: [Passed, Passed],
+            reason: "",
+            kinds: &[],
+            exit: Exit::Pass,
+        },
+    ];
+    for row in rows {
+        let tree = Tree::new();
+        let mut s = Scenario::new(&raw(&["sde", "sdh"]));
+        s.script.push(row.act.clone());
+        let p = play(&tree, s);
+        let disk = row.act.0;
+        assert_eq!(p.statuses(disk), row.want, "{}", row.what);
+        assert!(
+            p.reasons(disk).contains(row.reason),
+            "{}: {}",
+            row.what,
+            p.reasons(disk)
+        );
+        let kinds: Vec<ReasonKind> = p
+            .device(disk)
+            .verdict
+            .reasons
+            .iter()
+            .map(|r| r.kind)
+            .collect();
+        for k in row.kinds {
+            assert!(kinds.contains(k), "{}: {k:?} not in {kinds:?}", row.what);
+        }
+        if let Some(k) = p
+            .device(disk)
+            .verdict
+            .reasons
+            .iter()
+            .find(|r| r.kind == ReasonKind::KernelEvent)
+        {
+            // The kernel line's kind and the device are data beside the quoted line.
+            assert!(k.event.is_some(), "{}: {k:?}", row.what);
+            assert_eq!(k.device.as_deref(), Some(disk), "{}", row.what);
+        }
+        assert_eq!(p.outcome.exit, row.exit, "{}", row.what);
+        assert_eq!(
+            p.outcome.report.exit_code,
+            Some(row.exit as u8),
+            "{}",
+            row.what
+        );
+        assert!(
+            matches!(p.outcome.place, ReportPlace::File(_)),
+            "{}",
+            row.what
+        );
+        if row.exit == Exit::Incomplete {
+            assert_eq!(p.statuses("sdh"), [Pending, Pending], "{}", row.what);
+            assert_eq!(p.outcome.report.interrupted_by.as_deref(), Some("SIGTERM"));
+            assert!(p.outcome.report.verdict.reasons.iter().any(|r| r
+                .text
+                .contains("the run was interrupted by SIGTERM before every test ran")));
+        }
+    }
+}
+
+#[test]
+fn each_threshold_rule_fails_only_below_its_limit() {
+    struct Row {
+        rule: &'static str,
+        figures: Figures,
+        /// `None`: the device passes.
+        reason: Option<&'static str>,
+    }
+    let f = Figures::default;
+    let rows = [
+        Row {
+            rule: "{select: {name: sda}, workload: seq-read, min_mib_per_s: 20}",
+            figures: Figures {
+                mib_per_s: Some(12.5),
+                ..f()
+            },
+            reason: Some("seq-read: 12.5 MiB/s < minimum 20 MiB/s [thresholds[0] (sda)]"),
+        },
+        Row {
+            rule: "{select: {name: sda}, workload: seq-read, min_mib_per_s: 20}",
+            figures: Figures {
+                mib_per_s: Some(20.0),
+                ..f()
+            },
+            reason: None,
+        },
+        Row {
+            rule: "{select: {class: usb}, workload: seq-read, min_iops: 100}",
+            figures: Figures {
+                iops: Some(99.0),
+                ..f()
+            },
+            reason: Some("seq-read: 99 IOPS < minimum 100 IOPS [thresholds[0] (class usb)]"),
+        },
+        Row {
+            rule: "{select: {port: 'usb:1-1'}, max_p99_latency_ms: 50}",
+            figures: Figures {
+                p99_ms: Some(80.0),
+                ..f()
+            },
+            reason: Some("seq-read: p99 latency 80.0 ms > maximum 50 ms"),
+        },
+        Row {
+            rule: "{select: {all_non_system: true}, max_stalls: 0}",
+            figures: Figures {
+                stalls_over_1s: Some(3),
+                ..f()
+            },
+            reason: Some("seq-read: 3 I/O(s) took over 1 s (longest 2.0 s) > maximum 0"),
+        },
+        Row {
+            // A limit of another workload does not apply to seq-read's figure.
+            rule: "{select: {name: sda}, workload: seq-write, min_mib_per_s: 1.0e9}",
+            figures: Figures {
+                mib_per_s: Some(1.0),
+                ..f()
+            },
+            reason: Some("seq-write: "),
+        },
+        Row {
+            rule: "{select: {name: sda}, min_link_mbps: 480}",
+            figures: f(),
+            reason: None,
+        },
+        Row {
+            rule: "{select: {name: sda}, min_link_mbps: 5000}",
+            figures: f(),
+            reason: Some("link: "),
+        },
+        Row {
+            rule: "{select: {name: sda}, min_capacity: 1G}",
+            figures: f(),
+            reason: Some("capacity: 64M is below the 1G required [thresholds[0] (sda)]"),
+        },
+        Row {
+            rule: "{select: {name: sda}, min_capacity: 64M}",
+            figures: f(),
+            reason: None,
+        },
+    ];
+    for row in rows {
+        let tree = Tree::new();
+        let mut s = Scenario::new(&format!("{}thresholds:\n  - {}\n", raw(&["sda"]), row.rule));
+        s.script.push(("sda", SeqRead, Act::Figures(row.figures)));
+        let p = play(&tree, s);
+        let d = p.device("sda");
+        match row.reason {
+            None => {
+                assert!(d.verdict.pass, "{}: {:?}", row.rule, d.verdict.reasons);
+                assert_eq!(p.outcome.exit, Exit::Pass, "{}", row.rule);
+            }
+            Some(r) => {
+                assert!(!d.verdict.pass, "{}", row.rule);
+                assert!(
+                    p.reasons("sda").contains(r),
+                    "{}: {}",
+                    row.rule,
+                    p.reasons("sda")
+                );
+                assert_eq!(p.outcome.exit, Exit::VerdictFailed, "{}", row.rule);
+                // The unit's reasons name the device and carry its reasons.
+                assert!(p.outcome.report.verdict.reasons[0]
+                    .text
+                    .starts_with("sda: "));
+            }
+        }
+    }
+}
+
+#[test]
+fn link_rules_on_the_recorded_buses() {
+    // (disk, rule, reason in its verdict; "" passes)
+    let rows = [
+        ("sdb", "min_link_mbps: 480", "port 2-1 linked at 12M"),
+        ("sdd", "min_link_mbps: 5000", ""),
+        ("sdc", "min_link_mbps: 480", "link: sdc has no USB link"),
+        (
+            "sdc",
+            "min_sata_gbps: 3",
+            "link: SATA link at 1.5 Gbps, below the 3.0 Gbps required",
+        ),
+        ("sdc", "min_sata_gbps: 1.5", ""),
+    ];
+    for (disk, rule, want) in rows {
+        let tree = Tree::new();
+        let cfg = format!(
+            "{}thresholds:\n  - {{select: {{name: {disk}}}, {rule}}}\n",
+            raw(&[disk])
+        );
+        let p = play(&tree, Scenario::new(&cfg));
+        let d = p.device(disk);
+        assert_eq!(
+            d.verdict.pass,
+            want.is_empty(),
+            "{disk} {rule}: {:?}",
+            d.verdict
+        );
+        assert!(
+            p.reasons(disk).contains(want),
+            "{disk} {rule}: {}",
+            p.reasons(disk)
+        );
+        if rule.starts_with("min_link_mbps") && d.disk.usb.is_some() {
+            assert_eq!(d.link_checks.len(), 1, "{disk}: the link check as data");
+            assert_eq!(d.link_checks[0].pass, want.is_empty());
+        }
+    }
+}
+
+#[test]
+fn device_and_unit_verdicts() {
+    struct Row {
+        what: &'static str,
+        config: String,
+        facts: SystemFacts,
+        /// In the unit's verdict reasons.
+        unit_reason: &'static str,
+        exit: Exit,
+    }
+    let mounted = SystemFacts {
+        mounts: usbperf::discover::parse::mountinfo(
+            "36 25 8:16 / /media/stick rw,relatime shared:1 - ext4 /dev/sdb rw\n",
+        ),
+        ..SystemFacts::default()
+    };
+    let rows = [
+        Row {
+            what: "a required device that never appears fails the unit after the wait",
+            config: "wait_devices: 20s\ndevices:\n  - {select: {name: sdz}, label: front USB, \
+                     required: true}\n  - {select: {name: sda}, target: raw}\n"
+                .into(),
+            facts: SystemFacts::default(),
+            unit_reason: "devices[0] \"front USB\": required, not found",
+            exit: Exit::VerdictFailed,
+        },
+        Row {
+            what: "no disk matches: nothing tested is never a pass",
+            config: "devices:\n  - {select: {name: sdz}}\n".into(),
+            facts: SystemFacts::default(),
+            unit_reason: "no device was tested",
+            exit: Exit::VerdictFailed,
+        },
+        Row {
+            what: "read-only placement and only write tests: every test skipped fails",
+            config: "devices:\n  - {select: {name: sda}}\ntests:\n  - {workload: seq-write, \
+                     size: 1M}\n"
+                .into(),
+            facts: SystemFacts::default(),
+            unit_reason: "sda: no test ran on this device: all 1 were skipped (seq-write: not \
+                          run, no writable target",
+            exit: Exit::VerdictFailed,
+        },
+        Row {
+            what: "raw writes asked for on a mounted disk: refused, the write cell is an error",
+            config: raw(&["sdb"]),
+            facts: mounted.clone(),
+            unit_reason: "sdb: seq-write: not run, no writable target: ",
+            exit: Exit::VerdictFailed,
+        },
+        Row {
+            what: "read-only placement runs the read tests and passes with writes skipped",
+            config: "devices:\n  - {select: {name: sda}}\n".into(),
+            facts: SystemFacts::default(),
+            unit_reason: "",
+            exit: Exit::Pass,
+        },
+    ];
+    for row in rows {
+        let tree = Tree::new();
+        let mut s = Scenario::new(&row.config);
+        s.facts = row.facts.clone();
+        let p = play(&tree, s);
+        let unit = texts(&p.outcome.report.verdict.reasons).join("\n");
+        assert!(unit.contains(row.unit_reason), "{}: {unit}", row.what);
+        assert_eq!(
+            p.outcome.report.verdict.pass,
+            row.unit_reason.is_empty(),
+            "{}",
+            row.what
+        );
+        assert_eq!(p.outcome.exit, row.exit, "{}", row.what);
+    }
+}
+
+#[test]
+fn a_required_device_is_waited_for_on_the_clock() {
+    let tree = Tree::new();
+    let p = play(
+        &tree,
+        Scenario::new("wait_devices: 20s\ndevices:\n  - {select: {name: sdz}, required: true}\n"),
+    );
+    assert!(p.clock_s >= 20.0 && p.clock_s < 21.0, "{} s", p.clock_s);
+    assert!(
+        p.lines
+            .iter()
+            .any(|l| l == "usbperf-matrix: waiting up to 20s for 1 required device(s)"),
+        "{:?}",
+        p.lines
+    );
+    assert_eq!(p.outcome.report.missing_devices.len(), 1);
+}
+
+#[test]
+fn a_stale_test_file_is_removed_and_said_and_file_cells_leave_nothing() {
+    let tree = Tree::new();
+    let dir = tree.scratch("media-sda");
+    let stale = dir.join(".usbperf-testfile-4242-0.tmp");
+    std::fs::write(&stale, b"left by a crashed run").unwrap();
+    // The test directory is on sda as far as the run's mount table says.
+    let canon = dir.canonicalize().unwrap();
+    let facts = SystemFacts {
+        mounts: usbperf::discover::parse::mountinfo(&format!(
+            "36 25 8:0 / {} rw,relatime shared:1 - ext4 /dev/sda rw\n",
+            canon.display()
+        )),
+        ..SystemFacts::default()
+    };
+    let mut s = Scenario::new(&format!(
+        "headroom_percent: 0\ndevices:\n  - {{select: {{name: sda}}, target: {{dir: {}}}}}\n",
+        canon.display()
+    ));
+    s.facts = facts;
+    let p = play(&tree, s);
+    assert!(!stale.exists(), "the stale file is removed");
+    let warned = format!(
+        "removed a stale test file left by an earlier run: {}",
+        stale.display()
+    );
+    assert!(
+        p.outcome.report.warnings.contains(&warned),
+        "{:?}",
+        p.outcome.report.warnings
+    );
+    let d = p.device("sda");
+    assert_eq!(
+        serde_json::to_value(&d.placement).unwrap()["mode"],
+        "file",
+        "{:?}",
+        d.placement
+    );
+    assert_eq!(p.statuses("sda"), [Passed, Passed]);
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn an_unreadable_kernel_log_is_a_warning_not_a_failure() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(&raw(&["sda"]));
+    s.kernel_log_unreadable = true;
+    let p = play(&tree, s);
+    assert_eq!(p.outcome.exit, Exit::Pass);
+    assert!(p.outcome.report.warnings.iter().any(|w| w.starts_with(
+        "kernel events are not watched, so I/O errors, resets and disconnects cannot be attributed"
+    )));
+}
+
+#[test]
+fn a_refused_report_directory_falls_back_then_says_nowhere() {
+    // (fallback dirs usable, where the record is, exit)
+    let rows = [(true, "file", Exit::Pass), (false, "nowhere", Exit::Error)];
+    for (fallback_ok, want, exit) in rows {
+        let tree = Tree::new();
+        // A directory under a regular file cannot be created, even by root.
+        let blocker = tree.scratch("x").join("file");
+        std::fs::write(&blocker, b"").unwrap();
+        let mut s = Scenario::new(&raw(&["sda"]));
+        s.report_dir = Some(blocker.join("reports"));
+        s.fallback = if fallback_ok {
+            vec![blocker.join("also-refused"), tree.scratch("fallback")]
+        } else {
+            vec![blocker.join("also-refused")]
+        };
+        let p = play(&tree, s);
+        let o = &p.outcome;
+        match (&o.place, want) {
+            (ReportPlace::File(f), "file") => {
+                assert!(f.starts_with(tree.scratch("fallback")), "{f:?}");
+                assert!(!o.in_configured_dir);
+                let text = std::fs::read_to_string(f).unwrap();
+                assert!(
+                    text.contains("status: complete"),
+                    "the final state is on file"
+                );
+            }
+            (ReportPlace::Nowhere(_), "nowhere") => {}
+            (other, _) => panic!("{want}: {other:?}"),
+        }
+        assert_eq!(o.exit, exit, "{want}");
+        assert_eq!(o.report.exit_code, Some(exit as u8));
+        assert!(o
+            .report
+            .warnings
+            .iter()
+            .any(|w| w.contains("cannot be written")));
+    }
+}
+
+#[test]
+fn usb_devices_are_kept_awake_while_tested_and_restored_after() {
+    let tree = Tree::new();
+    let control = tree.sys().join("bus/usb/devices/4-3/power/control");
+    std::fs::write(&control, "auto\n").unwrap();
+    let p = play(&tree, Scenario::new(&raw(&["sdh"])));
+    assert!(
+        p.power_seen.iter().any(|s| s == "sdh 4-3 on"),
+        "pinned while tested: {:?}",
+        p.power_seen
+    );
+    assert_eq!(std::fs::read_to_string(&control).unwrap().trim(), "auto");
+}
+
+#[test]
+fn progress_lines_say_each_cell_start_and_finish() {
+    let tree = Tree::new();
+    let p = play(&tree, Scenario::new(&raw(&["sda"])));
+    let starts = p.lines.iter().filter(|l| l.ends_with(": start")).count();
+    assert_eq!(starts, 2, "{:?}", p.lines);
+    assert!(
+        p.lines
+            .iter()
+            .any(|l| l.starts_with("usbperf-matrix: sda seq-read: passed ")),
+        "{:?}",
+        p.lines
+    );
+    assert_eq!(p.lines[0], "usbperf-matrix: null engine (test): no I/O");
+}
+
+#[test]
+fn a_threshold_failure_is_a_record_in_the_written_report() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(&format!(
+        "{}thresholds:\n  - {{select: {{port: 'usb:1-1'}}, workload: seq-read, min_mib_per_s: 20}}\n",
+        raw(&["sda"])
+    ));
+    s.script.push((
+        "sda",
+        SeqRead,
+        Act::Figures(Figures {
+            mib_per_s: Some(12.5),
+            ..Figures::default()
+        }),
+    ));
+    let p = play(&tree, s);
+    let r = &p.device("sda").verdict.reasons[0];
+    assert_eq!(r.kind, ReasonKind::Threshold);
+    assert_eq!(r.rule.as_deref(), Some("thresholds[0]"));
+    assert_eq!(r.workload.as_deref(), Some("seq-read"));
+    assert_eq!(r.metric.as_deref(), Some("mib_per_s"));
+    assert_eq!((r.measured, r.limit), (Some(12.5), Some(20.0)));
+    assert_eq!(r.unit.as_deref(), Some("MiB/s"));
+    assert_eq!(r.device.as_deref(), Some("sda"));
+    // The file says the same: schema 2, a UUID, and the record with its sentence.
+    let ReportPlace::File(path) = &p.outcome.place else {
+        panic!("{:?}", p.outcome.place)
+    };
+    let doc: serde_json::Value =
+        serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], 2);
+    let rec = &doc["devices"][0]["verdict"]["reasons"][0];
+    for (k, v) in [
+        ("kind", serde_json::json!("threshold")),
+        ("metric", serde_json::json!("mib_per_s")),
+        ("measured", serde_json::json!(12.5)),
+        ("limit", serde_json::json!(20.0)),
+        ("unit", serde_json::json!("MiB/s")),
+        ("rule", serde_json::json!("thresholds[0]")),
+    ] {
+        assert_eq!(rec[k], v, "{k}: {rec}");
+    }
+    assert!(rec["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("seq-read: 12.5 MiB/s < minimum 20 MiB/s"));
+    let unit = &doc["verdict"]["reasons"][0];
+    assert_eq!(unit["kind"], "device_failed");
+    assert_eq!(unit["device"], "sda");
+}
