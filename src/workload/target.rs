@@ -304,14 +304,25 @@ fn allocate(file: &File, size: u64) -> std::io::Result<()> {
     Err(err)
 }
 
-/// Whether `path` names something in the device directory (through any symlinked parent).
+/// Whether `path` would be created in the device directory: under /dev (through any symlinked
+/// parent) and on /dev's own filesystem. /dev/shm and other filesystems mounted below /dev
+/// are ordinary places for a test file.
 fn under_dev(path: &Path) -> bool {
-    let dev = Path::new("/dev");
-    path.starts_with(dev)
-        || path
-            .parent()
-            .and_then(|p| p.canonicalize().ok())
-            .is_some_and(|p| p.starts_with(dev))
+    use std::os::unix::fs::MetadataExt;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(parent) = parent.canonicalize() else {
+        return path.starts_with("/dev");
+    };
+    if !parent.starts_with("/dev") {
+        return false;
+    }
+    match (std::fs::metadata(&parent), std::fs::metadata("/dev")) {
+        (Ok(p), Ok(d)) => p.dev() == d.dev(),
+        _ => true,
+    }
 }
 
 /// Creates the file exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`): never an existing file, never
@@ -379,6 +390,13 @@ mod tests {
             assert!(!path.exists(), "a file was left at {path:?}");
         }
         assert!(!under_dev(Path::new("/var/lib/usbperf/scratch/x")));
+        // a tmpfs mounted below /dev is not the device directory
+        if std::fs::metadata("/dev/shm").is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata("/dev").is_ok_and(|d| d.dev() != m.dev())
+        }) {
+            assert!(!under_dev(Path::new("/dev/shm/usbperf-test")));
+        }
     }
 
     #[test]
