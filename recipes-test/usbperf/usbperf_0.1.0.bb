@@ -39,17 +39,21 @@ inherit cargo cargo-update-recipe-crates pkgconfig systemd update-rc.d ptest-car
 require ${BPN}-crates.inc
 
 # Cargo features. udev: libudev enumeration (provided by systemd or eudev);
-# uring: io_uring engine.
+# uring: io_uring engine; upload: `usbperf-matrix upload` and the config's
+# upload: section (plain http://); upload-tls: https:// too (rustls with ring,
+# built by the cross gcc; not default: most lines terminate TLS at a proxy).
 # Both on every architecture: io_uring's ring entries have the same layout on
 # 32-bit ARM (proven on an armv7 guest by scripts/vm-e2e --arch armv7).
-PACKAGECONFIG ??= "udev uring"
+PACKAGECONFIG ??= "udev uring upload"
 PACKAGECONFIG[udev] = ",,udev"
 PACKAGECONFIG[uring] = ""
+PACKAGECONFIG[upload] = ""
+PACKAGECONFIG[upload-tls] = ""
 
 # scarthgap's cargo class does not pass PACKAGECONFIG_CONFARGS to cargo
 # (wrynose's does), so the features are given in CARGO_BUILD_FLAGS, which
 # both releases use for do_compile and for the ptest build.
-CARGO_FEATURES = "${@bb.utils.filter('PACKAGECONFIG', 'udev uring', d)}"
+CARGO_FEATURES = "${@bb.utils.filter('PACKAGECONFIG', 'udev uring upload upload-tls', d)}"
 CARGO_BUILD_FLAGS += "--no-default-features --features '${CARGO_FEATURES}'"
 
 # Cargo.toml's release profile strips the binary; here oe-core strips it and
