@@ -58,11 +58,14 @@ fn run(args: Args) -> anyhow::Result<()> {
         tokens,
         max_body_bytes: args.max_body_bytes,
     });
+    // The sync PostgreSQL client runs its own small runtime and must not be dropped inside
+    // tokio's: this handle keeps the store alive until the server's runtime is gone.
+    let keep = app.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| {
@@ -80,7 +83,10 @@ fn run(args: Args) -> anyhow::Result<()> {
             .with_graceful_shutdown(shutdown())
             .await
             .context("the HTTP server stopped")
-    })
+    });
+    drop(rt);
+    drop(keep);
+    served
 }
 
 async fn shutdown() {
