@@ -1,6 +1,7 @@
 //! Owns the HTTP side: `POST /api/v1/reports` and `GET /healthz` on axum (hyper, tokio).
-//! The order of checks is the point: the token before any of the body is read (401), the
-//! declared length before it is read (413, so a 100 MB body is refused without being
+//! The order of checks is the point: the token before any of the body is used (401; a body
+//! within the limit is read and dropped first, so the client sees the answer), the declared
+//! length before the body is read (413, so a 100 MB body is refused without being
 //! buffered; a chunked one is cut off at the limit), then the whole body (400 when it ends
 //! early), the report itself (400), and the database (503 when it fails, so the unit keeps
 //! the report and retries). The answer is 201 (stored now) or 200 (already stored), with
@@ -57,6 +58,13 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let h = &parts.headers;
     if !app.tokens.allows(header_str(h, "authorization")) {
+        // Read (and drop) a body within the limit first: a client that is still sending
+        // when the connection closes sees a broken pipe instead of this answer, and would
+        // retry a wrong token forever instead of saying so.
+        let declared = header_str(h, "content-length").and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.map_or(true, |n| n <= app.max_body_bytes) {
+            let _ = axum::body::to_bytes(body, app.max_body_bytes as usize).await;
+        }
         return refuse(
             StatusCode::UNAUTHORIZED,
             "missing or wrong token: send `Authorization: Bearer TOKEN` with a token of the \

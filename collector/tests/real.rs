@@ -16,7 +16,12 @@ use common::*;
 
 /// POST `body` with `token`; (status, body).
 fn post(url: &str, token: Option<&str>, body: &[u8]) -> (u16, String) {
-    let mut req = ureq::post(url).set("Content-Type", "application/yaml");
+    // A fresh agent each time, as the unit's client does: no pooled connection that the
+    // server closed after an earlier answer.
+    let mut req = ureq::AgentBuilder::new()
+        .build()
+        .post(url)
+        .set("Content-Type", "application/yaml");
     if let Some(t) = token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
@@ -97,6 +102,25 @@ fn each_request_fault_is_answered_and_stores_nothing_wrong() {
         let (s, b) = post(&c.url(), token, &second);
         assert_eq!(s, 401, "{token:?}: {b}");
     }
+    // The unit's client says the token is wrong (no retry loop) and keeps the report.
+    let bad = dir.path().join("bad-token");
+    std::fs::write(&bad, "line3-wrong-token-0000000000000\n").unwrap();
+    let spool = dir.path().join("bad-spool");
+    let out = upload_cmd(&c.url(), &bad, &spool)
+        .arg(&reports[1])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("HTTP 401") && err.contains("token is wrong"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&spool).unwrap().count(),
+        1,
+        "still queued"
+    );
     assert_eq!(count(&db, "reports"), 1);
 
     // A truncated document: 400.
