@@ -320,6 +320,26 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
             || local.contains(&format!("report_id: '{id}'"))
     );
 
+    // No collector named anywhere: a usage error (2); the boot service's --if-configured: 0.
+    let plain_cfg = dir.path().join("plain.yaml");
+    for (extra, code) in [(&[][..], 2), (&["--if-configured"][..], 0)] {
+        let out = Command::new(matrix_bin())
+            .args(["upload", "--config"])
+            .arg(&plain_cfg)
+            .arg("--spool")
+            .arg(&spool)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(queued[0].is_file());
+
     // Still down: upload --spool keeps it and says so (exit 4).
     let out = upload_cmd(&url, &token, &spool)
         .args(["--attempts", "2"])
