@@ -77,4 +77,17 @@ mod tests {
             assert!(e.contains(want), "{text:?}: {e}");
         }
     }
+
+    #[test]
+    fn the_readme_example_parses() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        let start = readme
+            .find("### On the unit\n\n```yaml\n")
+            .expect("README has the upload: example");
+        let body = &readme[start + "### On the unit\n\n```yaml\n".len()..];
+        let example = &body[..body.find("```").unwrap()];
+        let c = resolve(vec![("README".into(), parse(example, "README").unwrap())]);
+        assert_eq!(c.upload.unwrap().timeout(), Duration::from_secs(10));
+    }
 }
