@@ -281,7 +281,7 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
             .unwrap();
         (out, t0.elapsed())
     };
-    let (plain, _) = run(&base, "plain");
+    let (plain, plain_took) = run(&base, "plain");
     let with_upload = format!(
         "{base}upload:\n  url: {url}\n  token_file: {}\n  spool: {}\n  timeout: 4s\n",
         token.display(),
@@ -319,6 +319,41 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
         local.contains(&format!("report_id: {id}"))
             || local.contains(&format!("report_id: '{id}'"))
     );
+
+    // A collector that accepts the connection and never answers (a hung server, a
+    // firewall that swallows packets after the handshake) delays run by at most `timeout`.
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hole_url = format!("http://{}/api/v1/reports", hole.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for c in hole.incoming().take(3) {
+            kept.push(c); // accepted, never read, never answered
+        }
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let hung = with_upload.replace(&url, &hole_url).replace(
+        &spool.display().to_string(),
+        &dir.path().join("outbox-hung").display().to_string(),
+    );
+    let (out, hung_took) = run(&hung, "hung");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        hung_took < plain_took + Duration::from_secs(4 + 3),
+        "a hung collector delayed run by {:?} (timeout 4s)",
+        hung_took.saturating_sub(plain_took)
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("outbox-hung"))
+            .unwrap()
+            .count(),
+        1
+    );
+    drop(held);
 
     // No collector named anywhere: a usage error (2); the boot service's --if-configured: 0.
     let plain_cfg = dir.path().join("plain.yaml");
