@@ -572,3 +572,47 @@ fn kill9_postgres_mid_load_loses_no_acknowledged_report() {
     let pg = Pg::start();
     kill9_mid_load(&pg.url(), "pg-kill9");
 }
+
+#[test]
+fn postgres_down_is_503_and_the_unit_keeps_the_report_until_it_is_back() {
+    let mut pg = Pg::start();
+    let dir = TempDir::new("pg-down");
+    let c = Collector::start(&pg.url());
+    let reports = fleet(2, 17, "yaml", &dir.path().join("fleet"));
+    let spool = dir.path().join("outbox");
+    let out = upload_cmd(&c.url(), &c.tokens, &spool)
+        .arg(&reports[0])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    pg.stop();
+    let out = upload_cmd(&c.url(), &c.tokens, &spool)
+        .args(["--attempts", "1"])
+        .arg(&reports[1])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("HTTP 503"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&spool).unwrap().count(),
+        1,
+        "still queued"
+    );
+
+    // The database is back: the collector reconnects, the spool drains.
+    pg.resume();
+    let out = upload_cmd(&c.url(), &c.tokens, &spool).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
+    assert_eq!(count(&pg.url(), "reports"), 2);
+}

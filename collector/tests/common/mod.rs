@@ -252,8 +252,9 @@ pub fn count(db: &str, table: &str) -> u64 {
 /// A private PostgreSQL server: initdb in a temporary directory, listening on 127.0.0.1 and
 /// a socket in that directory, run as the `postgres` user when the tests run as root.
 pub struct Pg {
-    child: Child,
+    child: Option<Child>,
     pub port: u16,
+    bin: PathBuf,
     dir: TempDir,
 }
 
@@ -286,64 +287,87 @@ fn postgres_user() -> (u32, u32) {
     (f[2].parse().unwrap(), f[3].parse().unwrap())
 }
 
+fn as_postgres_user(c: &mut Command) {
+    if is_root() {
+        let (uid, gid) = postgres_user();
+        c.uid(uid).gid(gid);
+    }
+}
+
 impl Pg {
     pub fn start() -> Pg {
         let bin = pg_bindir();
         let dir = TempDir::new("pg");
-        let as_user = |c: &mut Command| {
-            if is_root() {
-                let (uid, gid) = postgres_user();
-                c.uid(uid).gid(gid);
-            }
-        };
         if is_root() {
             let (uid, gid) = postgres_user();
             std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
         }
-        let data = dir.path().join("data");
         let mut init = Command::new(bin.join("initdb"));
         init.arg("-D")
-            .arg(&data)
+            .arg(dir.path().join("data"))
             .args(["-A", "trust", "-U", "usbperf", "-E", "UTF8", "--locale=C"])
             .current_dir(dir.path())
             .env("LC_ALL", "C");
-        as_user(&mut init);
+        as_postgres_user(&mut init);
         let out = init.output().unwrap();
         assert!(
             out.status.success(),
             "initdb: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let port = free_port();
-        let log = std::fs::File::create(dir.path().join("log")).unwrap();
-        let mut server = Command::new(bin.join("postgres"));
+        let mut pg = Pg {
+            child: None,
+            port: free_port(),
+            bin,
+            dir,
+        };
+        pg.resume();
+        pg
+    }
+
+    /// Starts the server (again) on its data directory and port; returns once it accepts.
+    pub fn resume(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("log"))
+            .unwrap();
+        let mut server = Command::new(self.bin.join("postgres"));
         server
             .arg("-D")
-            .arg(&data)
-            .args(["-p", &port.to_string(), "-k"])
-            .arg(dir.path())
+            .arg(self.dir.path().join("data"))
+            .args(["-p", &self.port.to_string(), "-k"])
+            .arg(self.dir.path())
             // Durability as a production server has it: fsync and synchronous commit on.
             .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=on"])
             .args(["-c", "synchronous_commit=on", "-c", "max_connections=200"])
-            .current_dir(dir.path())
+            .current_dir(self.dir.path())
             .stdout(Stdio::null())
             .stderr(log);
-        as_user(&mut server);
-        let child = server.spawn().unwrap();
-        let pg = Pg { child, port, dir };
+        as_postgres_user(&mut server);
+        self.child = Some(server.spawn().unwrap());
         let t0 = Instant::now();
         loop {
-            if postgres::Client::connect(&pg.url(), postgres::NoTls).is_ok() {
+            if postgres::Client::connect(&self.url(), postgres::NoTls).is_ok() {
                 break;
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(30),
                 "PostgreSQL did not start: {}",
-                std::fs::read_to_string(pg.dir.path().join("log")).unwrap_or_default()
+                std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        pg
+    }
+
+    /// Fast shutdown (SIGINT), waited for: the database is down.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-INT", &c.id().to_string()])
+                .status();
+            let _ = c.wait();
+        }
     }
 
     pub fn url(&self) -> String {
@@ -353,11 +377,7 @@ impl Pg {
 
 impl Drop for Pg {
     fn drop(&mut self) {
-        // SIGINT: PostgreSQL's fast shutdown.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
 
