@@ -15,4 +15,5 @@ pub mod report;
 pub mod safety;
 pub mod stats;
 pub mod units;
+pub mod upload;
 pub mod workload;

@@ -27,6 +27,7 @@ SRC_URI = "file://Cargo.toml;subdir=${BP} \
            file://LICENSE-MIT;subdir=${BP} \
            file://usbperf-boot;subdir=${BP} \
            file://usbperf-matrix.service;subdir=${BP} \
+           file://usbperf-upload.service;subdir=${BP} \
            file://usbperf-matrix.init;subdir=${BP} \
            file://usbperf.default;subdir=${BP} \
            file://usbperf.yaml;subdir=${BP} \
@@ -39,17 +40,21 @@ inherit cargo cargo-update-recipe-crates pkgconfig systemd update-rc.d ptest-car
 require ${BPN}-crates.inc
 
 # Cargo features. udev: libudev enumeration (provided by systemd or eudev);
-# uring: io_uring engine.
+# uring: io_uring engine; upload: `usbperf-matrix upload` and the config's
+# upload: section (plain http://); upload-tls: https:// too (rustls with ring,
+# built by the cross gcc; not default: most lines terminate TLS at a proxy).
 # Both on every architecture: io_uring's ring entries have the same layout on
 # 32-bit ARM (proven on an armv7 guest by scripts/vm-e2e --arch armv7).
-PACKAGECONFIG ??= "udev uring"
+PACKAGECONFIG ??= "udev uring upload"
 PACKAGECONFIG[udev] = ",,udev"
 PACKAGECONFIG[uring] = ""
+PACKAGECONFIG[upload] = ""
+PACKAGECONFIG[upload-tls] = ""
 
 # scarthgap's cargo class does not pass PACKAGECONFIG_CONFARGS to cargo
 # (wrynose's does), so the features are given in CARGO_BUILD_FLAGS, which
 # both releases use for do_compile and for the ptest build.
-CARGO_FEATURES = "${@bb.utils.filter('PACKAGECONFIG', 'udev uring', d)}"
+CARGO_FEATURES = "${@bb.utils.filter('PACKAGECONFIG', 'udev uring upload upload-tls', d)}"
 CARGO_BUILD_FLAGS += "--no-default-features --features '${CARGO_FEATURES}'"
 
 # Cargo.toml's release profile strips the binary; here oe-core strips it and
@@ -64,7 +69,7 @@ USBPERF_RUN_ONCE ?= "1"
 # required (wait_devices: in /etc/usbperf/usbperf.yaml).
 USBPERF_WAIT_DEVICES ?= "120s"
 
-SYSTEMD_SERVICE:${PN} = "usbperf-matrix.service"
+SYSTEMD_SERVICE:${PN} = "usbperf-matrix.service usbperf-upload.service"
 INITSCRIPT_NAME = "usbperf-matrix"
 INITSCRIPT_PARAMS = "start 99 2 3 4 5 ."
 
@@ -81,6 +86,9 @@ do_install:append() {
     install -d ${D}${systemd_system_unitdir}
     sed ${sed_paths} ${S}/usbperf-matrix.service > ${D}${systemd_system_unitdir}/usbperf-matrix.service
     chmod 0644 ${D}${systemd_system_unitdir}/usbperf-matrix.service
+    # Drains the upload spool at each boot (issue 15).
+    sed ${sed_paths} ${S}/usbperf-upload.service > ${D}${systemd_system_unitdir}/usbperf-upload.service
+    chmod 0644 ${D}${systemd_system_unitdir}/usbperf-upload.service
 
     install -d ${D}${sysconfdir}/init.d
     sed ${sed_paths} ${S}/usbperf-matrix.init > ${D}${sysconfdir}/init.d/usbperf-matrix
@@ -106,6 +114,8 @@ do_install:append() {
     # Test files for devices that hold the rootfs (the on-module eMMC in the
     # example board profiles: `target: {dir: /var/lib/usbperf/scratch}`).
     install -d ${D}${localstatedir}/lib/usbperf/scratch
+    # Reports not yet acknowledged by the collector (upload: in usbperf.yaml).
+    install -d ${D}${localstatedir}/lib/usbperf/outbox
 }
 
 CONFFILES:${PN} = "${sysconfdir}/usbperf/usbperf.yaml ${sysconfdir}/default/usbperf"

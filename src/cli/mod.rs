@@ -6,6 +6,7 @@ mod list;
 mod run;
 mod show;
 mod tree;
+mod upload;
 
 use std::path::PathBuf;
 
@@ -56,6 +57,9 @@ pub enum Command {
     /// Show reports as the seed articles' table: a row per device, a column per test
     /// (MiB/s, IOPS, p99 latency, bad blocks), the verdict; as text, Markdown or CSV.
     Show(show::ShowArgs),
+    /// Send reports to a collector: queue REPORT files in the spool, then deliver the spool
+    /// with retries; a report leaves the spool only when the collector acknowledged it.
+    Upload(upload::UploadArgs),
 }
 
 /// Parses the command line, runs it, prints any error with its causes, returns the exit code.
@@ -92,6 +96,7 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Bench(args) => bench::run(cli, args),
         Command::Fleet(args) => fleet::run(cli, args),
         Command::Show(args) => show::run(cli, args),
+        Command::Upload(args) => upload::run(cli, args),
     }
 }
 

@@ -438,6 +438,9 @@ pub struct ConfigFile {
     pub tests: Option<Vec<TestSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thresholds: Option<Vec<Threshold>>,
+    /// Send the report to a collector after writing it (issue 15; `crate::upload`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<crate::upload::UploadConfig>,
 }
 
 /// An integer in `min..=max`, checked inside the visitor so the error points at the value.
@@ -534,6 +537,8 @@ pub struct Config {
     pub devices: Vec<DeviceRule>,
     pub tests: Vec<TestSpec>,
     pub thresholds: Vec<Threshold>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<crate::upload::UploadConfig>,
 }
 
 pub const DEFAULT_REPORT_DIR: &str = "/var/lib/usbperf/reports";
@@ -690,6 +695,7 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         devices: default_devices(),
         tests: Vec::new(),
         thresholds: Vec::new(),
+        upload: None,
     };
     for (source, l) in layers {
         c.sources.push(source);
@@ -719,6 +725,9 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         }
         if let Some(v) = l.thresholds {
             c.thresholds = v;
+        }
+        if l.upload.is_some() {
+            c.upload = l.upload;
         }
     }
     c

@@ -1,0 +1,404 @@
+//! Owns what the collector accepts: the body must decode (JSON, or YAML as units write by
+//! default) as a usbperf report of schema version 1 or 2, with the fields the indexed columns
+//! need; it becomes a `Record` (the columns) beside the raw bytes, which are stored as sent.
+//!
+//! Only the fields the columns need are read, and unknown ones are ignored, so schema 2's
+//! structured verdict reasons (and later additions) decode here unchanged; the version
+//! number alone decides what is refused.
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// The schema versions this collector stores.
+pub const SCHEMA_VERSIONS: std::ops::RangeInclusive<u32> = 1..=2;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum IngestError {
+    #[error("not a usbperf report: {0} (send the YAML or JSON file usbperf-matrix run wrote)")]
+    Malformed(String),
+    #[error(
+        "schema_version {0} is not one this collector stores ({min}..={max}): upgrade \
+         usbperf-collect",
+        min = SCHEMA_VERSIONS.start(),
+        max = SCHEMA_VERSIONS.end()
+    )]
+    Version(u32),
+    #[error("the X-Usbperf-Report-Id header says {header:?} but the report says {body:?}")]
+    IdMismatch { header: String, body: String },
+}
+
+/// The indexed columns of one report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub report_id: String,
+    pub schema_version: u32,
+    /// The unit's serial, else its machine-id, else its hostname (as `fleet` names units).
+    pub unit: String,
+    /// The unit's device-tree / DMI model.
+    pub board: Option<String>,
+    pub hostname: Option<String>,
+    /// RFC 3339, as in the report.
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub status: String,
+    pub pass: bool,
+    pub exit_code: Option<i32>,
+    /// `yaml` or `json`: how `raw` is encoded.
+    pub format: &'static str,
+    pub devices: Vec<DeviceRow>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceRow {
+    pub name: String,
+    pub class: String,
+    /// `usb:1-2` for a USB device, else the kernel name (as `fleet` groups ports).
+    pub port: String,
+    pub model: Option<String>,
+    pub serial: Option<String>,
+    pub pass: bool,
+    pub metrics: Vec<MetricRow>,
+}
+
+/// One cell's figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricRow {
+    pub workload: String,
+    pub status: String,
+    pub mib_per_s: Option<f64>,
+    pub iops: Option<f64>,
+    pub p99_ns: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct Lite {
+    schema_version: u32,
+    #[serde(default)]
+    report_id: Option<String>,
+    tool: ToolLite,
+    started_at: String,
+    #[serde(default)]
+    finished_at: Option<String>,
+    status: String,
+    #[serde(default)]
+    exit_code: Option<i32>,
+    unit: UnitLite,
+    devices: Vec<DeviceLite>,
+    verdict: VerdictLite,
+}
+
+#[derive(Deserialize)]
+struct ToolLite {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct UnitLite {
+    #[serde(default)]
+    hostname: Option<String>,
+    #[serde(default)]
+    machine_id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    serial: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct VerdictLite {
+    pass: bool,
+}
+
+#[derive(Deserialize)]
+struct DeviceLite {
+    name: String,
+    disk: DiskLite,
+    #[serde(default)]
+    cells: Vec<CellLite>,
+    verdict: VerdictLite,
+}
+
+#[derive(Deserialize)]
+struct DiskLite {
+    #[serde(default)]
+    class: Option<String>,
+    #[serde(default)]
+    vendor: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    serial: Option<String>,
+    #[serde(default)]
+    usb: Option<UsbLite>,
+}
+
+#[derive(Deserialize)]
+struct UsbLite {
+    #[serde(default)]
+    port_path: String,
+}
+
+#[derive(Deserialize)]
+struct CellLite {
+    workload: String,
+    status: String,
+    #[serde(default)]
+    result: Option<ResultLite>,
+}
+
+#[derive(Deserialize)]
+struct ResultLite {
+    #[serde(default)]
+    mib_per_s: Option<f64>,
+    #[serde(default)]
+    iops: Option<f64>,
+    #[serde(default)]
+    all: Option<AllLite>,
+}
+
+#[derive(Deserialize)]
+struct AllLite {
+    #[serde(default)]
+    latency: Option<LatencyLite>,
+}
+
+#[derive(Deserialize)]
+struct LatencyLite {
+    #[serde(default)]
+    p99_ns: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct VersionProbe {
+    schema_version: u32,
+}
+
+fn clean(s: Option<String>) -> Option<String> {
+    s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+/// JSON when the content type or the first non-blank byte says so; YAML otherwise.
+pub fn is_json(content_type: Option<&str>, body: &[u8]) -> bool {
+    match content_type.map(|c| c.split(';').next().unwrap_or("").trim()) {
+        Some("application/json") => true,
+        Some("application/yaml") | Some("application/x-yaml") | Some("text/yaml") => false,
+        _ => body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'),
+    }
+}
+
+fn decode<'a, T: Deserialize<'a>>(json: bool, body: &'a [u8]) -> Result<T, String> {
+    if json {
+        serde_json::from_slice(body).map_err(|e| e.to_string())
+    } else {
+        serde_norway::from_slice(body).map_err(|e| e.to_string())
+    }
+}
+
+/// A report id usable as a key: what units write (16 hex digits), or any short token of
+/// letters, digits, `-` and `_`.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// RFC 3339's shape (`2026-11-30T10:23:45.912Z`), enough that PostgreSQL's cast never fails
+/// on an accepted report.
+fn valid_time(t: &str) -> bool {
+    let b = t.as_bytes();
+    b.len() >= 20
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && (b[10] == b'T' || b[10] == b't' || b[10] == b' ')
+        && b[13] == b':'
+        && b[16] == b':'
+        && (t.ends_with('Z') || t.ends_with('z') || t[19..].contains(['+', '-']))
+}
+
+/// Decodes and checks a body; `header_id` is the `X-Usbperf-Report-Id` the unit sent.
+pub fn parse(body: &[u8], json: bool, header_id: Option<&str>) -> Result<Record, IngestError> {
+    let lite: Lite = match decode(json, body) {
+        Ok(l) => l,
+        Err(e) => {
+            // A newer (or wrong) version is said as such, not as a field error.
+            if let Ok(p) = decode::<VersionProbe>(json, body) {
+                if !SCHEMA_VERSIONS.contains(&p.schema_version) {
+                    return Err(IngestError::Version(p.schema_version));
+                }
+            }
+            return Err(IngestError::Malformed(e));
+        }
+    };
+    if !SCHEMA_VERSIONS.contains(&lite.schema_version) {
+        return Err(IngestError::Version(lite.schema_version));
+    }
+    if lite.tool.name != "usbperf-matrix" {
+        return Err(IngestError::Malformed(format!(
+            "tool.name is {:?}, not usbperf-matrix",
+            lite.tool.name
+        )));
+    }
+    for (what, t) in [
+        ("started_at", Some(&lite.started_at)),
+        ("finished_at", lite.finished_at.as_ref()),
+    ] {
+        if let Some(t) = t {
+            if !valid_time(t) {
+                return Err(IngestError::Malformed(format!(
+                    "{what} {t:?} is not an RFC 3339 time"
+                )));
+            }
+        }
+    }
+    // Reports before report_id existed get one from their bytes: a re-send of the same
+    // file is the same report.
+    let report_id = match clean(lite.report_id) {
+        Some(id) => id,
+        None => {
+            let digest = Sha256::digest(body);
+            let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+            format!("sha256-{hex}")
+        }
+    };
+    if !valid_id(&report_id) {
+        return Err(IngestError::Malformed(format!(
+            "report_id {report_id:?} is not 1..128 letters, digits, - or _"
+        )));
+    }
+    if let Some(h) = header_id.map(str::trim).filter(|h| !h.is_empty()) {
+        if h != report_id {
+            return Err(IngestError::IdMismatch {
+                header: h.to_string(),
+                body: report_id,
+            });
+        }
+    }
+    let u = lite.unit;
+    let hostname = clean(u.hostname);
+    let unit = clean(u.serial)
+        .or_else(|| clean(u.machine_id))
+        .or_else(|| hostname.clone())
+        .unwrap_or_else(|| "unknown unit".into());
+    let devices = lite
+        .devices
+        .into_iter()
+        .map(|d| {
+            let port = match &d.disk.usb {
+                Some(u) if !u.port_path.is_empty() => format!("usb:{}", u.port_path),
+                _ => d.name.clone(),
+            };
+            let model = match (clean(d.disk.vendor), clean(d.disk.model)) {
+                (Some(v), Some(m)) if !m.starts_with(&v) => Some(format!("{v} {m}")),
+                (_, Some(m)) => Some(m),
+                (v, None) => v,
+            };
+            DeviceRow {
+                class: clean(d.disk.class).unwrap_or_else(|| "other".into()),
+                port,
+                model,
+                serial: clean(d.disk.serial),
+                pass: d.verdict.pass,
+                metrics: d
+                    .cells
+                    .into_iter()
+                    .map(|c| {
+                        let r = c.result;
+                        MetricRow {
+                            workload: c.workload,
+                            status: c.status,
+                            mib_per_s: r
+                                .as_ref()
+                                .and_then(|r| r.mib_per_s)
+                                .filter(|v| v.is_finite()),
+                            iops: r.as_ref().and_then(|r| r.iops).filter(|v| v.is_finite()),
+                            p99_ns: r
+                                .as_ref()
+                                .and_then(|r| r.all.as_ref())
+                                .and_then(|a| a.latency.as_ref())
+                                .and_then(|l| l.p99_ns),
+                        }
+                    })
+                    .collect(),
+                name: d.name,
+            }
+        })
+        .collect();
+    Ok(Record {
+        report_id,
+        schema_version: lite.schema_version,
+        unit,
+        board: clean(u.model),
+        hostname,
+        started_at: lite.started_at,
+        finished_at: lite.finished_at,
+        status: lite.status,
+        pass: lite.verdict.pass,
+        exit_code: lite.exit_code,
+        format: if json { "json" } else { "yaml" },
+        devices,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V1: &str = "schema_version: 1\nreport_id: fae37a7d3302b159\ntool: {name: usbperf-matrix, version: 0.1.0, features: []}\nstarted_at: 2026-11-30T10:23:45.912Z\nfinished_at: 2026-11-30T10:23:47.801Z\nstatus: complete\nexit_code: 0\nunit: {hostname: vm, machine_id: 3d1219c7, model: Toradex Apalis, cpu_count: 2, memory_bytes: 1}\nconfig: {sources: [builtin:quick]}\ninventory_backend: sysfs\ndevices:\n- name: sda\n  disk: {name: sda, class: usb, vendor: Kingston, model: DataTraveler 3.0, serial: ABC, usb: {port_path: 1-2}}\n  cells:\n  - workload: seq-write\n    status: passed\n    result: {mib_per_s: 14.5, iops: 14.5, all: {latency: {p99_ns: 647167}}}\n  - {workload: verify, status: skipped}\n  verdict: {pass: true}\nverdict: {pass: true}\n";
+
+    #[test]
+    fn a_v1_report_becomes_its_columns() {
+        let r = parse(V1.as_bytes(), false, Some("fae37a7d3302b159")).unwrap();
+        assert_eq!(r.report_id, "fae37a7d3302b159");
+        assert_eq!(r.unit, "3d1219c7");
+        assert_eq!(r.board.as_deref(), Some("Toradex Apalis"));
+        assert!(r.pass);
+        let d = &r.devices[0];
+        assert_eq!((d.class.as_str(), d.port.as_str()), ("usb", "usb:1-2"));
+        assert_eq!(d.model.as_deref(), Some("Kingston DataTraveler 3.0"));
+        assert_eq!(d.metrics[0].p99_ns, Some(647167));
+        assert_eq!(d.metrics[1].mib_per_s, None);
+    }
+
+    #[test]
+    fn bodies_are_refused_as_the_table_says() {
+        let v2 = V1.replace("schema_version: 1", "schema_version: 2");
+        let v99 = V1.replace("schema_version: 1", "schema_version: 99");
+        let truncated = &V1[..V1.len() / 2];
+        let other_tool = V1.replace("name: usbperf-matrix", "name: fio");
+        let bad_time = V1.replace("2026-11-30T10:23:45.912Z", "yesterday");
+        let bad_id = V1.replace("fae37a7d3302b159", "'../x'");
+        let table: Vec<(&str, Option<&str>, Result<(), &str>)> = vec![
+            (&v2, None, Ok(())),
+            (&v99, None, Err("schema_version 99")),
+            ("schema_version: 99\n", None, Err("schema_version 99")),
+            (truncated, None, Err("not a usbperf report")),
+            ("", None, Err("not a usbperf report")),
+            (&other_tool, None, Err("tool.name")),
+            (&bad_time, None, Err("RFC 3339")),
+            (&bad_id, None, Err("report_id")),
+            (V1, Some("0000000000000000"), Err("header says")),
+        ];
+        for (body, header, want) in table {
+            let got = parse(body.as_bytes(), false, header)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            match (want, got) {
+                (Ok(()), Ok(())) => {}
+                (Err(w), Err(g)) => assert!(g.contains(w), "{body:.40?}: {g}"),
+                (w, g) => panic!("{body:.40?}: want {w:?} got {g:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_report_without_id_is_keyed_by_its_bytes() {
+        let no_id = V1.replace("report_id: fae37a7d3302b159\n", "");
+        let a = parse(no_id.as_bytes(), false, None).unwrap();
+        let b = parse(no_id.as_bytes(), false, None).unwrap();
+        assert!(a.report_id.starts_with("sha256-"));
+        assert_eq!(a.report_id, b.report_id);
+    }
+}

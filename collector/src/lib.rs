@@ -1,0 +1,14 @@
+//! usbperf-collect: the factory server's end of issue 15. Units POST their reports; each is
+//! checked (a usbperf report, schema 1 or 2, a token from the token file), stored once per
+//! `report_id` — the raw document and indexed columns — in SQLite or PostgreSQL, and only
+//! then acknowledged. The unit deletes its queued copy on that acknowledgement, so a report
+//! is always either acknowledged and committed here, or still queued on the unit.
+
+pub mod ingest;
+pub mod server;
+pub mod store;
+pub mod tokens;
+
+/// The largest report body accepted; a factory report is tens of kilobytes, a full-profile
+/// one with many devices a few hundred.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 8 << 20;

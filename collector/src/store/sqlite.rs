@@ -1,0 +1,183 @@
+//! Owns the embedded database: one SQLite file in WAL mode with `synchronous=FULL`, so a
+//! commit is on disk (WAL fsync'd) before `insert` returns; a collector killed at any moment
+//! reopens it with every committed report. One connection behind a mutex: SQLite has a
+//! single writer, and a report's transaction is well under a millisecond.
+
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection, TransactionBehavior};
+
+use super::{Store, StoreError, Stored};
+use crate::ingest::Record;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS reports (
+    report_id TEXT PRIMARY KEY,
+    schema_version INTEGER NOT NULL,
+    unit TEXT NOT NULL,
+    board TEXT,
+    hostname TEXT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    pass INTEGER NOT NULL,
+    exit_code INTEGER,
+    format TEXT NOT NULL,
+    raw BLOB NOT NULL,
+    received_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX IF NOT EXISTS reports_unit ON reports (unit);
+CREATE INDEX IF NOT EXISTS reports_board_time ON reports (board, started_at);
+CREATE INDEX IF NOT EXISTS reports_time ON reports (started_at);
+CREATE TABLE IF NOT EXISTS devices (
+    report_id TEXT NOT NULL REFERENCES reports (report_id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    class TEXT NOT NULL,
+    port TEXT NOT NULL,
+    model TEXT,
+    serial TEXT,
+    pass INTEGER NOT NULL,
+    PRIMARY KEY (report_id, idx)
+);
+CREATE INDEX IF NOT EXISTS devices_serial ON devices (serial);
+CREATE INDEX IF NOT EXISTS devices_model ON devices (class, model);
+CREATE TABLE IF NOT EXISTS metrics (
+    report_id TEXT NOT NULL,
+    device_idx INTEGER NOT NULL,
+    cell_idx INTEGER NOT NULL,
+    workload TEXT NOT NULL,
+    status TEXT NOT NULL,
+    mib_per_s REAL,
+    iops REAL,
+    p99_ns INTEGER,
+    PRIMARY KEY (report_id, device_idx, cell_idx),
+    FOREIGN KEY (report_id, device_idx) REFERENCES devices (report_id, idx) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS metrics_workload ON metrics (workload);
+";
+
+pub struct Sqlite {
+    path: String,
+    conn: Mutex<Connection>,
+}
+
+impl Sqlite {
+    pub fn open(path: &str) -> Result<Sqlite, StoreError> {
+        let err = |err| StoreError::Sqlite {
+            path: path.to_string(),
+            err,
+        };
+        let conn = Connection::open(path).map_err(err)?;
+        // WAL: readers (a fleet query, a backup) do not block the writer. FULL: the WAL is
+        // fsync'd at every commit — NORMAL would lose the last commits on a power cut, and
+        // they were acknowledged.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(err)?;
+        conn.execute_batch(SCHEMA).map_err(err)?;
+        Ok(Sqlite {
+            path: path.to_string(),
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn err(&self, err: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.clone(),
+            err,
+        }
+    }
+}
+
+impl Store for Sqlite {
+    fn insert(&self, r: &Record, raw: &[u8]) -> Result<Stored, StoreError> {
+        // A panic in another worker while holding the lock left no open transaction (it is
+        // rolled back on drop), so the connection is still good.
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let n = tx
+            .execute(
+                "INSERT INTO reports (report_id, schema_version, unit, board, hostname, \
+                 started_at, finished_at, status, pass, exit_code, format, raw) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+                 ON CONFLICT (report_id) DO NOTHING",
+                params![
+                    r.report_id,
+                    r.schema_version,
+                    r.unit,
+                    r.board,
+                    r.hostname,
+                    r.started_at,
+                    r.finished_at,
+                    r.status,
+                    r.pass,
+                    r.exit_code,
+                    r.format,
+                    raw
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        if n == 0 {
+            return Ok(Stored::Duplicate);
+        }
+        {
+            let mut dev = tx
+                .prepare_cached(
+                    "INSERT INTO devices (report_id, idx, name, class, port, model, serial, pass) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .map_err(|e| self.err(e))?;
+            let mut met = tx
+                .prepare_cached(
+                    "INSERT INTO metrics (report_id, device_idx, cell_idx, workload, status, \
+                     mib_per_s, iops, p99_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .map_err(|e| self.err(e))?;
+            for (i, d) in r.devices.iter().enumerate() {
+                dev.execute(params![
+                    r.report_id,
+                    i as i64,
+                    d.name,
+                    d.class,
+                    d.port,
+                    d.model,
+                    d.serial,
+                    d.pass
+                ])
+                .map_err(|e| self.err(e))?;
+                for (j, m) in d.metrics.iter().enumerate() {
+                    met.execute(params![
+                        r.report_id,
+                        i as i64,
+                        j as i64,
+                        m.workload,
+                        m.status,
+                        m.mib_per_s,
+                        m.iops,
+                        m.p99_ns
+                    ])
+                    .map_err(|e| self.err(e))?;
+                }
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(Stored::New)
+    }
+
+    fn count(&self) -> Result<u64, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row("SELECT count(*) FROM reports", [], |row| {
+            row.get::<_, i64>(0)
+        })
+        .map(|n| n as u64)
+        .map_err(|e| self.err(e))
+    }
+}

@@ -1,0 +1,618 @@
+//! The collector with real parts (issue 15): HTTP on 127.0.0.1, SQLite files and a real
+//! PostgreSQL server, `usbperf-matrix upload` and `run` as the units run them, reports from
+//! scripts/fleet-gen. Each test names the fault it plays.
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// POST `body` with `token`; (status, body).
+fn post(url: &str, token: Option<&str>, body: &[u8]) -> (u16, String) {
+    // A fresh agent each time, as the unit's client does: no pooled connection that the
+    // server closed after an earlier answer.
+    let mut req = ureq::AgentBuilder::new()
+        .build()
+        .post(url)
+        .set("Content-Type", "application/yaml");
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    match req.send_bytes(body) {
+        Ok(r) => (r.status(), r.into_string().unwrap()),
+        Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap_or_default()),
+        Err(e) => panic!("POST {url}: {e}"),
+    }
+}
+
+/// Sends the request head, then up to `body_bytes` of body from another thread while this
+/// one reads the answer: (status line, body bytes the server had taken when it answered).
+fn raw_send(port: u16, head: &str, body_bytes: u64, chunked: bool) -> (String, u64) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sent2 = sent.clone();
+    let writer = std::thread::spawn(move || {
+        let block = vec![b'x'; 64 << 10];
+        let mut done = 0u64;
+        while done < body_bytes {
+            let n = (body_bytes - done).min(block.len() as u64) as usize;
+            let r = if chunked {
+                w.write_all(format!("{n:x}\r\n").as_bytes())
+                    .and_then(|_| w.write_all(&block[..n]))
+                    .and_then(|_| w.write_all(b"\r\n"))
+            } else {
+                w.write_all(&block[..n])
+            };
+            if r.is_err() {
+                break; // the server closed: it is not reading any more
+            }
+            done += n as u64;
+            sent2.store(done, std::sync::atomic::Ordering::Relaxed);
+        }
+        if chunked {
+            let _ = w.write_all(b"0\r\n\r\n");
+        }
+    });
+    let mut line = String::new();
+    BufReader::new(&mut s).read_line(&mut line).unwrap();
+    let at_answer = sent.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    let _ = writer.join();
+    (line.trim().to_string(), at_answer)
+}
+
+#[test]
+fn each_request_fault_is_answered_and_stores_nothing_wrong() {
+    let dir = TempDir::new("faults");
+    let db = format!("sqlite:{}", dir.path().join("r.db").display());
+    let c = Collector::start(&db);
+    let reports = fleet(3, 11, "yaml", &dir.path().join("fleet"));
+    let first = std::fs::read(&reports[0]).unwrap();
+
+    // Stored once; a re-send says "duplicate" and stores nothing new.
+    let (s, b) = post(&c.url(), Some(TOKEN), &first);
+    assert_eq!(s, 201, "{b}");
+    assert!(b.contains("\"stored\":\"new\""), "{b}");
+    let (s, b) = post(&c.url(), Some(TOKEN), &first);
+    assert_eq!(
+        (s, b.contains("\"stored\":\"duplicate\"")),
+        (200, true),
+        "{b}"
+    );
+    assert_eq!(count(&db, "reports"), 1);
+    assert_eq!(
+        count(&db, "devices"),
+        2,
+        "the fleet's units have two devices"
+    );
+
+    // A wrong or missing token: 401, nothing stored.
+    let second = std::fs::read(&reports[1]).unwrap();
+    for token in [Some("line3-wrong-token-0000000000000"), None] {
+        let (s, b) = post(&c.url(), token, &second);
+        assert_eq!(s, 401, "{token:?}: {b}");
+    }
+    // The unit's client says the token is wrong (no retry loop) and keeps the report.
+    let bad = dir.path().join("bad-token");
+    std::fs::write(&bad, "line3-wrong-token-0000000000000\n").unwrap();
+    let spool = dir.path().join("bad-spool");
+    let out = upload_cmd(&c.url(), &bad, &spool)
+        .arg(&reports[1])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("HTTP 401") && err.contains("token is wrong"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&spool).unwrap().count(),
+        1,
+        "still queued"
+    );
+    assert_eq!(count(&db, "reports"), 1);
+
+    // A truncated document: 400.
+    let (s, b) = post(&c.url(), Some(TOKEN), &second[..second.len() / 2]);
+    assert_eq!(s, 400, "{b}");
+    assert!(b.contains("not a usbperf report"), "{b}");
+    // A body that ends before its Content-Length (the unit lost power mid-send).
+    let head = format!(
+        "POST /api/v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Length: {}\r\n\r\n",
+        second.len()
+    );
+    {
+        let mut s = TcpStream::connect(("127.0.0.1", c.port)).unwrap();
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(&second[..100]).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        assert!(
+            answer.is_empty() || answer.starts_with("HTTP/1.1 400"),
+            "{answer}"
+        );
+    }
+    assert_eq!(count(&db, "reports"), 1);
+
+    // 100 MB, declared: 413 before the server read the body.
+    let hundred_mb = 100u64 << 20;
+    let head = format!(
+        "POST /api/v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Length: {hundred_mb}\r\n\r\n"
+    );
+    let (line, taken) = raw_send(c.port, &head, hundred_mb, false);
+    assert!(line.starts_with("HTTP/1.1 413"), "{line}");
+    assert!(
+        taken < hundred_mb,
+        "the answer came only after all 100 MB were sent"
+    );
+    // 100 MB chunked (no length to refuse on): cut off at the 8 MiB limit.
+    let head = format!(
+        "POST /api/v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Transfer-Encoding: chunked\r\n\r\n"
+    );
+    let (line, taken) = raw_send(c.port, &head, hundred_mb, true);
+    assert!(line.starts_with("HTTP/1.1 413"), "{line}");
+    assert!(
+        taken < hundred_mb,
+        "the answer came only after all 100 MB were sent"
+    );
+    let peak = c.peak_rss_bytes();
+    assert!(
+        peak < 64 << 20,
+        "the collector's peak memory is {peak} bytes: it buffered the large bodies"
+    );
+    assert_eq!(count(&db, "reports"), 1);
+
+    // Schema 1 (fleet-gen's) and 2 are stored; 99 is refused.
+    let (s, b) = post(&c.url(), Some(TOKEN), &second);
+    assert_eq!(s, 201, "v1: {b}");
+    let v2 = String::from_utf8(std::fs::read(&reports[2]).unwrap())
+        .unwrap()
+        .replacen("schema_version: 1", "schema_version: 2", 1);
+    let (s, b) = post(&c.url(), Some(TOKEN), v2.as_bytes());
+    assert_eq!(s, 201, "v2: {b}");
+    let v99 = String::from_utf8(first.clone())
+        .unwrap()
+        .replacen("schema_version: 1", "schema_version: 99", 1)
+        .replace("report_id: ", "report_id: 99");
+    let (s, b) = post(&c.url(), Some(TOKEN), v99.as_bytes());
+    assert_eq!(s, 400, "{b}");
+    assert!(b.contains("schema_version 99"), "{b}");
+    // JSON, as `report_format: json` units send it.
+    let json = fleet(1, 12, "json", &dir.path().join("json"));
+    let out = upload_cmd(&c.url(), &c.tokens, &dir.path().join("spool"))
+        .arg(&json[0])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(count(&db, "reports"), 4);
+    let ids = stored_ids(&db);
+    assert_eq!(ids.len(), ids.iter().collect::<HashSet<_>>().len());
+}
+
+/// A loop device on a sparse file, detached on drop (the factory run needs a real disk).
+struct Loop {
+    dev: String,
+    _file: TempDir,
+}
+
+impl Loop {
+    fn new() -> Loop {
+        let dir = TempDir::new("loop");
+        let img = dir.path().join("img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(64 << 20)
+            .unwrap();
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&img)
+            .output()
+            .expect("losetup (util-linux) is needed");
+        assert!(
+            out.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Loop {
+            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            _file: dir,
+        }
+    }
+    fn name(&self) -> &str {
+        self.dev.trim_start_matches("/dev/")
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+#[test]
+fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
+    assert!(
+        is_root(),
+        "this test runs the factory run on a loop device: run it as root (scripts/test does)"
+    );
+    let dir = TempDir::new("netdown");
+    let disk = Loop::new();
+    let port = free_port(); // nothing listens there: the network is down
+    let spool = dir.path().join("outbox");
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let url = format!("http://127.0.0.1:{port}/api/v1/reports");
+    let base = format!(
+        "profile: quick\ndevices:\n  - {{select: {{name: {}}}, target: raw}}\n\
+         tests:\n  - {{workload: seq-read, size: 16M, runtime: 1s}}\n",
+        disk.name()
+    );
+    let run = |cfg_text: &str, tag: &str| {
+        let cfg = dir.path().join(format!("{tag}.yaml"));
+        std::fs::write(&cfg, cfg_text).unwrap();
+        let t0 = Instant::now();
+        let out = Command::new(matrix_bin())
+            .args(["run", "--report-dir"])
+            .arg(dir.path().join(format!("reports-{tag}")))
+            .arg("--lock-file")
+            .arg(dir.path().join("lock"))
+            .arg("--config")
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        (out, t0.elapsed())
+    };
+    let (plain, plain_took) = run(&base, "plain");
+    let with_upload = format!(
+        "{base}upload:\n  url: {url}\n  token_file: {}\n  spool: {}\n  timeout: 4s\n",
+        token.display(),
+        spool.display()
+    );
+    let (out, took) = run(&with_upload, "upload");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), plain.status.code(), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .contains("verdict=PASS"),
+        "the station's line stays last and unchanged: {stdout}"
+    );
+    assert!(stderr.contains("stay queued"), "{stderr}");
+    // A seq-read of 16 MiB takes a fraction of a second; the hand-off is bounded by 4 s.
+    assert!(took < Duration::from_secs(20), "run took {took:?}");
+    let queued: Vec<PathBuf> = std::fs::read_dir(&spool)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let reports: Vec<PathBuf> = std::fs::read_dir(dir.path().join("reports-upload"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let local = std::fs::read_to_string(&reports[0]).unwrap();
+    let id = queued[0].file_stem().unwrap().to_str().unwrap().to_string();
+    assert!(
+        local.contains(&format!("report_id: {id}"))
+            || local.contains(&format!("report_id: '{id}'"))
+    );
+
+    // A collector that accepts the connection and never answers (a hung server, a
+    // firewall that swallows packets after the handshake) delays run by at most `timeout`.
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hole_url = format!("http://{}/api/v1/reports", hole.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for c in hole.incoming().take(3) {
+            kept.push(c); // accepted, never read, never answered
+        }
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let hung = with_upload.replace(&url, &hole_url).replace(
+        &spool.display().to_string(),
+        &dir.path().join("outbox-hung").display().to_string(),
+    );
+    let (out, hung_took) = run(&hung, "hung");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        hung_took < plain_took + Duration::from_secs(4 + 3),
+        "a hung collector delayed run by {:?} (timeout 4s)",
+        hung_took.saturating_sub(plain_took)
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("outbox-hung"))
+            .unwrap()
+            .count(),
+        1
+    );
+    drop(held);
+
+    // No collector named anywhere: a usage error (2); the boot service's --if-configured: 0.
+    let plain_cfg = dir.path().join("plain.yaml");
+    for (extra, code) in [(&[][..], 2), (&["--if-configured"][..], 0)] {
+        let out = Command::new(matrix_bin())
+            .args(["upload", "--config"])
+            .arg(&plain_cfg)
+            .arg("--spool")
+            .arg(&spool)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(queued[0].is_file());
+
+    // Still down: upload --spool keeps it and says so (exit 4).
+    let out = upload_cmd(&url, &token, &spool)
+        .args(["--attempts", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(queued[0].is_file());
+
+    // The collector comes up: the next drain delivers and empties the spool.
+    let db = format!("sqlite:{}", dir.path().join("r.db").display());
+    let c = Collector::start_on(&db, port);
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let out = upload_cmd(&c.url(), &token, &spool).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
+    assert_eq!(stored_ids(&db), vec![id]);
+}
+
+/// 50 uploader processes, each queuing and sending its share of `reports`.
+fn uploaders(
+    c: &Collector,
+    reports: &[PathBuf],
+    spools: &Path,
+    extra: &[&str],
+    delivered: &Arc<Mutex<HashSet<String>>>,
+) -> Vec<(std::process::Child, std::thread::JoinHandle<()>)> {
+    const UPLOADERS: usize = 50;
+    let per = reports.len().div_ceil(UPLOADERS);
+    reports
+        .chunks(per)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let mut cmd = upload_cmd(&c.url(), &c.tokens, &spools.join(format!("u{i}")));
+            cmd.args(extra)
+                .args(chunk)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            let err = child.stderr.take().unwrap();
+            let seen = delivered.clone();
+            // "delivered ID (…)" is printed after the acknowledgement arrived.
+            let reader = std::thread::spawn(move || {
+                for line in BufReader::new(err).lines() {
+                    let line = line.unwrap();
+                    if let Some(rest) = line.strip_prefix("usbperf-matrix upload: delivered ") {
+                        let id = rest.split_whitespace().next().unwrap().to_string();
+                        seen.lock().unwrap().insert(id);
+                    }
+                }
+            });
+            (child, reader)
+        })
+        .collect()
+}
+
+fn wait_all(procs: Vec<(std::process::Child, std::thread::JoinHandle<()>)>) {
+    for (mut child, reader) in procs {
+        let st = child.wait().unwrap();
+        reader.join().unwrap();
+        assert!(
+            st.success(),
+            "an uploader exited {st}: its reports are not all delivered"
+        );
+    }
+}
+
+fn empty_spools(spools: &Path) -> usize {
+    std::fs::read_dir(spools)
+        .unwrap()
+        .map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count())
+        .sum()
+}
+
+fn load_exactly_once(db: &str, tag: &str) {
+    let dir = TempDir::new(tag);
+    let reports = fleet(1000, 15, "yaml", &dir.path().join("fleet"));
+    let c = Collector::start(db);
+    let delivered = Arc::new(Mutex::new(HashSet::new()));
+    let t0 = Instant::now();
+    wait_all(uploaders(
+        &c,
+        &reports,
+        &dir.path().join("spools"),
+        &[],
+        &delivered,
+    ));
+    eprintln!(
+        "{tag}: 1000 reports from 50 uploaders in {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(delivered.lock().unwrap().len(), 1000);
+    assert_eq!(count(db, "reports"), 1000);
+    assert_eq!(count(db, "devices"), 2000);
+    assert_eq!(empty_spools(&dir.path().join("spools")), 0);
+    // Everything again: acknowledged as duplicates, nothing new stored.
+    let again = Arc::new(Mutex::new(HashSet::new()));
+    wait_all(uploaders(
+        &c,
+        &reports,
+        &dir.path().join("spools2"),
+        &[],
+        &again,
+    ));
+    assert_eq!(again.lock().unwrap().len(), 1000);
+    assert_eq!(count(db, "reports"), 1000);
+    assert_eq!(count(db, "devices"), 2000);
+    assert!(c.stderr().is_empty(), "{}", c.stderr());
+}
+
+fn kill9_mid_load(db: &str, tag: &str) {
+    let dir = TempDir::new(tag);
+    let reports = fleet(1000, 16, "yaml", &dir.path().join("fleet"));
+    let mut c = Collector::start(db);
+    let delivered = Arc::new(Mutex::new(HashSet::new()));
+    // Enough attempts (with backoff up to 30 s) to outlast the restart.
+    let procs = uploaders(
+        &c,
+        &reports,
+        &dir.path().join("spools"),
+        &["--attempts", "40", "--timeout", "5s"],
+        &delivered,
+    );
+    let t0 = Instant::now();
+    while delivered.lock().unwrap().len() < 300 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the load did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    c.kill9();
+    let acked: HashSet<String> = delivered.lock().unwrap().clone();
+    let stored: HashSet<String> = stored_ids(db).into_iter().collect();
+    let lost: Vec<&String> = acked.difference(&stored).collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged but not stored after kill -9: {lost:?}"
+    );
+    eprintln!(
+        "{tag}: killed with {} acknowledged, {} stored (in flight: committed, not yet acknowledged)",
+        acked.len(),
+        stored.len()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    c.restart();
+    wait_all(procs);
+    assert_eq!(count(db, "reports"), 1000, "the rest came from the spools");
+    assert_eq!(stored_ids(db).len(), 1000);
+    assert_eq!(
+        count(db, "devices"),
+        2000,
+        "no report stored twice or in part"
+    );
+    assert_eq!(empty_spools(&dir.path().join("spools")), 0);
+    // systemd's stop: a clean exit (the database client is closed outside the runtime).
+    let st = c.terminate();
+    assert!(st.success(), "SIGTERM: {st}: {}", c.stderr());
+}
+
+#[test]
+fn load_sqlite_1000_reports_from_50_uploaders_stored_exactly_once() {
+    let dir = TempDir::new("sqlite-load-db");
+    load_exactly_once(
+        &format!("sqlite:{}", dir.path().join("r.db").display()),
+        "sqlite-load",
+    );
+}
+
+#[test]
+fn load_postgres_1000_reports_from_50_uploaders_stored_exactly_once() {
+    let pg = Pg::start();
+    load_exactly_once(&pg.url(), "pg-load");
+}
+
+#[test]
+fn kill9_sqlite_mid_load_loses_no_acknowledged_report() {
+    let dir = TempDir::new("sqlite-kill-db");
+    kill9_mid_load(
+        &format!("sqlite:{}", dir.path().join("r.db").display()),
+        "sqlite-kill9",
+    );
+}
+
+#[test]
+fn kill9_postgres_mid_load_loses_no_acknowledged_report() {
+    let pg = Pg::start();
+    kill9_mid_load(&pg.url(), "pg-kill9");
+}
+
+#[test]
+fn postgres_down_is_503_and_the_unit_keeps_the_report_until_it_is_back() {
+    let mut pg = Pg::start();
+    let dir = TempDir::new("pg-down");
+    let c = Collector::start(&pg.url());
+    let reports = fleet(2, 17, "yaml", &dir.path().join("fleet"));
+    let spool = dir.path().join("outbox");
+    let out = upload_cmd(&c.url(), &c.tokens, &spool)
+        .arg(&reports[0])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    pg.stop();
+    let out = upload_cmd(&c.url(), &c.tokens, &spool)
+        .args(["--attempts", "1"])
+        .arg(&reports[1])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("HTTP 503"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&spool).unwrap().count(),
+        1,
+        "still queued"
+    );
+
+    // The database is back: the collector reconnects, the spool drains.
+    pg.resume();
+    let out = upload_cmd(&c.url(), &c.tokens, &spool).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
+    assert_eq!(count(&pg.url(), "reports"), 2);
+}

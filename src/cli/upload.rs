@@ -1,0 +1,213 @@
+//! Owns `usbperf-matrix upload` (queue report files, then drain the spool to the collector)
+//! and the hand-off at the end of `run` (queue the finished report, one bounded attempt).
+//! The rules — what is an acknowledgement, when to retry — are in `crate::upload`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::UsageError;
+use crate::exit::Exit;
+use crate::matrix::config::{self, Config, ReportFormat};
+use crate::report::decode;
+use crate::report::schema::Report;
+use crate::upload::{self, Client, DrainOptions, Spool, UploadConfig};
+
+#[derive(Debug, clap::Args)]
+pub struct UploadArgs {
+    /// The collector's endpoint (e.g. http://collector:8080/api/v1/reports); default: the
+    /// `upload:` section of the config.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// File holding the token (the first line that is not blank or a # comment).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// The outbox to drain (default: the config's `upload.spool`, else /var/lib/usbperf/outbox).
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+    /// Read the `upload:` section from this config (default /etc/usbperf/usbperf.yaml when
+    /// it exists); flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Bound on each request (connect, send, answer).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_dur)]
+    pub timeout: Duration,
+    /// Attempts per report while the collector cannot be reached, with backoff in between.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub attempts: u32,
+    /// Exit 0 quietly when no collector is configured (the boot service's drain, on images
+    /// that do not upload).
+    #[arg(long)]
+    pub if_configured: bool,
+    /// Report files to queue and send; without any, only the spool is drained.
+    #[arg(value_name = "REPORT")]
+    pub reports: Vec<PathBuf>,
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    crate::units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// The `upload:` section of the config the flags name, or of the installed one.
+fn config_section(args: &UploadArgs) -> anyhow::Result<Option<UploadConfig>> {
+    let path = match &args.config {
+        Some(p) => p.clone(),
+        None if Path::new(super::run::DEFAULT_CONFIG).is_file() => {
+            PathBuf::from(super::run::DEFAULT_CONFIG)
+        }
+        None => return Ok(None),
+    };
+    // The profile the config extends is looked up where `run` looks for it.
+    let mut search: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = path.parent() {
+        search.push(dir.to_path_buf());
+        search.push(dir.join("profiles"));
+    }
+    search.push("/etc/usbperf/profiles".into());
+    search.push("/usr/share/usbperf/profiles".into());
+    let layers = config::load_file(&path, None, &search).map_err(|e| UsageError(e.to_string()))?;
+    Ok(config::resolve(layers).upload)
+}
+
+pub fn run(_cli: &super::Cli, args: &UploadArgs) -> anyhow::Result<Exit> {
+    let section = config_section(args)?;
+    let url = args
+        .url
+        .clone()
+        .or_else(|| section.as_ref().map(|s| s.url.clone()));
+    let token_file = args
+        .token_file
+        .clone()
+        .or_else(|| section.as_ref().map(|s| s.token_file.clone()));
+    let (url, token_file) = match (url, token_file) {
+        (Some(u), Some(t)) => (u, t),
+        _ if args.if_configured => return Ok(Exit::Pass),
+        _ => {
+            return Err(UsageError(
+                "no collector to upload to: give --url and --token-file, or an `upload: {url: \
+                 ..., token_file: ...}` section in the config (--config FILE)"
+                    .into(),
+            )
+            .into())
+        }
+    };
+    let spool_dir = args
+        .spool
+        .clone()
+        .or_else(|| section.as_ref().and_then(|s| s.spool.clone()))
+        .unwrap_or_else(|| PathBuf::from(upload::DEFAULT_SPOOL_DIR));
+    let spool = Spool::at(&spool_dir);
+    // Queue first: a report given here is on disk in the spool before the network is tried,
+    // so nothing depends on this process surviving the attempt.
+    for path in &args.reports {
+        queue_file(&spool, path)?;
+    }
+    let token = upload::client::read_token(&token_file).map_err(|e| UsageError(e.to_string()))?;
+    let client = Client {
+        url,
+        token,
+        timeout: args.timeout,
+    };
+    let opts = DrainOptions {
+        attempts: args.attempts,
+        ..DrainOptions::default()
+    };
+    let out = upload::drain(&spool, &client, &opts, &mut std::thread::sleep, &mut |m| {
+        crate::errln!("usbperf-matrix upload: {m}")
+    })?;
+    crate::outln!(
+        "upload: {} delivered, {} refused, {} still queued in {}",
+        out.delivered.len(),
+        out.refused.len(),
+        out.unreachable.len(),
+        spool_dir.display()
+    );
+    Ok(if out.complete() {
+        Exit::Pass
+    } else {
+        Exit::Error
+    })
+}
+
+fn queue_file(spool: &Spool, path: &Path) -> anyhow::Result<()> {
+    // A report is kilobytes; the collector refuses more than 8 MiB anyway.
+    const MAX_REPORT_BYTES: u64 = 64 << 20;
+    let md = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if !md.is_file() || md.len() > MAX_REPORT_BYTES {
+        return Err(UsageError(format!(
+            "{}: not a report file: give the YAML or JSON file run wrote",
+            path.display()
+        ))
+        .into());
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let json = decode::is_json(path, &bytes);
+    let id = upload::drain::report_id_of(json, &bytes).unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    spool.enqueue(&id, json, &bytes)?;
+    Ok(())
+}
+
+/// The end of `run`: queue the finished report and try to deliver the spool within the
+/// section's `timeout`. Whatever happens is said on standard error; the verdict and the exit
+/// code are the run's, untouched.
+pub fn after_run(cfg: &Config, report: &Report) {
+    let Some(up) = &cfg.upload else { return };
+    let say = |m: String| crate::errln!("usbperf-matrix: upload: {m}");
+    let json = cfg.report_format == ReportFormat::Json;
+    let bytes = match report.encode(json) {
+        Ok(b) => b,
+        Err(e) => {
+            return say(format!(
+                "cannot encode the report ({e}); the report file is kept"
+            ))
+        }
+    };
+    let spool = Spool::at(up.spool_dir());
+    let id = report.report_id.clone().unwrap_or_default();
+    if let Err(e) = spool.enqueue(&id, json, &bytes) {
+        return say(e.to_string());
+    }
+    let token = match upload::client::read_token(&up.token_file) {
+        Ok(t) => t,
+        Err(e) => {
+            return say(format!(
+                "{e}; the report is queued in {}",
+                spool.dir().display()
+            ))
+        }
+    };
+    // Half the budget per request, the other half bounds the retries: the whole hand-off
+    // ends within `timeout`.
+    let budget = up.timeout();
+    let client = Client {
+        url: up.url.clone(),
+        token,
+        timeout: budget / 2,
+    };
+    let opts = DrainOptions {
+        attempts: 3,
+        deadline: Some(Instant::now() + budget / 2),
+        ..DrainOptions::default()
+    };
+    match upload::drain(&spool, &client, &opts, &mut std::thread::sleep, &mut |_| {}) {
+        Ok(out) if out.complete() => say(format!("{} report(s) delivered", out.delivered.len())),
+        Ok(out) => say(format!(
+            "{} delivered; {} refused and {} not delivered stay queued in {} ({}); \
+             `usbperf-matrix upload` or the next boot sends them",
+            out.delivered.len(),
+            out.refused.len(),
+            out.unreachable.len(),
+            spool.dir().display(),
+            out.last_error
+                .map(|e| e.to_string())
+                .or_else(|| out.refused.first().map(|(_, e)| e.to_string()))
+                .unwrap_or_default()
+        )),
+        Err(e) => say(e.to_string()),
+    }
+}

@@ -1,0 +1,93 @@
+//! Owns the `upload:` section of the configuration: where `run` sends its report after
+//! writing it locally. Strict like the rest of the config (unknown keys are errors with the
+//! file's line and column); recorded in the report without the token itself.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::matrix::config::Dur;
+
+/// How long `run` waits for the collector when the section sets no `timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `upload: {url: …, token_file: …, spool: …, timeout: …}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadConfig {
+    /// The collector's endpoint, e.g. `http://collector.line3:8080/api/v1/reports`.
+    pub url: String,
+    /// The file holding this unit's (or line's) token; a file, so the token never appears in
+    /// the config, the report or `ps`.
+    pub token_file: PathBuf,
+    /// The outbox (default /var/lib/usbperf/outbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spool: Option<PathBuf>,
+    /// The longest `run` waits for the collector (default 10s); a report not acknowledged by
+    /// then stays in the spool for the next boot's drain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+}
+
+impl UploadConfig {
+    pub fn spool_dir(&self) -> PathBuf {
+        self.spool
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(super::DEFAULT_SPOOL_DIR))
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout.map(|d| d.0).unwrap_or(DEFAULT_TIMEOUT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::matrix::config::{parse, resolve};
+    use std::time::Duration;
+
+    #[test]
+    fn the_section_parses_strictly_and_layers() {
+        let text = "upload:\n  url: http://c:8080/api/v1/reports\n  token_file: /etc/usbperf/token\n  timeout: 5s\n";
+        let f = parse(text, "u.yaml").unwrap();
+        let c = resolve(vec![("u.yaml".into(), f)]);
+        let up = c.upload.expect("section kept");
+        assert_eq!(up.url, "http://c:8080/api/v1/reports");
+        assert_eq!(up.timeout(), Duration::from_secs(5));
+        assert_eq!(
+            up.spool_dir(),
+            std::path::PathBuf::from(super::super::DEFAULT_SPOOL_DIR)
+        );
+
+        // (text, what the error must say)
+        let table = [
+            (
+                "upload:\n  url: http://c/\n  token_file: /t\n  tokn: x\n",
+                "u.yaml:4:3: upload: unknown field `tokn`",
+            ),
+            ("upload:\n  url: http://c/\n", "missing field `token_file`"),
+            (
+                "upload:\n  url: http://c/\n  token_file: /t\n  timeout: soon\n",
+                "u.yaml:4:12",
+            ),
+        ];
+        for (text, want) in table {
+            let e = parse(text, "u.yaml").unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_readme_example_parses() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        let start = readme
+            .find("### On the unit\n\n```yaml\n")
+            .expect("README has the upload: example");
+        let body = &readme[start + "### On the unit\n\n```yaml\n".len()..];
+        let example = &body[..body.find("```").unwrap()];
+        let c = resolve(vec![("README".into(), parse(example, "README").unwrap())]);
+        assert_eq!(c.upload.unwrap().timeout(), Duration::from_secs(10));
+    }
+}
