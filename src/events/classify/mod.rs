@@ -5,7 +5,8 @@
 //! Every rule below matches a format string of the Linux kernel (cited at the rule), with
 //! the `dev_printk` prefix `"<driver or bus> <device name>: "` (drivers/base/core.c
 //! `__dev_printk`) and the SCSI prefix `"[<disk>] tag#<n> "` (drivers/scsi/scsi_logging.c
-//! `sdev_format_header`) taken apart first.
+//! `sdev_format_header`) taken apart first. Each subsystem's rules and its table of real
+//! kernel lines live in their own file (block, fs, mmc, ata, nvme, usb, uas, scsi).
 
 use std::fmt;
 use std::str::FromStr;
@@ -13,6 +14,15 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::kmsg::KmsgRecord;
+
+mod ata;
+mod block;
+mod fs;
+mod mmc;
+mod nvme;
+mod scsi;
+mod uas;
+mod usb;
 
 /// What a kernel line reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -257,53 +267,13 @@ fn dict_device_key(dev: &str) -> Option<EventKey> {
 /// Classifies one kernel message (without timestamp). `None`: not a line usbperf cares
 /// about.
 pub fn classify(message: &str) -> Option<KernelEvent> {
-    use EventKind::*;
     use Severity::*;
     let m = message.trim_end_matches(['\n', '\r']);
 
-    // block/blk-mq.c `blk_print_req_error` (5.16+):
-    //   "%s error, dev %s, sector %llu op 0x%x:(%s) flags 0x%x phys_seg %u prio class %u"
-    // block/blk-core.c before 5.16 prefixed "blk_update_request: " / "print_req_error: ";
-    // before 5.0 only "%s: %s error, dev %s, sector %llu". The error name comes from
-    // `blk_errors[]` ("I/O", "critical medium", "timeout", "recoverable transport", ...).
-    if let Some(rest) = after(m, "error, dev ") {
-        let (name, tail) = split_name(rest, ',');
-        if tail.starts_with(", sector ") {
-            return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
+    for sub in [block::classify, fs::classify, mmc::classify, ata::classify] {
+        if let Some(ev) = sub(m) {
+            return Some(ev);
         }
-    }
-    // fs/buffer.c `buffer_io_error`: "Buffer I/O error on dev %pg, logical block %llu%s" and
-    // `mark_buffer_write_io_error`: "..., lost async page write" / "lost sync page write".
-    if let Some(rest) = after(m, "Buffer I/O error on dev ") {
-        let (name, _) = split_name(rest, ',');
-        return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
-    }
-    // drivers/block/loop.c `lo_write_bvec`: "loop%d: Write error at byte offset %llu, length %i."
-    if let Some((name, body)) = m.split_once(": ") {
-        if name.starts_with("loop") && is_block_name(name) && body.contains(" error at byte") {
-            return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
-        }
-        if is_block_name(name) {
-            // block/blk-core.c `handle_bad_sector`: "%pg: attempt to access beyond end of
-            // device" (a write past the end: the disk shrank under the test).
-            if body.starts_with("attempt to access beyond end of device") {
-                return Some(KernelEvent::new(IoError, Fatal, m, disk_keys(name)));
-            }
-            // block/genhd.c `set_capacity_and_notify`: "%s: detected capacity change from
-            // %lld to %lld". To 0: sd revalidated a disk whose medium or bridge is gone.
-            if body.starts_with("detected capacity change from ") && body.ends_with(" to 0") {
-                return Some(KernelEvent::new(DeviceOffline, Fatal, m, disk_keys(name)));
-            }
-        }
-    }
-    if let Some(ev) = classify_fs(m) {
-        return Some(ev);
-    }
-    if let Some(ev) = classify_mmc(m) {
-        return Some(ev);
-    }
-    if let Some(ev) = classify_ata(m) {
-        return Some(ev);
     }
     let (driver, dev, body) = dev_prefix(m)?;
     let mut keys: Vec<EventKey> = usb_key_of_dev_name(dev).into_iter().collect();
@@ -314,29 +284,7 @@ pub fn classify(message: &str) -> Option<KernelEvent> {
         keys.push(EventKey::ScsiHost(dev.to_string()));
     }
     if driver == "nvme" && dev.strip_prefix("nvme").is_some_and(is_digits) {
-        // drivers/nvme/host/pci.c `nvme_timeout`: "I/O tag %d (%04x) opcode %#x (%s) QID %d
-        // timeout, aborting req_op:%s(%u) size:%u" (older "I/O %d QID %d timeout,
-        // aborting"), "... timeout, reset controller", `nvme_should_reset`/`nvme_reset_work`:
-        // "controller is down; will reset: CSTS=%#x, PCI_STATUS=%#x", "Removing after probe
-        // failure status: %d", "Device not ready; aborting reset", `abort_endio` "Abort
-        // status: 0x%x". Probe lines ("Shutdown timeout set to %u seconds") do not count.
-        const BAD: [&str; 6] = [
-            " timeout, ",
-            "controller is down",
-            "Removing after probe failure",
-            "Device not ready",
-            "Abort status",
-            "reset controller",
-        ];
-        if BAD.iter().any(|p| body.contains(p)) {
-            return Some(KernelEvent::new(
-                NvmeError,
-                Fatal,
-                m,
-                vec![EventKey::NvmeController(dev.to_string())],
-            ));
-        }
-        return None;
+        return nvme::classify(m, dev, body);
     }
     // drivers/scsi/scsi_logging.c `sdev_format_header`: "[%s] " disk name, "tag#%d ".
     let mut body = body;
@@ -354,327 +302,23 @@ pub fn classify(message: &str) -> Option<KernelEvent> {
             body = tail.trim_start();
         }
     }
-    let ev = |kind, sev| Some(KernelEvent::new(kind, sev, m, keys.clone()));
 
-    // drivers/usb/storage/uas-detect.h `uas_use_uas_driver`:
-    //   "UAS is ignored for this device, using usb-storage instead" (older: "blacklisted"),
-    //   "The driver for the USB controller %s does not support scatter-gather which is" /
-    //   "required by the UAS driver. Please try an other USB controller if you wish to use UAS.",
-    //   "USB controller %s does not support streams, which are required by the UAS driver."
-    if body.contains("for this device, using usb-storage instead")
-        || body.contains("does not support scatter-gather")
-        || body.contains("required by the UAS driver")
-    {
-        return ev(UasFallback, Fatal);
+    if let Some(kind) = uas::classify(body) {
+        return Some(KernelEvent::new(kind, Fatal, m, keys));
     }
-    // drivers/usb/storage/uas.c `uas_log_cmd_state`:
-    //   "%s %d uas-tag %d inflight:%s%s..." (prefix "uas_eh_abort_handler", "data cmplt err",
-    //   "cmd cmplt err", ...); `uas_eh_device_reset_handler`: "%s start" / "%s FAILED to
-    //   get lock err %d" / "%s FAILED err %d" / "%s success"; `uas_stat_cmplt`:
-    //   "stat urb: no pending cmd for uas-tag %d".
-    // `uas_post_reset`: "%s: alloc streams error %d after reset".
-    if body.contains("uas-tag") || body.starts_with("uas_") {
-        return ev(UasError, Fatal);
-    }
-
     if driver == "usb" && keys.iter().any(|k| matches!(k, EventKey::UsbPort(_))) {
-        // drivers/usb/core/hub.c `hub_port_init`: "%s %s USB device number %d using %s" with
-        // "reset"/"new" and the speed ("high-speed", "SuperSpeed", "SuperSpeed Plus Gen 2x1").
-        if body.contains(" USB device number ") {
-            if body.starts_with("reset ") {
-                return ev(UsbReset, Fatal);
-            }
-            if body.starts_with("new ") {
-                return ev(UsbNewDevice, Info);
-            }
-        }
-        // drivers/usb/core/hub.c `usb_disconnect`: "USB disconnect, device number %d".
-        if body.starts_with("USB disconnect, device number") {
-            return ev(UsbDisconnect, Fatal);
-        }
-        // drivers/usb/core/hub.c: "device descriptor read/%s, error %d", "device not accepting
-        // address %d, error %d", "unable to enumerate USB device", "Cannot enable. Maybe the
-        // USB cable is bad?", "attempt power cycle", "disabled by hub (EMI?),
-        // re-enabling...", "over-current condition"; drivers/usb/core/config.c
-        // "can't read configurations, error %d", "unable to read config index %d descriptor/%s";
-        // drivers/usb/core/generic.c "can't set config #%d, error %d"; hub.c
-        // `usb_reset_and_verify_device` "device firmware changed".
-        const ENUM: [&str; 11] = [
-            "device descriptor read/",
-            "device not accepting address",
-            "unable to enumerate USB device",
-            "Cannot enable",
-            "attempt power cycle",
-            "disabled by hub (EMI?)",
-            "over-current condition",
-            "can't read configurations",
-            "unable to read config index",
-            "can't set config",
-            "device firmware changed",
-        ];
-        if ENUM.iter().any(|p| body.contains(p)) {
-            return ev(UsbEnumerationError, Fatal);
-        }
-        return None;
+        return usb::device_line(m, body, &keys);
     }
-    // drivers/usb/core/hub.c, hub interface ("hub 1-1:1.0: ..."): `hub_ext_port_status`
-    // "%s failed (err = %d)", `hub_port_reset` "cannot reset port %d (err = %d)",
-    // `hub_port_disable` "cannot disable port %d (err = %d)". A port number names the device
-    // on that port; otherwise the hub itself fails, and everything below it.
     if driver == "hub" {
-        let failing = [
-            "port_status failed",
-            "cannot reset port",
-            "cannot disable port",
-        ];
-        if failing.iter().any(|p| body.contains(p)) {
-            if let Some(port) = after(body, "port ").map(|r| split_name(r, ' ').0) {
-                if let (true, Some(EventKey::UsbPort(hub))) = (is_digits(port), keys.first()) {
-                    let child = EventKey::UsbPort(child_port(hub, port));
-                    return Some(KernelEvent::new(UsbEnumerationError, Fatal, m, vec![child]));
-                }
-            }
-            return ev(UsbEnumerationError, Fatal);
-        }
-        return None;
+        return usb::hub_line(m, body, &keys);
     }
-
     let scsi = keys
         .iter()
         .any(|k| matches!(k, EventKey::ScsiAddress(_) | EventKey::ScsiHost(_)));
     if !scsi {
         return None;
     }
-    // drivers/scsi/scsi_error.c `scsi_eh_offline_sdevs`: "Device offlined - not ready after
-    // error recovery"; scsi_lib.c `scsi_device_state_check`: "rejecting I/O to offline
-    // device" (older "rejecting I/O to dead device"); sd.c `sd_eh_action`: "Medium access
-    // timeout failure. Offlining disk!".
-    if body.contains("Device offlined")
-        || body.starts_with("rejecting I/O to ")
-        || body.contains("Offlining disk")
-    {
-        return ev(DeviceOffline, Fatal);
-    }
-    // drivers/scsi/scsi_logging.c `scsi_print_result`: "%s Result: hostbyte=%s driverbyte=%s"
-    // with the disposition ("FAILED", ...); sd.c `sd_print_result`: "%s: Result: ..." after
-    // "Synchronize Cache(10) failed", "Read Capacity(10) failed", "Start/Stop Unit failed".
-    // scsi_lib.c `scsi_cmd_runtime_exceeced`: "timing out command, waited %lus".
-    // scsi_error.c's abort path, in its own words only (a vendor or model string such as
-    // "Abort Co" in the probe line must not fail a device): `scsi_abort_command` "abort
-    // scheduled", `scmd_eh_abort_handler` "aborting command" and "cmd abort failed|timed out",
-    // `scsi_eh_abort_cmds` "aborting cmd".
-    if body.contains("FAILED Result: ")
-        || body.contains("failed: Result: ")
-        || body.starts_with("timing out command")
-        || scsi_abort(body)
-    {
-        return ev(ScsiError, Fatal);
-    }
-    // drivers/scsi/scsi_error.c `scsi_report_sense`: unit attention ASC 0x29, "Power-on or
-    // device reset occurred". Normal while sd probes a new device (the fixtures show it);
-    // during a test it means the device reset itself (a brown-out, or a reset the host did).
-    if body.starts_with("Power-on or device reset occurred") {
-        return ev(ScsiError, Fatal);
-    }
-    // drivers/scsi/scsi_logging.c `scsi_print_sense_hdr`: "Sense Key : %s [%s]%s" then
-    // "Add. Sense: %s"; `scsi_print_command`: "CDB: %s". sd completes RECOVERED ERROR as
-    // success but still prints it (scsi_lib.c `scsi_io_completion_nz_result`): not fatal.
-    if let Some(rest) = body.strip_prefix("Sense Key : ") {
-        let benign = rest.starts_with("Recovered Error") || rest.starts_with("No Sense");
-        return ev(ScsiError, if benign { Info } else { Fatal });
-    }
-    if body.starts_with("Add. Sense: ") || body.starts_with("CDB: ") {
-        return ev(ScsiError, Info);
-    }
-    None
-}
-
-/// The SCSI error handler's abort lines (after the `tag#N` prefix when there is one).
-fn scsi_abort(body: &str) -> bool {
-    let b = match body.strip_prefix("tag#") {
-        Some(rest) => rest.split_once(' ').map_or("", |(_, r)| r),
-        None => body,
-    };
-    b.starts_with("abort scheduled")
-        || b.starts_with("aborting command")
-        || b.starts_with("cmd abort ")
-        || b.contains("aborting cmd")
-}
-
-/// Filesystem lines (fs/ext4/super.c, fs/fat/misc.c, fs/exfat/misc.c, fs/jbd2/journal.c).
-fn classify_fs(m: &str) -> Option<KernelEvent> {
-    use EventKind::*;
-    use Severity::*;
-    // fs/ext4/super.c `__ext4_error`: "EXT4-fs error (device %s): %s:%d: comm %s: %pV";
-    // `__ext4_warning`: "EXT4-fs warning (device %s): %s:%d: %pV" (fs/ext4/page-io.c
-    // `ext4_end_bio` warns "I/O error %d writing to inode %lu starting block %llu)").
-    for pat in ["EXT4-fs ", "EXT3-fs ", "EXT2-fs "] {
-        let Some(rest) = m.strip_prefix(pat) else {
-            continue;
-        };
-        for (what, always) in [("error (device ", true), ("warning (device ", false)] {
-            if let Some(r) = rest.strip_prefix(what) {
-                let (dev, tail) = split_name(r, ')');
-                if always || tail.contains("I/O error") {
-                    return Some(KernelEvent::new(FsError, Fatal, m, disk_keys(dev)));
-                }
-                return None;
-            }
-        }
-    }
-    // ext4_msg: "EXT4-fs (%s): %pV" ("Remounting filesystem read-only", "I/O error while
-    // writing superblock", "previous I/O error to superblock detected"); fat_msg:
-    // "FAT-fs (%s): %pV" ("error, %pV", "Filesystem has been set read-only", "Directory
-    // bread(block %llu) failed"); exfat_err: "exFAT-fs (%s): %pV" with the same texts.
-    for pat in [
-        "EXT4-fs (",
-        "EXT3-fs (",
-        "EXT2-fs (",
-        "FAT-fs (",
-        "exFAT-fs (",
-        "XFS (",
-    ] {
-        let Some(rest) = m.strip_prefix(pat) else {
-            continue;
-        };
-        let (dev, tail) = split_name(rest, ')');
-        let body = tail.strip_prefix("): ").unwrap_or(tail);
-        let keys = disk_keys(dev);
-        if body.contains("read-only")
-            && (body.contains("Remounting") || body.contains("has been set"))
-        {
-            return Some(KernelEvent::new(FsReadOnly, Fatal, m, keys));
-        }
-        // ext4 also: "failed to convert unwritten extents to written extents -- potential
-        // data loss!", "Delayed block allocation failed for inode ...", "This should not
-        // happen!! Data will be lost"; fs/xfs/xfs_fsops.c "metadata I/O error in ...",
-        // "Filesystem has been shut down due to log error", "Shutting down filesystem".
-        // Plain mentions of "error" are not enough: mount lines print "errors=remount-ro".
-        let lower = body.to_ascii_lowercase();
-        if body.starts_with("error")
-            || body.contains("I/O error")
-            || body.contains("bread(")
-            || body.contains("unable to read")
-            || lower.contains("data loss")
-            || lower.contains("data will be lost")
-            || lower.contains("allocation failed")
-            || lower.contains("shut down")
-            || lower.contains("shutting down")
-        {
-            return Some(KernelEvent::new(FsError, Fatal, m, keys));
-        }
-        return None;
-    }
-    // fs/btrfs/messages.c `_btrfs_printk`: "BTRFS %s (device %s%s): %pV" (level name, device,
-    // optional " state XY"); `btrfs_handle_fs_error` forces read-only: "forced readonly".
-    if let Some(rest) = m.strip_prefix("BTRFS ") {
-        let (level, rest) = split_name(rest, ' ');
-        if let Some(r) = rest.strip_prefix(" (device ") {
-            let end = r.find([' ', ')']).unwrap_or(r.len());
-            let keys = disk_keys(&r[..end]);
-            if m.contains("forced readonly") {
-                return Some(KernelEvent::new(FsReadOnly, Fatal, m, keys));
-            }
-            if level == "error" || level == "critical" {
-                return Some(KernelEvent::new(FsError, Fatal, m, keys));
-            }
-        }
-        return None;
-    }
-    // fs/jbd2/journal.c: "Aborting journal on device %s." and "JBD2: Error %d detected when
-    // updating journal superblock for %s." (older "JBD2: I/O error ... for %s."); the name is
-    // the block device plus "-<journal inode>" ("sda1-8").
-    let journal_dev = after(m, "Aborting journal on device ").or_else(|| {
-        m.starts_with("JBD2: ")
-            .then(|| after(m, "journal superblock for "))
-            .flatten()
-    });
-    if let Some(rest) = journal_dev {
-        let name = rest.trim_end_matches('.');
-        let dev = match name.rsplit_once('-') {
-            Some((d, ino)) if is_digits(ino) && !d.is_empty() && !d.ends_with("dm") => d,
-            _ => name,
-        };
-        return Some(KernelEvent::new(FsError, Fatal, m, disk_keys(dev)));
-    }
-    None
-}
-
-/// MMC/SD lines, printed with `pr_*("%s: ...", mmc_hostname(host))` or the disk name.
-fn classify_mmc(m: &str) -> Option<KernelEvent> {
-    use EventKind::*;
-    use Severity::*;
-    let (name, body) = m.split_once(": ")?;
-    if is_mmc_host(name) {
-        let keys = vec![EventKey::MmcHost(name.to_string())];
-        // drivers/mmc/core/bus.c `mmc_remove_card`: "%s: card %04x removed".
-        // drivers/mmc/host/sdhci.c `sdhci_card_event`: "%s: Card removed during transfer!".
-        if (body.starts_with("card ") && body.ends_with(" removed"))
-            || body.starts_with("Card removed during transfer")
-        {
-            return Some(KernelEvent::new(MmcRemoved, Fatal, m, keys));
-        }
-        // drivers/mmc/core/bus.c `mmc_add_card`: "%s: new %s%s%s%s%s card at address %04x"
-        // ("mmc0: new high speed SD card at address 4567" in the QEMU fixtures).
-        if body.starts_with("new ") && body.contains(" card") && body.contains("at address") {
-            return Some(KernelEvent::new(MmcNewCard, Info, m, keys));
-        }
-        // Host drivers and core: sdhci.c "Timeout waiting for hardware interrupt.",
-        // "Reset 0x%x never completed.", core "error %d whilst initialising SD card",
-        // "tried to HW reset card, got error %d", "cache flush error %d", "Card stuck ...".
-        let lower = body.to_ascii_lowercase();
-        if ["timeout", "error", "failed", "never completed", "stuck"]
-            .iter()
-            .any(|p| lower.contains(p))
-        {
-            return Some(KernelEvent::new(MmcError, Fatal, m, keys));
-        }
-        return None;
-    }
-    if name.starts_with("mmcblk") && is_block_name(name) {
-        // drivers/mmc/core/block.c: "%s: error %d transferring data, sector %u, nr %u, cmd
-        // response %#x, card status %#x", "%s: %s sending %s command, card status %#x",
-        // "%s: recovery failed!", "%s: error %d requesting status".
-        let lower = body.to_ascii_lowercase();
-        if ["error", "failed", "timed out", "timeout"]
-            .iter()
-            .any(|p| lower.contains(p))
-        {
-            return Some(KernelEvent::new(MmcError, Fatal, m, disk_keys(name)));
-        }
-    }
-    None
-}
-
-/// libata lines: `ata_port_printk` "ata%u: ", `ata_dev_printk` "ata%u.%02u: "
-/// (drivers/ata/libata-core.c), texts from drivers/ata/libata-eh.c.
-fn classify_ata(m: &str) -> Option<KernelEvent> {
-    let (name, body) = m.split_once(": ")?;
-    let port = name.split('.').next()?;
-    let digits = port.strip_prefix("ata")?;
-    if !is_digits(digits) {
-        return None;
-    }
-    const BAD: [&str; 10] = [
-        "exception Emask",
-        "failed command",
-        "hard resetting link",
-        "SError:",
-        "COMRESET failed",
-        "link is slow to respond",
-        "SATA link down",
-        "limiting SATA link speed",
-        "status: {",
-        "error: {",
-    ];
-    BAD.iter().any(|p| body.contains(p)).then(|| {
-        KernelEvent::new(
-            EventKind::AtaError,
-            Severity::Fatal,
-            m,
-            vec![EventKey::AtaPort(port.to_string())],
-        )
-    })
+    scsi::classify(m, body, &keys)
 }
 
 /// Splits `"<driver> <device>: <body>"` (drivers/base/core.c `__dev_printk`:

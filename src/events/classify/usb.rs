@@ -1,0 +1,72 @@
+//! USB core lines (drivers/usb/core): resets, disconnects, new devices, enumeration errors
+//! of a device and of its hub's ports.
+
+use super::{
+    after, child_port, is_digits, split_name, EventKey, EventKind::*, KernelEvent, Severity::*,
+};
+
+/// A line of USB device `keys[0]` (driver `usb`), after its prefix.
+pub(super) fn device_line(m: &str, body: &str, keys: &[EventKey]) -> Option<KernelEvent> {
+    let ev = |kind, sev| Some(KernelEvent::new(kind, sev, m, keys.to_vec()));
+    // drivers/usb/core/hub.c `hub_port_init`: "%s %s USB device number %d using %s" with
+    // "reset"/"new" and the speed ("high-speed", "SuperSpeed", "SuperSpeed Plus Gen 2x1").
+    if body.contains(" USB device number ") {
+        if body.starts_with("reset ") {
+            return ev(UsbReset, Fatal);
+        }
+        if body.starts_with("new ") {
+            return ev(UsbNewDevice, Info);
+        }
+    }
+    // drivers/usb/core/hub.c `usb_disconnect`: "USB disconnect, device number %d".
+    if body.starts_with("USB disconnect, device number") {
+        return ev(UsbDisconnect, Fatal);
+    }
+    // drivers/usb/core/hub.c: "device descriptor read/%s, error %d", "device not accepting
+    // address %d, error %d", "unable to enumerate USB device", "Cannot enable. Maybe the
+    // USB cable is bad?", "attempt power cycle", "disabled by hub (EMI?),
+    // re-enabling...", "over-current condition"; drivers/usb/core/config.c
+    // "can't read configurations, error %d", "unable to read config index %d descriptor/%s";
+    // drivers/usb/core/generic.c "can't set config #%d, error %d"; hub.c
+    // `usb_reset_and_verify_device` "device firmware changed".
+    const ENUM: [&str; 11] = [
+        "device descriptor read/",
+        "device not accepting address",
+        "unable to enumerate USB device",
+        "Cannot enable",
+        "attempt power cycle",
+        "disabled by hub (EMI?)",
+        "over-current condition",
+        "can't read configurations",
+        "unable to read config index",
+        "can't set config",
+        "device firmware changed",
+    ];
+    if ENUM.iter().any(|p| body.contains(p)) {
+        return ev(UsbEnumerationError, Fatal);
+    }
+    None
+}
+
+/// drivers/usb/core/hub.c, hub interface ("hub 1-1:1.0: ..."): `hub_ext_port_status`
+/// "%s failed (err = %d)", `hub_port_reset` "cannot reset port %d (err = %d)",
+/// `hub_port_disable` "cannot disable port %d (err = %d)". A port number names the device
+/// on that port; otherwise the hub itself fails, and everything below it.
+pub(super) fn hub_line(m: &str, body: &str, keys: &[EventKey]) -> Option<KernelEvent> {
+    let ev = |kind, sev| Some(KernelEvent::new(kind, sev, m, keys.to_vec()));
+    let failing = [
+        "port_status failed",
+        "cannot reset port",
+        "cannot disable port",
+    ];
+    if failing.iter().any(|p| body.contains(p)) {
+        if let Some(port) = after(body, "port ").map(|r| split_name(r, ' ').0) {
+            if let (true, Some(EventKey::UsbPort(hub))) = (is_digits(port), keys.first()) {
+                let child = EventKey::UsbPort(child_port(hub, port));
+                return Some(KernelEvent::new(UsbEnumerationError, Fatal, m, vec![child]));
+            }
+        }
+        return ev(UsbEnumerationError, Fatal);
+    }
+    None
+}
