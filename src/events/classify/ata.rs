@@ -32,3 +32,30 @@ pub(super) fn classify(m: &str) -> Option<KernelEvent> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::check;
+    use super::super::{EventKind::*, Severity::*};
+
+    /// Real kernel lines (each rule's format string is cited at the rule) and lines that
+    /// must not count.
+    #[test]
+    fn ata_lines() {
+        check(&[
+            // libata (drivers/ata/libata-eh.c).
+            (
+                "ata1.00: exception Emask 0x0 SAct 0x0 SErr 0x0 action 0x6 frozen",
+                Some((AtaError, Fatal, &["ata:ata1"])),
+            ),
+            (
+                "ata1.00: failed command: READ DMA EXT",
+                Some((AtaError, Fatal, &["ata:ata1"])),
+            ),
+            (
+                "ata1: hard resetting link",
+                Some((AtaError, Fatal, &["ata:ata1"])),
+            ),
+        ]);
+    }
+}

@@ -42,3 +42,77 @@ pub(super) fn classify(m: &str) -> Option<KernelEvent> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::check;
+    use super::super::{EventKind::*, Severity::*};
+
+    /// Real kernel lines (each rule's format string is cited at the rule) and lines that
+    /// must not count.
+    #[test]
+    fn block_layer_lines() {
+        check(&[
+            // block/blk-mq.c `blk_print_req_error` (5.16+); recorded on this machine from a
+            // loop device over a write-sealed memfd (tests/kmsg.rs does it again).
+            (
+                "I/O error, dev loop0, sector 0 op 0x1:(WRITE) flags 0x8800 phys_seg 1 prio class 2",
+                Some((IoError, Fatal, &["disk:loop0"])),
+            ),
+            (
+                "critical medium error, dev sdaa, sector 123 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:sdaa"])),
+            ),
+            (
+                "timeout error, dev nvme0n1, sector 8 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:nvme0n1"])),
+            ),
+            // block/blk-core.c `print_req_error` 5.0-5.15, and 4.x `blk_update_request`.
+            (
+                "blk_update_request: I/O error, dev sda, sector 2048 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:sda"])),
+            ),
+            (
+                "blk_update_request: I/O error, dev sdb, sector 2048",
+                Some((IoError, Fatal, &["disk:sdb"])),
+            ),
+            // `?` when the request has no disk: an error nobody can be blamed for.
+            (
+                "I/O error, dev ?, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &[])),
+            ),
+            // A program writing into /dev/kmsg (tests/kmsg.rs): the text is what counts.
+            (
+                "usbperf-test: I/O error, dev sdzz, sector 2048 op 0x1:(WRITE) flags 0x0 phys_seg 1 prio class 0",
+                Some((IoError, Fatal, &["disk:sdzz"])),
+            ),
+            // fs/buffer.c `buffer_io_error` / `mark_buffer_write_io_error`.
+            (
+                "Buffer I/O error on dev sda1, logical block 0, async page read",
+                Some((IoError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "Buffer I/O error on dev mmcblk0p2, logical block 1234, lost async page write",
+                Some((IoError, Fatal, &["disk:mmcblk0p2"])),
+            ),
+            (
+                "Buffer I/O error on dev dm-0, logical block 7, lost sync page write",
+                Some((IoError, Fatal, &["disk:dm-0"])),
+            ),
+            // drivers/block/loop.c `lo_write_bvec`.
+            (
+                "loop0: Write error at byte offset 0, length 4096.",
+                Some((IoError, Fatal, &["disk:loop0"])),
+            ),
+            ("loop0: detected capacity change from 0 to 2048", None),
+            (
+                "sdb: detected capacity change from 31116288 to 0",
+                Some((DeviceOffline, Fatal, &["disk:sdb"])),
+            ),
+            (
+                "sda: attempt to access beyond end of device\nsda: rw=1, sector=131072, nr_sectors = 8 limit=131064",
+                Some((IoError, Fatal, &["disk:sda"])),
+            ),
+        ]);
+    }
+}

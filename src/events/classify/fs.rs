@@ -100,3 +100,99 @@ pub(super) fn classify(m: &str) -> Option<KernelEvent> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::check;
+    use super::super::{EventKind::*, Severity::*};
+
+    /// Real kernel lines (each rule's format string is cited at the rule) and lines that
+    /// must not count.
+    #[test]
+    fn filesystem_lines() {
+        check(&[
+            // fs/ext4/super.c `ext4_handle_error` via `ext4_msg`, `__ext4_error`,
+            // `__ext4_warning` (fs/ext4/page-io.c `ext4_end_bio`).
+            (
+                "EXT4-fs (sda1): Remounting filesystem read-only",
+                Some((FsReadOnly, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs error (device sda1): ext4_find_entry:1455: inode #2: comm ls: reading directory lblock 0",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs warning (device sda1): ext4_end_bio:343: I/O error 10 writing to inode 12 starting block 3584)",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs warning (device sda1): ext4_dx_add_entry:2461: Directory (ino: 2) index full, reach max htree level :2",
+                None,
+            ),
+            (
+                "EXT4-fs (sda1): I/O error while writing superblock",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs (sda1): mounted filesystem 0e2e6f9b-2b1c-4d35-9b7d-1f1d1f0c2a11 r/w with ordered data mode. Quota mode: none.",
+                None,
+            ),
+            // fs/fat/misc.c `__fat_fs_error`, fs/exfat/misc.c `__exfat_fs_error`.
+            (
+                "FAT-fs (sda1): Filesystem has been set read-only",
+                Some((FsReadOnly, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "FAT-fs (sda1): error, fat_get_cluster: invalid cluster chain (i_pos 0)",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "FAT-fs (sdb1): Volume was not properly unmounted. Some data may be corrupt. Please run fsck.",
+                None,
+            ),
+            (
+                "exFAT-fs (sdc1): error, invalid access to FAT (entry 0x00001234)",
+                Some((FsError, Fatal, &["disk:sdc1"])),
+            ),
+            // fs/jbd2/journal.c: the journal name is "<bdev>-<inode>".
+            (
+                "Aborting journal on device sda1-8.",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "JBD2: Error -5 detected when updating journal superblock for mmcblk0p2-8.",
+                Some((FsError, Fatal, &["disk:mmcblk0p2"])),
+            ),
+            (
+                "EXT4-fs (sda1): failed to convert unwritten extents to written extents -- potential data loss!  (inode 12, error -30)",
+                Some((FsError, Fatal, &["disk:sda1"])),
+            ),
+            (
+                "EXT4-fs (sda1): mounted filesystem with ordered data mode. Opts: errors=remount-ro. Quota mode: none.",
+                None,
+            ),
+            (
+                "XFS (sdb1): metadata I/O error in \"xfs_buf_ioend+0x1a0/0x4e0\" at daddr 0x2 len 1 error 5",
+                Some((FsError, Fatal, &["disk:sdb1"])),
+            ),
+            (
+                "XFS (sdb1): Filesystem has been shut down due to log error (0x2).",
+                Some((FsError, Fatal, &["disk:sdb1"])),
+            ),
+            ("XFS (sdb1): Ending clean mount", None),
+            (
+                "BTRFS error (device sdc1): bdev /dev/sdc1 errs: wr 1, rd 0, flush 0, corrupt 0, gen 0",
+                Some((FsError, Fatal, &["disk:sdc1"])),
+            ),
+            (
+                "BTRFS error (device sdc1 state EA): Transaction aborted (error -5)",
+                Some((FsError, Fatal, &["disk:sdc1"])),
+            ),
+            (
+                "BTRFS info (device sdc1 state EA): forced readonly",
+                Some((FsReadOnly, Fatal, &["disk:sdc1"])),
+            ),
+            ("BTRFS info (device sdc1): first mount of filesystem 5f1c", None),
+        ]);
+    }
+}

@@ -47,3 +47,39 @@ pub(super) fn classify(m: &str) -> Option<KernelEvent> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::check;
+    use super::super::{EventKind::*, Severity::*};
+
+    /// Real kernel lines (each rule's format string is cited at the rule) and lines that
+    /// must not count.
+    #[test]
+    fn mmc_lines() {
+        check(&[
+            // drivers/mmc/core/bus.c, block.c; drivers/mmc/host/sdhci.c.
+            (
+                "mmc0: card 0001 removed",
+                Some((MmcRemoved, Fatal, &["mmc_host:mmc0"])),
+            ),
+            (
+                "mmcblk0: error -110 transferring data, sector 2048, nr 8, cmd response 0x900, card status 0xb00",
+                Some((MmcError, Fatal, &["disk:mmcblk0"])),
+            ),
+            (
+                "mmcblk1: recovery failed!",
+                Some((MmcError, Fatal, &["disk:mmcblk1"])),
+            ),
+            (
+                "mmc1: Timeout waiting for hardware interrupt.",
+                Some((MmcError, Fatal, &["mmc_host:mmc1"])),
+            ),
+            ("mmcblk0: p1 p2", None),
+            (
+                "mmc1: Card removed during transfer!",
+                Some((MmcRemoved, Fatal, &["mmc_host:mmc1"])),
+            ),
+        ]);
+    }
+}

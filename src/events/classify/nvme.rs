@@ -28,3 +28,32 @@ pub(super) fn classify(m: &str, dev: &str, body: &str) -> Option<KernelEvent> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::check;
+    use super::super::{EventKind::*, Severity::*};
+
+    /// Real kernel lines (each rule's format string is cited at the rule) and lines that
+    /// must not count.
+    #[test]
+    fn nvme_lines() {
+        check(&[
+            // drivers/nvme/host/pci.c.
+            (
+                "nvme nvme0: I/O tag 12 (100c) opcode 0x1 (I/O Cmd) QID 3 timeout, aborting req_op:WRITE(1) size:4096",
+                Some((NvmeError, Fatal, &["nvme:nvme0"])),
+            ),
+            (
+                "nvme nvme0: I/O 12 QID 3 timeout, reset controller",
+                Some((NvmeError, Fatal, &["nvme:nvme0"])),
+            ),
+            (
+                "nvme nvme1: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff",
+                Some((NvmeError, Fatal, &["nvme:nvme1"])),
+            ),
+            ("nvme nvme0: Shutdown timeout set to 8 seconds", None),
+            ("nvme nvme0: 4/0/0 default/read/poll queues", None),
+        ]);
+    }
+}

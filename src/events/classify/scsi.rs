@@ -61,3 +61,88 @@ fn scsi_abort(body: &str) -> bool {
         || b.starts_with("cmd abort ")
         || b.contains("aborting cmd")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::check;
+    use super::super::{EventKind::*, Severity::*};
+
+    /// Real kernel lines (each rule's format string is cited at the rule) and lines that
+    /// must not count.
+    #[test]
+    fn scsi_lines() {
+        check(&[
+            // A vendor string with "Abort" in the probe line is no abort (it failed good
+            // devices once); the error handler's own abort lines are.
+            (
+                "scsi 0:0:0:0: Direct-Access     Abort Co USB Flash Disk  1.00 PQ: 0 ANSI: 4",
+                None,
+            ),
+            (
+                "sd 0:0:0:0: [sda] Attached SCSI removable disk (Abort-Safe series)",
+                None,
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#3 abort scheduled",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#3 aborting command",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#3 cmd abort failed",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // drivers/scsi/scsi_logging.c `scsi_print_result`, `scsi_print_sense_hdr`,
+            // `scsi_print_command`.
+            (
+                "sd 0:0:0:0: [sda] tag#0 FAILED Result: hostbyte=DID_TIME_OUT driverbyte=DRIVER_OK cmd_age=30s",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 1:0:0:0: [sdb] tag#0 FAILED Result: hostbyte=DID_OK driverbyte=DRIVER_SENSE",
+                Some((ScsiError, Fatal, &["scsi:1:0:0:0", "disk:sdb"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 Sense Key : Medium Error [current] ",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 Sense Key : Recovered Error [current] ",
+                Some((ScsiError, Info, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 Add. Sense: Unrecovered read error",
+                Some((ScsiError, Info, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] tag#0 CDB: Read(10) 28 00 00 00 08 00 00 00 08 00",
+                Some((ScsiError, Info, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // drivers/scsi/sd.c `sd_print_result` after a failed SYNCHRONIZE CACHE.
+            (
+                "sd 0:0:0:0: [sda] Synchronize Cache(10) failed: Result: hostbyte=DID_NO_CONNECT driverbyte=DRIVER_OK",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // drivers/scsi/scsi_lib.c `scsi_cmd_runtime_exceeced`.
+            (
+                "sd 0:0:0:0: [sda] tag#3 timing out command, waited 180s",
+                Some((ScsiError, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+            // drivers/scsi/scsi_lib.c, scsi_error.c, sd.c: the device goes offline.
+            (
+                "sd 0:0:0:0: rejecting I/O to offline device",
+                Some((DeviceOffline, Fatal, &["scsi:0:0:0:0"])),
+            ),
+            (
+                "sd 0:0:0:0: Device offlined - not ready after error recovery",
+                Some((DeviceOffline, Fatal, &["scsi:0:0:0:0"])),
+            ),
+            (
+                "sd 0:0:0:0: [sda] Medium access timeout failure. Offlining disk!",
+                Some((DeviceOffline, Fatal, &["scsi:0:0:0:0", "disk:sda"])),
+            ),
+        ]);
+    }
+}

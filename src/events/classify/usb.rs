@@ -70,3 +70,90 @@ pub(super) fn hub_line(m: &str, body: &str, keys: &[EventKey]) -> Option<KernelE
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::check;
+    use super::super::{EventKind::*, Severity::*};
+
+    /// Real kernel lines (each rule's format string is cited at the rule) and lines that
+    /// must not count.
+    #[test]
+    fn usb_core_lines() {
+        check(&[
+            // drivers/usb/core/hub.c `hub_port_init`: "%s %s USB device number %d using %s".
+            (
+                "usb 1-1.2: reset high-speed USB device number 5 using xhci_hcd",
+                Some((UsbReset, Fatal, &["usb:1-1.2"])),
+            ),
+            (
+                "usb 2-1: reset SuperSpeed USB device number 2 using xhci_hcd",
+                Some((UsbReset, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 2-1: reset SuperSpeed Plus Gen 2x1 USB device number 2 using xhci_hcd",
+                Some((UsbReset, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 1-1.4: new low-speed USB device number 7 using dwc2",
+                Some((UsbNewDevice, Info, &["usb:1-1.4"])),
+            ),
+            // drivers/usb/core/hub.c `usb_disconnect`.
+            (
+                "usb 1-1.2: USB disconnect, device number 5",
+                Some((UsbDisconnect, Fatal, &["usb:1-1.2"])),
+            ),
+            // drivers/usb/core/hub.c enumeration failures; port devices are "usb1-port2"
+            // (root hub) and "1-1-port3" (hub 1-1), drivers/usb/core/port.c.
+            (
+                "usb 1-1: device descriptor read/64, error -71",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb 1-1.2: device not accepting address 6, error -71",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1.2"])),
+            ),
+            (
+                "usb usb1-port2: unable to enumerate USB device",
+                Some((UsbEnumerationError, Fatal, &["usb:1-2"])),
+            ),
+            (
+                "usb 1-1-port3: Cannot enable. Maybe the USB cable is bad?",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1.3"])),
+            ),
+            (
+                "usb usb1-port1: disabled by hub (EMI?), re-enabling...",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb usb2-port1: over-current condition",
+                Some((UsbEnumerationError, Fatal, &["usb:2-1"])),
+            ),
+            (
+                "usb 1-1: can't set config #1, error -71",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb 1-1: device firmware changed",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "usb usb1-port1: attempt power cycle",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            // Hub interface lines: the port number names the device on it.
+            (
+                "hub 1-1:1.0: hub_ext_port_status failed (err = -71)",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+            (
+                "hub 1-1:1.0: cannot reset port 2 (err = -71)",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1.2"])),
+            ),
+            (
+                "hub 1-0:1.0: cannot disable port 1 (err = -32)",
+                Some((UsbEnumerationError, Fatal, &["usb:1-1"])),
+            ),
+        ]);
+    }
+}
