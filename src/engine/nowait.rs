@@ -70,7 +70,7 @@ mod tests {
 
     #[test]
     fn a_file_in_the_temp_dir_gets_an_answer_and_a_bad_fd_is_unknown() {
-        // Which answer depends on the filesystem of the temporary directory; tests/devices.rs
+        // Which answer depends on the filesystem of the temporary directory; tests/engine_block_devices.rs
         // pins the answers on ext4, loop and zram.
         let path = std::env::temp_dir().join(format!("nowait-probe-{}", std::process::id()));
         let mut f = std::fs::File::create(&path).unwrap();

@@ -416,7 +416,7 @@ impl Engine for UringEngine {
         // The kernel puts a ring's registered files in its teardown, which runs in a workqueue
         // after the ring's fd is closed: a raw device opened O_EXCL stayed claimed for a while
         // after the job ended, and the next test's exclusive open got EBUSY (seconds under
-        // load, past the open's retry: tests/devices.rs engines_agree_on_a_loop_device, flaky
+        // load, past the open's retry: tests/engine_block_devices.rs engines_agree_on_a_loop_device, flaky
         // in CI). Unregistering puts them here, in this task, before the caller closes the fd.
         if fixed_files && in_flight == 0 {
             let _ = ring.submitter().unregister_files();

@@ -54,7 +54,7 @@ mod tests {
     fn block_layer_lines() {
         check(&[
             // block/blk-mq.c `blk_print_req_error` (5.16+); recorded on this machine from a
-            // loop device over a write-sealed memfd (tests/kmsg.rs does it again).
+            // loop device over a write-sealed memfd (tests/events_kmsg.rs does it again).
             (
                 "I/O error, dev loop0, sector 0 op 0x1:(WRITE) flags 0x8800 phys_seg 1 prio class 2",
                 Some((IoError, Fatal, &["disk:loop0"])),
@@ -81,7 +81,7 @@ mod tests {
                 "I/O error, dev ?, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
                 Some((IoError, Fatal, &[])),
             ),
-            // A program writing into /dev/kmsg (tests/kmsg.rs): the text is what counts.
+            // A program writing into /dev/kmsg (tests/events_kmsg.rs): the text is what counts.
             (
                 "usbperf-test: I/O error, dev sdzz, sector 2048 op 0x1:(WRITE) flags 0x0 phys_seg 1 prio class 0",
                 Some((IoError, Fatal, &["disk:sdzz"])),
