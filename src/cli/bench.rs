@@ -16,7 +16,9 @@ use crate::safety::{self, signals, SystemFacts};
 use crate::stats::OpFigures;
 use crate::units::{format_size, parse_duration, parse_size};
 use crate::workload::verify::{VerifyMode, VerifyPhase};
-use crate::workload::{self, BenchResult, CacheMode, RunOptions, WorkloadKind, WorkloadParams};
+use crate::workload::{
+    self, BenchResult, CacheMode, Overrides, RunOptions, WorkloadKind, WorkloadParams,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineArg {
@@ -110,58 +112,42 @@ pub struct BenchArgs {
 impl BenchArgs {
     /// The workload's defaults, overridden by every flag given.
     pub fn params(&self) -> WorkloadParams {
-        let mut p = WorkloadParams::defaults(self.workload, self.target.clone());
+        let mut p = self.overrides().params(self.workload, self.target.clone());
         p.engine = match self.engine {
             EngineArg::Auto => EngineRequest::Auto,
             EngineArg::Uring => EngineRequest::Uring,
             EngineArg::Sync => EngineRequest::Sync,
             EngineArg::Null => EngineRequest::Null,
         };
-        if let Some(bs) = self.bs {
-            p.block_bytes = bs;
-        }
-        if let Some(qd) = self.qd {
-            p.queue_depth = qd;
-        }
-        if let Some(jobs) = self.jobs {
-            p.jobs = jobs;
-        }
-        if let Some(runtime) = self.runtime {
-            p.runtime_ms = (!runtime.is_zero()).then_some(runtime.as_millis() as u64);
-        }
-        p.size_bytes = self.size;
-        if let Some(cache) = self.cache {
-            p.cache = cache;
-        }
-        if let Some(pct) = self.read_percent {
-            p.read_percent = pct;
-        }
-        p.time_based = self.time_based;
-        if let Some(seed) = self.seed {
-            p.seed = seed;
-        }
-        if let Some(interval) = self.interval {
-            p.sample_interval_ms = interval.as_millis() as u64;
-        }
-        if let Some(mode) = self.verify_mode {
-            p.verify_mode = match mode {
-                VerifyModeArg::Full => VerifyMode::Full,
-                VerifyModeArg::Quick => VerifyMode::Quick,
-            };
-        }
-        if let Some(phase) = self.verify_phase {
-            p.verify_phase = match phase {
-                VerifyPhaseArg::Both => VerifyPhase::Both,
-                VerifyPhaseArg::Write => VerifyPhase::Write,
-                VerifyPhaseArg::Read => VerifyPhase::Read,
-            };
-        }
-        if let Some(points) = self.verify_points {
-            p.verify_points = points;
-        }
         p.keep = self.keep;
         p.allow_write_device = self.allow_write_device;
         p
+    }
+
+    /// The flags as the workload overrides a config file's `tests:` entries also fill.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            block_bytes: self.bs,
+            queue_depth: self.qd,
+            jobs: self.jobs,
+            size_bytes: self.size,
+            runtime: self.runtime,
+            cache: self.cache,
+            read_percent: self.read_percent,
+            time_based: Some(self.time_based),
+            seed: self.seed,
+            sample_interval: self.interval,
+            verify_mode: self.verify_mode.map(|m| match m {
+                VerifyModeArg::Full => VerifyMode::Full,
+                VerifyModeArg::Quick => VerifyMode::Quick,
+            }),
+            verify_phase: self.verify_phase.map(|ph| match ph {
+                VerifyPhaseArg::Both => VerifyPhase::Both,
+                VerifyPhaseArg::Write => VerifyPhase::Write,
+                VerifyPhaseArg::Read => VerifyPhase::Read,
+            }),
+            verify_points: self.verify_points,
+        }
     }
 }
 

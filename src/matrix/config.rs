@@ -11,7 +11,9 @@ use crate::discover::DeviceClass;
 use crate::engine::EngineRequest;
 use crate::units;
 use crate::workload::verify::VerifyMode;
-use crate::workload::{CacheMode, WorkloadKind, WorkloadParams, MAX_JOBS, MAX_QUEUE_DEPTH};
+use crate::workload::{
+    CacheMode, Overrides, WorkloadKind, WorkloadParams, MAX_JOBS, MAX_QUEUE_DEPTH,
+};
 
 /// Built-in profiles: the name `profile:` takes, and the YAML shipped in the binary.
 pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
@@ -330,36 +332,25 @@ impl TestSpec {
     /// The workload's seed defaults with this entry's values on top: what a cell runs.
     /// A `runtime` of 0 means no time bound, as bench's `--runtime 0` does.
     pub fn params(&self, target: PathBuf, engine: EngineRequest) -> WorkloadParams {
-        let mut p = WorkloadParams::defaults(self.workload, target);
+        let mut p = self.overrides().params(self.workload, target);
         p.engine = engine;
-        if let Some(v) = self.bs {
-            p.block_bytes = v.0;
-        }
-        if let Some(v) = self.qd {
-            p.queue_depth = v;
-        }
-        if let Some(v) = self.jobs {
-            p.jobs = v;
-        }
-        if let Some(v) = self.size {
-            p.size_bytes = Some(v.0);
-        }
-        if let Some(v) = self.runtime {
-            p.runtime_ms = (!v.0.is_zero()).then_some(v.0.as_millis() as u64);
-        }
-        if let Some(v) = self.cache {
-            p.cache = v;
-        }
-        if let Some(v) = self.read_percent {
-            p.read_percent = v;
-        }
-        if let Some(v) = self.verify_mode {
-            p.verify_mode = v;
-        }
-        if let Some(v) = self.sample_interval {
-            p.sample_interval_ms = v.0.as_millis() as u64;
-        }
         p
+    }
+
+    /// This entry as the workload overrides `bench`'s flags also fill.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            block_bytes: self.bs.map(|v| v.0),
+            queue_depth: self.qd,
+            jobs: self.jobs,
+            size_bytes: self.size.map(|v| v.0),
+            runtime: self.runtime.map(|v| v.0),
+            cache: self.cache,
+            read_percent: self.read_percent,
+            verify_mode: self.verify_mode,
+            sample_interval: self.sample_interval.map(|v| v.0),
+            ..Overrides::default()
+        }
     }
 }
 

@@ -3,8 +3,11 @@
 //! the result every workload returns.
 
 pub mod curve;
+pub mod overrides;
 pub mod target;
 pub mod verify;
+
+pub use overrides::Overrides;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
