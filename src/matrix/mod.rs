@@ -6,5 +6,6 @@ pub mod cell;
 pub mod config;
 pub mod env;
 pub mod run;
+pub mod schedule;
 pub mod select;
 pub mod verdict;

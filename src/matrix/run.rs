@@ -16,7 +16,7 @@ use crate::discover::{self, DiscoverError, Inventory};
 use crate::events;
 use crate::exit::Exit;
 use crate::report::file::{ReportFile, ReportPlace};
-use crate::report::schema::{DeviceReport, Report, RunStatus, Tool, SCHEMA_VERSION};
+use crate::report::schema::{DeviceReport, Report, RunStatus, Schedule, Tool, SCHEMA_VERSION};
 use crate::report::unit::{self, UnitIdentity};
 use crate::safety::testfile;
 use crate::units;
@@ -129,6 +129,24 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
     }
     env.progress
         .line(&format!("usbperf-matrix: {}", env.engine.reason()));
+    // The lanes of the chosen disks: which could run together. The run is serial; the lanes
+    // are said and recorded so a concurrent schedule can be proven against it (issue 17).
+    let lanes = super::schedule::lanes(
+        chosen
+            .iter()
+            .map(|c| (c.disk.name.as_str(), c.disk.devpath.as_str())),
+    );
+    if !lanes.is_empty() {
+        let said: Vec<String> = lanes
+            .iter()
+            .map(|l| format!("{} [{}]", l.key, l.disks.join(" ")))
+            .collect();
+        env.progress.line(&format!(
+            "usbperf-matrix: schedule serial; {} lane(s): {}",
+            lanes.len(),
+            said.join(", ")
+        ));
+    }
 
     let mut warnings = inv.warnings.clone();
     warnings.push(format!("engine: {}", env.engine.reason()));
@@ -206,6 +224,10 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         missing_devices,
         verdict: Verdict::default(),
         warnings,
+        schedule: Some(Schedule {
+            mode: "serial".into(),
+            lanes,
+        }),
     };
     let json = cfg.report_format == ReportFormat::Json;
     let mut runner = Runner {

@@ -86,6 +86,18 @@ pub struct Report {
     pub verdict: Verdict,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Which devices could have been tested together (their lanes) and how they were run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+}
+
+/// The run's schedule: the lanes of the tested devices (what each shares that limits its
+/// throughput, matrix::schedule) and the mode they ran in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// `serial`: one device after another (the only mode so far).
+    pub mode: String,
+    pub lanes: Vec<crate::matrix::schedule::Lane>,
 }
 
 /// One tested device.

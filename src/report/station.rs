@@ -293,6 +293,7 @@ pub(crate) mod tests {
                 "sda: failed",
             )]),
             warnings: Vec::new(),
+            schedule: None,
         }
     }
 

@@ -1,0 +1,160 @@
+//! Owns which devices of a unit could be tested at the same time (issue 17): the part of each
+//! disk's path that limits its throughput, its *lane*. Disks in one lane share a bus (a USB
+//! root hub and every hub below it, an MMC host, an ATA port and any port multiplier on it,
+//! an NVMe subsystem, a SCSI host adapter such as a UFS host) and run one after another;
+//! different lanes share nothing that limits throughput. Pure: sysfs device paths in, lanes
+//! out. The run still tests one device after another; the lanes are printed and recorded so
+//! that a concurrent schedule can be proven against the serial one before it is used.
+
+use serde::{Deserialize, Serialize};
+
+/// Disks that share what limits their throughput, in the order the run meets them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lane {
+    /// What they share: `usb:usb3` (a root hub), `mmc:mmc0`, `ata:ata1`, `nvme:nvme-subsys0`,
+    /// `host:/devices/.../0000:00:07.0` (a SCSI host adapter), `disk:vda` (nothing shared).
+    pub key: String,
+    pub disks: Vec<String>,
+}
+
+/// The lane of one disk, from its sysfs device path (`/devices/pci0000:00/.../block/sda`).
+pub fn lane_key(name: &str, devpath: &str) -> String {
+    let comps: Vec<&str> = devpath.split('/').filter(|c| !c.is_empty()).collect();
+    let numbered = |c: &str, prefix: &str| {
+        c.strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    // USB first: a USB-SATA bridge or card reader is limited by its root hub, whatever is
+    // behind it. The root hub (`usbN`) is the first USB component of the path.
+    if let Some(c) = comps.iter().find(|c| numbered(c, "usb")) {
+        return format!("usb:{c}");
+    }
+    // The MMC host (`mmc_host/mmcN`): the eMMC's user and boot areas share it, of course.
+    if let Some(i) = comps.iter().position(|c| *c == "mmc_host") {
+        if let Some(c) = comps.get(i + 1) {
+            return format!("mmc:{c}");
+        }
+    }
+    // libata's port (`ataN`): disks behind a port multiplier share it.
+    if let Some(c) = comps.iter().find(|c| numbered(c, "ata")) {
+        return format!("ata:{c}");
+    }
+    // An NVMe namespace hangs off its subsystem (`nvme-subsysN`), or off its controller.
+    if let Some(c) = comps
+        .iter()
+        .find(|c| numbered(c, "nvme-subsys") || numbered(c, "nvme"))
+    {
+        return format!("nvme:{c}");
+    }
+    // Any other SCSI disk (UFS, a SAS/SCSI HBA, virtio-scsi): the adapter above `hostN`.
+    if let Some(i) = comps.iter().position(|c| numbered(c, "host")) {
+        if i > 0 {
+            return format!("host:/{}", comps[..i].join("/"));
+        }
+    }
+    // virtio-blk, loop, zram, dm: nothing shared with another disk's bus.
+    format!("disk:{name}")
+}
+
+/// The lanes of `disks` (`(name, devpath)` in run order): a lane per key, in the order of
+/// its first disk.
+pub fn lanes<'a>(disks: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Lane> {
+    let mut out: Vec<Lane> = Vec::new();
+    for (name, devpath) in disks {
+        let key = lane_key(name, devpath);
+        match out.iter_mut().find(|l| l.key == key) {
+            Some(l) => l.disks.push(name.to_string()),
+            None => out.push(Lane {
+                key,
+                disks: vec![name.to_string()],
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Device paths recorded from the QEMU guests (tests/fixtures/qemu/x86-q10-6.12.umockdev,
+    /// armv7-emmc-board.umockdev) and from a board (tests/fixtures/umockdev).
+    const X86: &[(&str, &str)] = &[
+        ("mmcblk0", "/devices/pci0000:00/0000:00:08.0/mmc_host/mmc0/mmc0:7622/block/mmcblk0"),
+        ("sda", "/devices/pci0000:00/0000:00:03.0/usb1/1-1/1-1:1.0/host0/target0:0:0/0:0:0:0/block/sda"),
+        ("sdb", "/devices/pci0000:00/0000:00:04.0/usb2/2-1/2-1:1.0/host7/target7:0:0/7:0:0:0/block/sdb"),
+        ("sdc", "/devices/pci0000:00/0000:00:1f.2/ata1/host1/target1:0:0/1:0:0:0/block/sdc"),
+        ("sdd", "/devices/pci0000:00/0000:00:05.0/usb4/4-1/4-1:1.0/host8/target8:0:0/8:0:0:0/block/sdd"),
+        ("sde", "/devices/pci0000:00/0000:00:05.0/usb4/4-2/4-2:1.0/host9/target9:0:0/9:0:0:0/block/sde"),
+        ("sdf", "/devices/pci0000:00/0000:00:05.0/usb3/3-4/3-4.1/3-4.1:1.0/host10/target10:0:0/10:0:0:0/block/sdf"),
+        ("sdg", "/devices/pci0000:00/0000:00:05.0/usb3/3-4/3-4.1/3-4.1:1.0/host10/target10:0:0/10:0:0:1/block/sdg"),
+        ("sdi", "/devices/pci0000:00/0000:00:07.0/host12/target12:0:0/12:0:0:0/block/sdi"),
+        ("nvme0n1", "/devices/virtual/nvme-subsystem/nvme-subsys0/nvme0n1"),
+        ("vda", "/devices/pci0000:00/0000:00:02.0/virtio1/block/vda"),
+    ];
+
+    #[test]
+    fn each_disk_lands_on_what_limits_it() {
+        let want = [
+            "mmc:mmc0",
+            "usb:usb1",
+            "usb:usb2",
+            "ata:ata1",
+            "usb:usb4",
+            "usb:usb4",
+            "usb:usb3",
+            "usb:usb3",
+            "host:/devices/pci0000:00/0000:00:07.0",
+            "nvme:nvme-subsys0",
+            "disk:vda",
+        ];
+        for ((name, path), want) in X86.iter().zip(want) {
+            assert_eq!(lane_key(name, path), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn two_sticks_behind_one_hub_share_a_lane_and_emmc_and_usb_do_not() {
+        let l = lanes(X86.iter().copied());
+        let of = |d: &str| {
+            l.iter()
+                .position(|l| l.disks.iter().any(|x| x == d))
+                .unwrap()
+        };
+        // the 2-LUN stick behind QEMU's hub on xHCI port 4: sdf and sdg in sequence
+        assert_eq!(of("sdf"), of("sdg"));
+        // the UAS disk and the BOT stick on one SuperSpeed root hub
+        assert_eq!(of("sdd"), of("sde"));
+        // eMMC/SD host, EHCI, OHCI, AHCI, UFS and NVMe: all apart
+        let apart = [
+            "mmcblk0", "sda", "sdb", "sdc", "sdd", "sdf", "sdi", "nvme0n1", "vda",
+        ];
+        let mut seen: Vec<usize> = apart.iter().map(|d| of(d)).collect();
+        seen.dedup();
+        assert_eq!(seen.len(), apart.len(), "{l:?}");
+        assert_eq!(l.len(), 9);
+    }
+
+    #[test]
+    fn the_emmc_areas_share_their_host() {
+        let board = [
+            ("mmcblk0", "/devices/platform/ahb/ahb:apb/1e750000.sdc/1e750100.sdhci/mmc_host/mmc0/mmc0:0001/block/mmcblk0"),
+            ("mmcblk0boot0", "/devices/platform/ahb/ahb:apb/1e750000.sdc/1e750100.sdhci/mmc_host/mmc0/mmc0:0001/block/mmcblk0/mmcblk0boot0"),
+            ("mmcblk1", "/devices/platform/ahb/ahb:apb/1e740000.sdc/1e740100.sdhci/mmc_host/mmc1/mmc1:e1d3/block/mmcblk1"),
+        ];
+        let l = lanes(board);
+        assert_eq!(
+            l,
+            vec![
+                Lane {
+                    key: "mmc:mmc0".into(),
+                    disks: vec!["mmcblk0".into(), "mmcblk0boot0".into()]
+                },
+                Lane {
+                    key: "mmc:mmc1".into(),
+                    disks: vec!["mmcblk1".into()]
+                },
+            ]
+        );
+    }
+}
