@@ -349,9 +349,11 @@ pub fn read_emmc(
                         format!("{card}/life_time: 0x00, not defined by the device"),
                     );
                 }
+                if a.is_some() || b.is_some() {
+                    h.life_source = Some("sysfs".into());
+                }
                 h.life_time_a = a;
                 h.life_time_b = b;
-                h.life_source = Some("sysfs".into());
             }
             Err(e) => gaps.note("emmc.life_time_a", format!("{card}/life_time: {e}")),
         },

@@ -9,15 +9,27 @@ use super::{Gaps, HealthError, Target};
 pub const SMART_DATA_LEN: usize = 512;
 pub const ATTR_REALLOCATED: u8 = 5;
 pub const ATTR_POWER_ON_HOURS: u8 = 9;
+pub const ATTR_AIRFLOW_TEMPERATURE: u8 = 190;
 pub const ATTR_TEMPERATURE: u8 = 194;
 pub const ATTR_PENDING: u8 = 197;
 pub const ATTR_OFFLINE_UNCORRECTABLE: u8 = 198;
 pub const ATTR_UDMA_CRC: u8 = 199;
 
-/// The attributes kept: the ones a factory judges (sectors, cable, age, heat).
-const KEPT: [u8; 6] = [
+/// The attributes a factory judges (sectors, cable, age, heat): each absent one is noted.
+const JUDGED: [u8; 6] = [
     ATTR_REALLOCATED,
     ATTR_POWER_ON_HOURS,
+    ATTR_TEMPERATURE,
+    ATTR_PENDING,
+    ATTR_OFFLINE_UNCORRECTABLE,
+    ATTR_UDMA_CRC,
+];
+
+/// Also kept: 190, the temperature drives without 194 report (QEMU's AHCI among them).
+const KEPT: [u8; 7] = [
+    ATTR_REALLOCATED,
+    ATTR_POWER_ON_HOURS,
+    ATTR_AIRFLOW_TEMPERATURE,
     ATTR_TEMPERATURE,
     ATTR_PENDING,
     ATTR_OFFLINE_UNCORRECTABLE,
@@ -42,7 +54,8 @@ pub struct SataSmart {
     /// Attribute 9's raw low 32 bits (drives keep minutes or milliseconds above them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub power_on_hours: Option<u64>,
-    /// Attribute 194's raw lowest byte (the upper bytes hold min/max on many drives).
+    /// Attribute 194's raw lowest byte (the upper bytes hold min/max on many drives), else
+    /// 190's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature_celsius: Option<u8>,
 }
@@ -57,6 +70,7 @@ pub fn attribute_name(id: u8) -> &'static str {
     match id {
         ATTR_REALLOCATED => "reallocated_sector_count",
         ATTR_POWER_ON_HOURS => "power_on_hours",
+        ATTR_AIRFLOW_TEMPERATURE => "airflow_temperature_celsius",
         ATTR_TEMPERATURE => "temperature_celsius",
         ATTR_PENDING => "current_pending_sector",
         ATTR_OFFLINE_UNCORRECTABLE => "offline_uncorrectable",
@@ -113,13 +127,16 @@ pub fn decode_smart_data(b: &[u8], gaps: &mut Gaps) -> Result<SataSmart, HealthE
     s.power_on_hours = s
         .attribute(ATTR_POWER_ON_HOURS)
         .map(|a| a.raw & 0xffff_ffff);
-    s.temperature_celsius = match s.attribute(ATTR_TEMPERATURE) {
+    let temp = s
+        .attribute(ATTR_TEMPERATURE)
+        .or_else(|| s.attribute(ATTR_AIRFLOW_TEMPERATURE));
+    s.temperature_celsius = match temp {
         Some(a) if (a.raw & 0xff) as u8 <= 150 => Some((a.raw & 0xff) as u8),
         Some(a) => {
             gaps.note(
                 "sata.temperature_celsius",
                 HealthError::Absurd {
-                    field: "attribute 194",
+                    field: "temperature attribute",
                     value: format!("{} °C", a.raw & 0xff),
                 },
             );
@@ -127,7 +144,10 @@ pub fn decode_smart_data(b: &[u8], gaps: &mut Gaps) -> Result<SataSmart, HealthE
         }
         None => None,
     };
-    for id in KEPT {
+    for id in JUDGED {
+        if id == ATTR_TEMPERATURE && s.temperature_celsius.is_some() {
+            continue;
+        }
         if s.attribute(id).is_none() {
             gaps.note(
                 &format!("sata.{}", attribute_name(id)),
