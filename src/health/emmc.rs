@@ -389,7 +389,10 @@ pub fn read_emmc(
         )
     } else {
         let via_ioctl = match ioctl_ok {
-            Ok(()) => read_ext_csd_ioctl(t.dev_node, t.devnum).map_err(|e| e.to_string()),
+            Ok(()) => super::once("ext-csd", t.dev_node, t.devnum, || {
+                read_ext_csd_ioctl(t.dev_node, t.devnum)
+            })
+            .map_err(|e| e.to_string()),
             Err(why) => Err(why.clone()),
         };
         via_ioctl.map(|b| (b, "ioctl")).or_else(|ioctl_err| {

@@ -400,6 +400,18 @@ impl Health {
             if let Some(p) = e.pre_eol {
                 parts.push(format!("eol {}", p.as_str()));
             }
+            // An eMMC older than 5.0 has no life-time registers at all: say so, not `-`.
+            match &e.ext_csd {
+                Some(x)
+                    if e.life_time_a.is_none() && e.life_time_b.is_none() && x.ext_csd_rev < 7 =>
+                {
+                    parts.push(format!(
+                        "life n/a (eMMC {})",
+                        x.emmc_version.as_deref().unwrap_or("< 5.0")
+                    ));
+                }
+                _ => {}
+            }
         }
         if let Some(u) = &self.ufs {
             if u.life_time_a.is_some() || u.life_time_b.is_some() {
@@ -441,7 +453,7 @@ impl Health {
                 (sata::ATTR_REALLOCATED, "realloc"),
                 (sata::ATTR_PENDING, "pending"),
             ] {
-                if let Some(a) = s.attribute(id).filter(|a| a.raw > 0) {
+                if let Some(a) = s.attribute(id) {
                     parts.push(format!("{name} {}", a.raw));
                 }
             }
@@ -474,6 +486,31 @@ impl Health {
             parts.join(" ")
         }
     }
+}
+
+/// The answer of one device command, asked once per process: `run` rediscovers while it waits
+/// for required devices and `bench` before it writes, and neither needs the device asked
+/// again (a failed answer is kept too: a device that refused will refuse again).
+pub(crate) fn once(
+    kind: &'static str,
+    node: &str,
+    devnum: Option<&str>,
+    ask: impl FnOnce() -> Result<Vec<u8>, HealthError>,
+) -> Result<Vec<u8>, HealthError> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Answers = HashMap<(&'static str, String, String), Result<Vec<u8>, HealthError>>;
+    static ANSWERS: OnceLock<Mutex<Answers>> = OnceLock::new();
+    let key = (kind, node.to_string(), devnum.unwrap_or("").to_string());
+    let map = ANSWERS.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(a) = map.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return a;
+    }
+    let a = ask();
+    if let Ok(mut m) = map.lock() {
+        m.insert(key, a.clone());
+    }
+    a
 }
 
 /// Saves a raw answer to `$USBPERF_HEALTH_RECORD/<disk>.<kind>.bin` when that variable
@@ -563,5 +600,23 @@ mod tests {
         assert_eq!(h.pre_eol, Some(PreEol::Warning));
         assert_eq!(h.short(), "life A 20% B >100% eol warning");
         assert_eq!(Health::default().short(), "-");
+        let mut sata = Health {
+            sata: Some(sata::SataSmart {
+                attributes: vec![sata::SmartAttribute {
+                    id: 199,
+                    name: "udma_crc_error_count".into(),
+                    value: 200,
+                    worst: 200,
+                    raw: 0,
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        sata.summarize();
+        assert_eq!(
+            (sata.udma_crc_errors, sata.short().as_str()),
+            (Some(0), "crc 0")
+        );
     }
 }

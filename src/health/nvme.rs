@@ -110,6 +110,9 @@ pub fn read_smart_log_ioctl(node: &str, devnum: Option<&str>) -> Result<Vec<u8>,
         addr: buf.as_mut_ptr() as usize as u64,
         data_len: SMART_LOG_LEN as u32,
         cdw10: (numdl << 16) | RAE | LID_SMART,
+        // A controller that does not answer in 10 s is reported, not waited for a minute
+        // (the kernel's default admin timeout).
+        timeout_ms: 10_000,
         ..Default::default()
     };
     use std::os::fd::AsRawFd;
@@ -138,7 +141,12 @@ pub fn read(t: &Target<'_>, ioctl_ok: &Result<(), String>, gaps: &mut Gaps) -> O
         gaps.note("nvme.smart", why);
         return None;
     }
-    let bytes = gaps.take("nvme.smart", read_smart_log_ioctl(t.dev_node, t.devnum))?;
+    let bytes = gaps.take(
+        "nvme.smart",
+        super::once("nvme-smart", t.dev_node, t.devnum, || {
+            read_smart_log_ioctl(t.dev_node, t.devnum)
+        }),
+    )?;
     super::record_raw(t.name, "nvme-smart-log", &bytes);
     let r = decode_smart_log(&bytes, gaps);
     gaps.take("nvme.smart", r)

@@ -236,7 +236,12 @@ pub fn read(t: &Target<'_>, ioctl_ok: &Result<(), String>, gaps: &mut Gaps) -> O
         gaps.note("sata.smart", why);
         return None;
     }
-    let bytes = gaps.take("sata.smart", read_smart_data_ioctl(t.dev_node, t.devnum))?;
+    let bytes = gaps.take(
+        "sata.smart",
+        super::once("ata-smart", t.dev_node, t.devnum, || {
+            read_smart_data_ioctl(t.dev_node, t.devnum)
+        }),
+    )?;
     super::record_raw(t.name, "ata-smart-data", &bytes);
     let r = decode_smart_data(&bytes, gaps);
     gaps.take("sata.smart", r)
