@@ -637,4 +637,58 @@ mod tests {
         assert_eq!(uhs_mode("sd uhs SDR104").as_deref(), Some("SDR104"));
         assert_eq!(uhs_mode("sd high-speed"), None);
     }
+
+    /// The whole reader on a sysfs tree: the card's attributes, and EXT_CSD from debugfs (a
+    /// recorded tree is never sent an ioctl), the QEMU 10 register patched to eMMC 5.1.
+    #[test]
+    fn reader_on_a_tree_uses_sysfs_then_debugfs() {
+        let dir = std::env::temp_dir().join(format!("usbperf-emmc-{}", std::process::id()));
+        let card = "devices/platform/sdhci/mmc_host/mmc0/mmc0:0001";
+        std::fs::create_dir_all(dir.join(card)).unwrap();
+        std::fs::create_dir_all(dir.join("class/block")).unwrap();
+        std::fs::write(dir.join(card).join("life_time"), "0x02 0x01\n").unwrap();
+        std::fs::write(dir.join(card).join("pre_eol_info"), "0x01\n").unwrap();
+        std::fs::write(dir.join(card).join("fwrev"), "0x1\n").unwrap();
+        let mut ext = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/health/qemu10-armv7-emmc-ext-csd.bin"
+        ))
+        .unwrap();
+        ext[off::EXT_CSD_REV] = 8;
+        ext[off::DEVICE_LIFE_TIME_EST_TYP_A] = 3;
+        let hex: String = ext.iter().map(|x| format!("{x:02x}")).collect();
+        std::fs::create_dir_all(dir.join("kernel/debug/mmc0/mmc0:0001")).unwrap();
+        std::fs::write(dir.join("kernel/debug/mmc0/mmc0:0001/ext_csd"), hex + "\n").unwrap();
+        let sys = SysfsRoot::at(&dir);
+        let t = Target {
+            name: "mmcblk0",
+            dev_node: "/dev/mmcblk0",
+            emmc_area: Some(EmmcArea::User),
+            ..Target::default()
+        };
+        let mut g = Gaps::default();
+        let h = read_emmc(
+            &sys,
+            &format!("/{card}"),
+            &t,
+            &super::super::ioctl_allowed(&sys),
+            &mut g,
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(h.life_time_a, lt(2));
+        assert_eq!(h.life_time_b, lt(1));
+        assert_eq!(h.pre_eol, Some(PreEol::Normal));
+        assert_eq!(h.life_source.as_deref(), Some("sysfs"));
+        let e = h.ext_csd.as_ref().unwrap();
+        assert_eq!((e.source.as_str(), e.ext_csd_rev), ("debugfs", 8));
+        assert_eq!(e.life_time_a, lt(3));
+        let mut health = super::super::Health {
+            emmc: Some(h),
+            ..Default::default()
+        };
+        health.summarize();
+        assert_eq!(health.short(), "life A 20% B 10% eol normal");
+        // sysfs wins for the summary; EXT_CSD's own figures stay in ext_csd.
+        assert_eq!(health.life_time_used_percent_max, Some(20));
+    }
 }
