@@ -464,3 +464,71 @@ fn multi_lun_stick_behind_a_full_speed_hub() {
     assert_eq!(sdf["usb"]["hubs"][0]["port_path"], "3-4");
     assert_eq!(sdf["usb"]["hubs"][0]["speed_mbps"], 12.0);
 }
+
+/// Issue 16: the health record from the QEMU 10 recordings' sysfs (the ioctls are not sent
+/// into a recording: each says why). The UFS health descriptor, the multipath NVMe
+/// namespace's PCI function (found through its controller path `nvme0c0n1`), USB lanes, and
+/// the eMMC's life time (QEMU: not defined) with no EXT_CSD asked through a boot area.
+#[test]
+fn health_records_of_the_qemu_10_recordings() {
+    require_tool("umockdev-run", "umockdev");
+    let missing = |d: &Value, field: &str| -> Vec<String> {
+        d["health"]["missing"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|m| m["field"] == field)
+                    .map(|m| m["reason"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let f = fixtures().join("qemu/x86-q10-6.12.umockdev");
+    let v = stdout_json(&run_bin(Some(&f), &["list", "--all", "--format", "json"]));
+    let by = |n: &str| disks(&v).iter().find(|d| d["name"] == n).unwrap().clone();
+    let ufs = by("sdi");
+    assert_eq!(
+        ufs["health"]["ufs"]["host"],
+        "/devices/pci0000:00/0000:00:07.0"
+    );
+    for f in ["ufs.pre_eol", "ufs.life_time_a", "ufs.life_time_b"] {
+        assert!(missing(&ufs, f)[0].contains("0x00: not defined"), "{f}");
+    }
+    let nv = by("nvme0n1");
+    assert_eq!(
+        nv["health"]["pcie"]["function_devpath"],
+        "/devices/pci0000:00/0000:00:06.0"
+    );
+    assert!(missing(&nv, "pcie.current_gts")[0].contains("\"Unknown\": no trained link"));
+    assert!(missing(&nv, "nvme.smart")[0].contains("the sysfs tree is a recording"));
+    let sata = by("sdc");
+    assert!(missing(&sata, "sata.smart")[0].contains("the sysfs tree is a recording"));
+    for n in ["sda", "sdb", "sdd", "sde", "sdh"] {
+        let u = by(n);
+        assert_eq!(u["health"]["usb"]["rx_lanes"], 1, "{n}");
+        assert!(
+            missing(&u, "sata.smart")[0].contains("off for USB disks"),
+            "{n}"
+        );
+    }
+    assert!(disks(&v)
+        .iter()
+        .all(|d| d["class"] != "virtio" || d.get("health").is_none()));
+
+    let f = fixtures().join("qemu/armv7-emmc-board.umockdev");
+    let v = stdout_json(&run_bin(Some(&f), &["list", "--all", "--format", "json"]));
+    let by = |n: &str| disks(&v).iter().find(|d| d["name"] == n).unwrap().clone();
+    let user = by("mmcblk0");
+    assert_eq!(user["health"]["emmc"]["fwrev"], "0x0");
+    assert!(missing(&user, "emmc.life_time_a")[0].contains("0x00, not defined"));
+    assert!(missing(&user, "emmc.pre_eol")[0].contains("0x00, not defined"));
+    for b in ["mmcblk0boot0", "mmcblk0boot1"] {
+        assert!(
+            missing(&by(b), "emmc.ext_csd")[0].contains("boot/RPMB area"),
+            "{b}"
+        );
+    }
+    let table = run_bin(Some(&f), &["list", "--all"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.lines().next().unwrap().contains("HEALTH"), "{text}");
+}
