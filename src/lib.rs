@@ -9,6 +9,7 @@ pub mod engine;
 pub mod events;
 pub mod exit;
 pub mod fleet;
+pub mod health;
 pub mod matrix;
 pub mod out;
 pub mod report;

@@ -331,3 +331,65 @@ fn auto_picks_the_engine_per_target_by_nonblocking_support() {
     }
     assert!(!file.exists(), "the test file is removed after the run");
 }
+
+/// Issue 16: the health ioctls on a device that does not speak them (a loop device answers
+/// MMC_IOC_CMD, NVME_IOCTL_ADMIN_CMD and SG_IO with an error) give an error naming the ioctl
+/// and the node, never a panic; the device's bytes are unchanged; a node that is not the
+/// device sysfs names is never queried.
+#[test]
+fn health_ioctls_on_a_device_without_them_fail_with_a_reason() {
+    use usbperf::health::{emmc, nvme, sata, HealthError};
+    let lo = require!(Loop::new("lo-health", 4 << 20), "health_ioctls");
+    let node = lo.dev.to_string_lossy().into_owned();
+    let name = lo.dev.file_name().unwrap().to_string_lossy().into_owned();
+    let devnum = std::fs::read_to_string(format!("/sys/block/{name}/dev"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let pattern: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&lo.dev)
+        .unwrap()
+        .write_all_at(&pattern, 0)
+        .unwrap();
+    let errs = [
+        emmc::read_ext_csd_ioctl(&node, Some(&devnum)).unwrap_err(),
+        nvme::read_smart_log_ioctl(&node, Some(&devnum)).unwrap_err(),
+        sata::read_smart_data_ioctl(&node, Some(&devnum)).unwrap_err(),
+    ];
+    for (e, want) in errs
+        .iter()
+        .zip(["MMC_IOC_CMD", "NVME_IOCTL_ADMIN_CMD", "SG_IO"])
+    {
+        match e {
+            HealthError::Ioctl { ioctl, node: n, .. } => {
+                assert!(ioctl.starts_with(want), "{e}");
+                assert_eq!(n, &node);
+            }
+            HealthError::DeviceStatus { ioctl, .. } => assert!(ioctl.starts_with(want), "{e}"),
+            other => panic!("{want}: unexpected error {other}"),
+        }
+    }
+    let mut back = vec![0u8; pattern.len()];
+    std::fs::File::open(&lo.dev)
+        .unwrap()
+        .read_exact_at(&mut back, 0)
+        .unwrap();
+    assert!(
+        back == pattern,
+        "the health ioctls changed the device's bytes"
+    );
+    assert!(matches!(
+        emmc::read_ext_csd_ioctl(&node, Some("1:1")),
+        Err(HealthError::NodeMismatch { .. })
+    ));
+    assert!(matches!(
+        nvme::read_smart_log_ioctl("/dev/null", Some("1:3")),
+        Err(HealthError::NodeMismatch { .. })
+    ));
+    assert!(matches!(
+        sata::read_smart_data_ioctl("/nonexistent/sdz", None),
+        Err(HealthError::Open { .. })
+    ));
+}

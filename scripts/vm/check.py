@@ -224,6 +224,49 @@ def baseline():
         if "nvme" in a.extra.split() and nv:
             check(nv[0].get("serial") == "NVME0001" and "pci" in (nv[0].get("id_path") or ""),
                   f"inventory: the NVMe disk's serial and PCI path ({nv[0].get('serial')}, {nv[0].get('id_path')})")
+        health_x86(disks)
+
+
+def missing_of(h, field):
+    return [m["reason"] for m in (h or {}).get("missing", []) if m["field"] == field]
+
+
+def health_x86(disks):
+    """Issue 16: the read-only health readers on QEMU's devices (real answers: the NVMe SMART log,
+    AHCI's SMART READ DATA, the UFS health descriptor), and USB disks never asked for SMART."""
+    nv = [d for d in disks if d["class"] == "nvme"]
+    if "nvme" in a.extra.split() and check(len(nv) == 1, "health: one NVMe disk"):
+        h = nv[0].get("health") or {}
+        s = h.get("nvme")
+        if check(s is not None, f"health: NVMe SMART log read through the admin ioctl ({missing_of(h, 'nvme.smart')})"):
+            t = s.get("temperature_celsius")
+            check(t is not None and 0 < t < 100 and h.get("temperature_celsius") == t,
+                  f"health: NVMe composite temperature {t} °C (QEMU: 323 K)")
+            check(s["percent_used"] <= 100 and h.get("life_time_used_percent_max") == s["percent_used"],
+                  f"health: NVMe percent used {s['percent_used']} % is the summary's life used")
+            check(s["media_errors"] == 0 and h.get("media_errors") == 0, f"health: NVMe media errors {s['media_errors']}")
+            check(s["data_units_read"] > 0, f"health: NVMe data units read {s['data_units_read']} (the kernel's own reads)")
+        check("pcie" in h or missing_of(h, "pcie"), f"health: NVMe PCIe link read or its absence explained ({h.get('pcie')}, {missing_of(h, 'pcie.current_gts')})")
+    sata = [d for d in disks if d["class"] == "sata"]
+    if check(len(sata) == 1, "health: one SATA disk"):
+        h = sata[0].get("health") or {}
+        s = h.get("sata")
+        if check(s is not None, f"health: SATA SMART READ DATA through SG_IO ({missing_of(h, 'sata.smart')})"):
+            ids = sorted(x["id"] for x in s["attributes"])
+            check(5 in ids and 9 in ids, f"health: SATA attributes {ids} (QEMU's AHCI: 5, 9, 190)")
+            check(h.get("udma_crc_errors") is not None or missing_of(h, "sata.udma_crc_error_count"),
+                  f"health: SATA CRC count {h.get('udma_crc_errors')} or its absence explained "
+                  f"({missing_of(h, 'sata.udma_crc_error_count')})")
+    usb = [d for d in disks if d["class"] == "usb"]
+    check(usb and all(any("off for USB" in r for r in missing_of(d.get("health"), "sata.smart")) for d in usb),
+          "health: no USB disk asked for SMART, each says why")
+    check(usb and all((d.get("health") or {}).get("over_current_count") == 0 for d in usb),
+          f"health: every USB port's over-current count read, 0 ({[(d['name'], (d.get('health') or {}).get('over_current_count')) for d in usb]})")
+    ufs = [d for d in disks if d["class"] == "ufs"]
+    if "ufs" in a.extra.split() and check(len(ufs) == 1, "health: one UFS disk"):
+        h = ufs[0].get("health") or {}
+        check(h.get("ufs") is not None and missing_of(h, "ufs.life_time_a"),
+              f"health: UFS health descriptor read (QEMU: life time not defined: {missing_of(h, 'ufs.life_time_a')})")
 
 
 def emmc():
@@ -261,6 +304,20 @@ def emmc():
         got = sorted(((d.get("mmc") or {}).get("area") or "-") for d in disks if d["class"] == "emmc")
         check(got == ["boot0", "boot1", "user"], f"emmc: inventory has the user area and both boot partitions ({got})")
         check(all("rpmb" not in d["name"] for d in disks), "emmc: no RPMB area (QEMU 10.0's eMMC models none)")
+        # Issue 16: EXT_CSD through MMC_IOC_CMD (SEND_EXT_CSD) on the user area only.
+        byarea = {(d.get("mmc") or {}).get("area"): d for d in disks if d["class"] == "emmc"}
+        h = (byarea.get("user") or {}).get("health") or {}
+        e = (h.get("emmc") or {}).get("ext_csd")
+        if check(e is not None and e.get("source") == "ioctl",
+                 f"health: eMMC EXT_CSD read through MMC_IOC_CMD ({missing_of(h, 'emmc.ext_csd')})"):
+            check(e["boot_size_kib"] == 1024, f"health: EXT_CSD BOOT_SIZE_MULT gives 1024 KiB boot areas ({e['boot_size_kib']})")
+            check(e["ext_csd_rev"] <= 8, f"health: EXT_CSD_REV {e['ext_csd_rev']} ({e.get('emmc_version')})")
+        check(h.get("life_time_used_percent_max") is not None or missing_of(h, "emmc.life_time_a"),
+              f"health: eMMC life time {h.get('life_time_used_percent_max')} or its absence explained ({missing_of(h, 'emmc.life_time_a')})")
+        for b in ("boot0", "boot1"):
+            hb = (byarea.get(b) or {}).get("health") or {}
+            check(any("boot/RPMB" in r for r in missing_of(hb, "emmc.ext_csd")),
+                  f"health: no ioctl on {b} (the kernel would switch partitions), said so")
     if a.img and os.path.exists(os.path.join(a.img, "emmc-boot.sha256")):
         import hashlib
         with open(os.path.join(a.img, "emmc.img"), "rb") as f:

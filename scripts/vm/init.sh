@@ -91,7 +91,24 @@ if [ "${RECORD:-0}" = 1 ]; then
   ts "sysdump done: $(wc -l < /run/sysdump.txt) lines"
 fi
 usbperf-matrix --version > $E/version.txt 2>&1
-usbperf-matrix list --format json > $E/list.json 2> $E/list.err; echo $? > $E/list.rc
+# Health (issue 16): debugfs gives the MMC bus timing and the kernel's copy of EXT_CSD; the
+# list run saves the raw answers of its read-only health ioctls (USBPERF_HEALTH_RECORD) and the
+# kernel's health attributes are copied beside them: the fixtures of tests/fixtures/health/.
+H=$E/health; mkdir -p $H
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+for f in /sys/kernel/debug/mmc*/mmc*:*/ext_csd; do
+  [ -e "$f" ] && cat "$f" > "$H/$(basename "$(dirname "$f")").debugfs-ext_csd.txt"
+done
+for f in /sys/bus/mmc/devices/*/life_time /sys/bus/mmc/devices/*/pre_eol_info /sys/bus/mmc/devices/*/fwrev \
+         /sys/bus/mmc/devices/*/ssr /sys/kernel/debug/mmc*/ios; do
+  [ -e "$f" ] && echo "$f=$(cat "$f" | tr '\n' ' ')"
+done > $H/sysfs.txt 2>&1
+for f in $(find /sys/devices -path '*health_descriptor/*' 2>/dev/null); do echo "$f=$(cat "$f")"; done >> $H/sysfs.txt 2>&1
+for f in $(find /sys/devices -name current_link_speed 2>/dev/null); do
+  d=${f%/*}; echo "$d: $(cat $d/current_link_speed) x$(cat $d/current_link_width) max $(cat $d/max_link_speed) x$(cat $d/max_link_width)"
+done >> $H/sysfs.txt 2>&1
+for f in $(find /sys/devices -name over_current_count -o -name rx_lanes 2>/dev/null); do echo "$f=$(cat "$f")"; done >> $H/sysfs.txt 2>&1
+USBPERF_HEALTH_RECORD=$H usbperf-matrix list --format json > $E/list.json 2> $E/list.err; echo $? > $E/list.rc
 usbperf-matrix list
 dmesg > $E/dmesg-boot.txt
 

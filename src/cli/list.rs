@@ -98,6 +98,15 @@ fn link_col(d: &Disk) -> String {
     String::new()
 }
 
+/// The health summary (`life A 10% B 0% eol normal`, `used 3% spare 100%`, `crc 0`), `-`
+/// when nothing was read; the reasons are in the YAML/JSON `health.missing`.
+pub fn health_col(d: &Disk) -> String {
+    d.health
+        .as_ref()
+        .map(|h| h.short())
+        .unwrap_or_else(|| "-".into())
+}
+
 fn mounts_col(d: &Disk) -> String {
     let mut v: Vec<String> = d.mounts.iter().map(|m| m.mountpoint.clone()).collect();
     for p in &d.partitions {
@@ -113,13 +122,14 @@ fn mounts_col(d: &Disk) -> String {
 
 /// A plain aligned table: one disk a line.
 pub fn table(inv: &Inventory) -> String {
-    let mut rows: Vec<[String; 7]> = vec![[
+    let mut rows: Vec<[String; 8]> = vec![[
         "NAME".into(),
         "CLASS".into(),
         "SIZE".into(),
         "MODEL".into(),
         "SERIAL".into(),
         "LINK".into(),
+        "HEALTH".into(),
         "MOUNTS".into(),
     ]];
     for d in &inv.disks {
@@ -136,10 +146,11 @@ pub fn table(inv: &Inventory) -> String {
             model,
             d.serial.clone().unwrap_or_default(),
             link_col(d),
+            health_col(d),
             mounts_col(d),
         ]);
     }
-    let mut widths = [0usize; 7];
+    let mut widths = [0usize; 8];
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r.iter()) {
             *w = (*w).max(c.chars().count());

@@ -117,7 +117,15 @@ fn node(out: &mut String, n: &TreeNode, depth: usize, inv: &Inventory) {
                     .join(" ")
             })
             .unwrap_or_default();
-        out.push_str(&format!("{indent}    `-> {name}  {size}  {model}\n"));
+        let health = d
+            .and_then(|d| d.health.as_ref())
+            .map(|h| h.short())
+            .filter(|h| h != "-")
+            .map(|h| format!("  health: {h}"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{indent}    `-> {name}  {size}  {model}{health}\n"
+        ));
     }
     for c in &n.children {
         node(out, c, depth + 1, inv);

@@ -200,6 +200,29 @@ pub fn disk(sys: &SysfsRoot, node: &dyn DevNode<'_>, mounts: &[MountEntry]) -> D
         }
         d.mmc = Some(m);
     }
+    d.health = crate::health::collect(
+        sys,
+        &crate::health::Target {
+            name: &d.name,
+            devpath: &d.devpath,
+            dev_node: &d.dev_node,
+            devnum: d.devnum.as_deref(),
+            class: d.class,
+            mmc_card: mmc_card.map(|c| c.devpath()),
+            mmc_type: mmc_type.as_deref(),
+            emmc_area: d.mmc.as_ref().and_then(|m| m.area),
+            mmc_timing: d.mmc.as_ref().and_then(|m| m.timing.as_deref()),
+            usb_device: ancestors
+                .iter()
+                .zip(&subsystems)
+                .find(|(a, s)| {
+                    s.as_deref() == Some("usb") && a.devtype().as_deref() == Some("usb_device")
+                })
+                .map(|(a, _)| a.devpath()),
+            pci_function: find("pci", None).map(|i| ancestors[i].devpath()),
+            ancestors: ancestors.iter().map(|a| a.devpath()).collect(),
+        },
+    );
     d.missing = gaps.0;
     d
 }

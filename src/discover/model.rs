@@ -120,6 +120,10 @@ pub struct Disk {
     pub sata: Option<SataLink>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mmc: Option<MmcInfo>,
+    /// Flash and link health (life time, SMART, PCIe link, USB counters), read-only; its own
+    /// `missing` says what could not be read and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::health::Health>,
     /// Every field discovery could not fill, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<Missing>,

@@ -70,6 +70,15 @@ impl SysfsRoot {
         }
     }
 
+    /// Whether `/dev` holds the devices this tree describes, so health ioctls may be sent:
+    /// the live `/sys` outside a umockdev testbed (umockdev sets `UMOCKDEV_DIR`; its nodes are
+    /// stand-ins, and a copied tree names another machine's disks).
+    pub fn nodes_are_live(&self) -> bool {
+        self.udev_data.is_some()
+            && self.root == Path::new("/sys")
+            && std::env::var_os("UMOCKDEV_DIR").is_none()
+    }
+
     pub fn path(&self) -> &Path {
         &self.root
     }
