@@ -400,7 +400,8 @@ pub fn health_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
     for (i, t) in rules {
         let rule = rule_name(*i, t);
         // (metric, measured, limit, unit, the limit is a maximum, words for people)
-        let mut checks: Vec<(&str, Option<f64>, f64, &str, bool, &str)> = Vec::new();
+        type Check<'a> = (&'a str, Option<f64>, f64, &'a str, bool, &'a str);
+        let mut checks: Vec<Check> = Vec::new();
         if let Some(max) = t.max_life_used_percent {
             checks.push((
                 "life_used_percent",
