@@ -380,6 +380,29 @@ pub struct Threshold {
     pub min_sata_gbps: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_capacity: Option<Size>,
+    /// Flash health (issue 16), read-only from the device: the most life used (eMMC/UFS
+    /// type A/B estimate band tops, NVMe percent used), in %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_life_used_percent: Option<u16>,
+    /// The worst end-of-life state allowed (eMMC PRE_EOL_INFO, UFS bPreEOLInfo).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pre_eol: Option<crate::health::PreEol>,
+    /// NVMe media and data integrity errors allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_media_errors: Option<u64>,
+    /// SATA interface CRC errors allowed (SMART 199: the cable's signal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_crc_errors: Option<u64>,
+    /// PCIe link speed the disk's function must have trained at (GT/s per lane: 2.5, 5, 8,
+    /// 16, 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pcie_gts: Option<f64>,
+    /// PCIe link width (lanes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pcie_width: Option<u32>,
+    /// Over-current events allowed on the USB port the device hangs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_over_current: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]

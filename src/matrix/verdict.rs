@@ -27,6 +27,9 @@ pub enum ReasonKind {
     Link,
     /// A SATA link below `min_sata_gbps`, or of unknown speed.
     SataLink,
+    /// A health figure beyond its limit (flash life, pre-EOL, media or CRC errors, PCIe link,
+    /// USB over-current), or unknown where a limit is set.
+    Health,
     /// Blocks read back wrong (`verify`): fake capacity or failing flash.
     Verify,
     /// The test could not run to its end: an I/O error, ENOSPC, EROFS, a refused open.
@@ -388,6 +391,151 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
     out
 }
 
+/// Checks the health limits (issue 16) against the disk's read-only health record. A limit on
+/// a figure the device does not report fails as unknown, like a link that cannot be verified:
+/// a board profile sets health limits only for parts that report them.
+pub fn health_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason> {
+    let h = disk.health.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for (i, t) in rules {
+        let rule = rule_name(*i, t);
+        // (metric, measured, limit, unit, the limit is a maximum, words for people)
+        type Check<'a> = (&'a str, Option<f64>, f64, &'a str, bool, &'a str);
+        let mut checks: Vec<Check> = Vec::new();
+        if let Some(max) = t.max_life_used_percent {
+            checks.push((
+                "life_used_percent",
+                h.life_time_used_percent_max.map(f64::from),
+                f64::from(max),
+                "%",
+                true,
+                "flash life used",
+            ));
+        }
+        if let Some(max) = t.max_pre_eol {
+            checks.push((
+                "pre_eol",
+                h.pre_eol.map(pre_eol_level),
+                pre_eol_level(max),
+                "level (1 normal, 2 warning, 3 urgent)",
+                true,
+                "pre-EOL state",
+            ));
+        }
+        if let Some(max) = t.max_media_errors {
+            checks.push((
+                "media_errors",
+                h.media_errors.map(|v| v as f64),
+                max as f64,
+                "errors",
+                true,
+                "media errors",
+            ));
+        }
+        if let Some(max) = t.max_crc_errors {
+            checks.push((
+                "udma_crc_errors",
+                h.udma_crc_errors.map(|v| v as f64),
+                max as f64,
+                "errors",
+                true,
+                "interface CRC errors (check the SATA cable)",
+            ));
+        }
+        if let Some(min) = t.min_pcie_gts {
+            checks.push((
+                "pcie_gts",
+                h.pcie_gts,
+                min,
+                "GT/s",
+                false,
+                "PCIe link speed (a link trained below its speed: reseat the card, check the slot)",
+            ));
+        }
+        if let Some(min) = t.min_pcie_width {
+            checks.push((
+                "pcie_width",
+                h.pcie_width.map(f64::from),
+                f64::from(min),
+                "lanes",
+                false,
+                "PCIe link width (lanes missing: reseat the card, check the slot)",
+            ));
+        }
+        if let Some(max) = t.max_over_current {
+            checks.push((
+                "over_current_count",
+                h.over_current_count.map(|v| v as f64),
+                max as f64,
+                "events",
+                true,
+                "USB port over-current events (check the port's power and the device)",
+            ));
+        }
+        for (metric, measured, limit, unit, is_max, words) in checks {
+            let text = match measured {
+                Some(v) if (is_max && v <= limit) || (!is_max && v + 1e-9 >= limit) => continue,
+                Some(v) => format!(
+                    "health: {words}: {} {} the {} {} [{rule}]",
+                    trim(v),
+                    if is_max { "exceeds" } else { "is below" },
+                    if is_max { "maximum" } else { "minimum" },
+                    trim(limit),
+                ),
+                None => {
+                    // The first reason the health readers gave for a field of this figure.
+                    let fields: &[&str] = match metric {
+                        "life_used_percent" => &["life_time", "nvme.smart", "ufs"],
+                        "pre_eol" => &["pre_eol", "ufs"],
+                        "media_errors" => &["nvme.smart"],
+                        "udma_crc_errors" => &["sata.smart", "sata.udma_crc"],
+                        "over_current_count" => &["over_current"],
+                        _ => &["pcie"],
+                    };
+                    let why = h
+                        .missing
+                        .iter()
+                        .find(|m| fields.iter().any(|f| m.field.contains(f)))
+                        .map(|m| format!(" ({})", m.reason))
+                        .unwrap_or_default();
+                    format!(
+                        "health: {words}: unknown for {}{why}, cannot verify the limit {} \
+                         [{rule}]",
+                        disk.name,
+                        trim(limit)
+                    )
+                }
+            };
+            out.push(
+                Reason::new(ReasonKind::Health, text)
+                    .rule(format!("thresholds[{i}]"))
+                    .figure(metric, measured, limit, unit)
+                    .device(&disk.name),
+            );
+        }
+    }
+    out
+}
+
+/// PRE_EOL_INFO's own numbers: 1 normal, 2 warning, 3 urgent.
+fn pre_eol_level(p: crate::health::PreEol) -> f64 {
+    use crate::health::PreEol::*;
+    match p {
+        Normal => 1.0,
+        Warning => 2.0,
+        Urgent => 3.0,
+    }
+}
+
+/// A figure without a needless fraction (`3`, `2.5`).
+fn trim(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
 /// Checks one test's figures against the thresholds for its workload.
 pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Reason> {
     let mut out = Vec::new();
@@ -484,6 +632,7 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
 /// ran at all. Also records each USB link check as data (`link_checks`).
 pub fn judge_device(d: &mut DeviceReport, rules: &[(usize, &Threshold)]) {
     let mut reasons = device_reasons(&d.disk, rules);
+    reasons.extend(health_reasons(&d.disk, rules));
     // The structured record of each link check, passed or not.
     if let Some(u) = &d.disk.usb {
         let expect: Vec<PortExpectation> = rules
@@ -599,6 +748,78 @@ mod tests {
                 ..UsbLink::default()
             }),
             ..Disk::default()
+        }
+    }
+
+    #[test]
+    fn health_limits_fail_beyond_and_on_unknown_never_within() {
+        use crate::health::{Health, PreEol};
+        let t = rules(
+            "- {select: {class: emmc}, max_life_used_percent: 50, max_pre_eol: warning, \
+             max_media_errors: 0, max_crc_errors: 10, min_pcie_gts: 8, min_pcie_width: 4, \
+             max_over_current: 0}\n",
+        );
+        let facts = SystemFacts::default();
+        let fine = Health {
+            life_time_used_percent_max: Some(50),
+            pre_eol: Some(PreEol::Warning),
+            media_errors: Some(0),
+            udma_crc_errors: Some(10),
+            pcie_gts: Some(8.0),
+            pcie_width: Some(4),
+            over_current_count: Some(0),
+            ..Health::default()
+        };
+        // (a change to a fine record, the metric that must fail, its measured figure)
+        type Bad = (fn(&mut Health), &'static str, Option<f64>);
+        let cases: &[Bad] = &[
+            (|_| {}, "", None),
+            (
+                |h| h.life_time_used_percent_max = Some(60),
+                "life_used_percent",
+                Some(60.0),
+            ),
+            (|h| h.pre_eol = Some(PreEol::Urgent), "pre_eol", Some(3.0)),
+            (|h| h.media_errors = Some(2), "media_errors", Some(2.0)),
+            (
+                |h| h.udma_crc_errors = Some(11),
+                "udma_crc_errors",
+                Some(11.0),
+            ),
+            (|h| h.pcie_gts = Some(5.0), "pcie_gts", Some(5.0)),
+            (|h| h.pcie_width = Some(2), "pcie_width", Some(2.0)),
+            (
+                |h| h.over_current_count = Some(1),
+                "over_current_count",
+                Some(1.0),
+            ),
+            // a part that does not report its life: unknown is not a pass
+            (
+                |h| h.life_time_used_percent_max = None,
+                "life_used_percent",
+                None,
+            ),
+        ];
+        for (change, metric, measured) in cases {
+            let mut h = fine.clone();
+            change(&mut h);
+            let disk = Disk {
+                name: "mmcblk0".into(),
+                class: DeviceClass::Emmc,
+                health: Some(h),
+                ..Disk::default()
+            };
+            let r = health_reasons(&disk, &applicable(&t, &disk, &facts));
+            if metric.is_empty() {
+                assert!(r.is_empty(), "every figure at its limit passes: {r:?}");
+                continue;
+            }
+            assert_eq!(r.len(), 1, "{metric}: {r:?}");
+            assert_eq!(r[0].kind, ReasonKind::Health);
+            assert_eq!(r[0].metric.as_deref(), Some(*metric));
+            assert_eq!(r[0].measured, *measured, "{metric}");
+            assert!(r[0].limit.is_some() && r[0].rule.as_deref() == Some("thresholds[0]"));
+            assert!(r[0].text.starts_with("health: "), "{}", r[0].text);
         }
     }
 
