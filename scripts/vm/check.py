@@ -445,6 +445,29 @@ def unplug():
     no_leftover("unplug-replug")
 
 
+def health():
+    """Issue 16: health limits judged on the real answers of QEMU's NVMe and AHCI disk."""
+    rc = rc_of("health")
+    rep = load_report("health")
+    if rep is None:
+        return
+    summary("health", rep, rc)
+    check(rc == 1 and rep["status"] == "complete", f"health: the run completes and fails (exit {rc})")
+    nv, sa = find(rep, cls="nvme"), find(rep, cls="sata")
+    if not (check(nv is not None, "health: the NVMe disk tested") and check(sa is not None, "health: the SATA disk tested")):
+        return
+    hr = lambda d: [r for r in d["verdict"].get("reasons", []) if isinstance(r, dict) and r.get("kind") == "health"]
+    got = sorted(r.get("metric") for r in hr(nv))
+    check(got == ["pcie_width"], f"health: the NVMe fails on its unverifiable PCIe link only, its 0 % used and 0 media errors pass ({got})")
+    for r in hr(nv):
+        check(r.get("measured") is None and r.get("limit") == 1 and r.get("rule") == "thresholds[0]" and "unknown" in r["text"],
+              f"health: the NVMe reason carries rule, metric and limit: {r}")
+    got = [(r.get("metric"), r.get("measured")) for r in hr(sa)]
+    check(got == [("udma_crc_errors", None)], f"health: the SATA disk fails on its missing CRC count (attribute 199) ({got})")
+    cells_ok = all(c["status"] == "passed" for d in (nv, sa) for c in d["cells"])
+    check(cells_ok, "health: the tests themselves passed: only the health limits failed")
+
+
 ver = read("version.txt")
 print(f"guest: {(ver or '?').strip()}; {(read('names.txt') or '').strip()}")
 for s in a.scenarios.split():

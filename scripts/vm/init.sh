@@ -146,6 +146,7 @@ act_unplug() { echo "E2E-UNPLUG xbotstk"; }
 for s in ${SCENARIOS:-baseline}; do
   case $s in
     emmc)     run_scen emmc "" act_none ;;       # the eMMC board's boot-service run
+    health)   run_scen health "" act_none --config /etc/usbperf/e2e/health.yaml --report-dir $R/health ;;
     baseline) # a test file left by a run the power was cut under (an earlier boot)
               [ -n "$SATA" ] && head -c 65536 /dev/zero > /media/sata/.usbperf-testfile-4242-0.tmp
               run_scen baseline "" act_none ;;   # the boot service's exact command
