@@ -35,6 +35,15 @@ pub const WORKLOAD_METRICS: [&str; 3] = ["mib_per_s", "iops", "p99_latency_ms"];
 /// Device-level metrics.
 pub const LINK_METRIC: &str = "link_mbps";
 pub const CAPACITY_METRIC: &str = "capacity_bytes";
+/// Health metrics (issue 16): wear in % of the rated life, and error counts. Ceilings: life
+/// used can pass 100 (NVMe counts up to 255); a count of 1e12 errors is no device's.
+pub const HEALTH_METRICS: [&str; 3] = [
+    "health.life_used_percent",
+    "health.media_errors",
+    "health.udma_crc_errors",
+];
+pub const MAX_LIFE_USED_PERCENT: f64 = 255.0;
+pub const MAX_ERROR_COUNT: f64 = 1e12;
 
 /// One report, reduced.
 #[derive(Debug, Clone)]
@@ -100,6 +109,8 @@ fn limit_of(metric: &str) -> (f64, &'static str) {
         "p99_latency_ms" => (MAX_P99_LATENCY_MS, "ms"),
         LINK_METRIC => (MAX_LINK_MBPS, "Mbit/s"),
         CAPACITY_METRIC => (MAX_CAPACITY_BYTES, "bytes"),
+        "life_used_percent" => (MAX_LIFE_USED_PERCENT, "%"),
+        "media_errors" | "udma_crc_errors" => (MAX_ERROR_COUNT, "errors"),
         _ => (MAX_MIB_PER_S, ""),
     }
 }
@@ -312,6 +323,23 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                 let ok = !reasons.iter().any(|r| r.capacity);
                 values.push((CAPACITY_METRIC.to_string(), b as f64, ok));
             }
+            // Wear and error counts, each judged by its own health limit on the unit.
+            if let Some(h) = &d.disk.health {
+                let figures = [
+                    h.life_time_used_percent_max,
+                    h.media_errors,
+                    h.udma_crc_errors,
+                ];
+                for (metric, v) in HEALTH_METRICS.iter().zip(figures) {
+                    let Some(v) = v else { continue };
+                    let fig = metric.trim_start_matches("health.");
+                    // A schema 2 health reason's key names its metric as one word.
+                    let ok = !reasons.iter().any(|r| {
+                        r.key.starts_with("health ") && r.key.split(' ').any(|k| k == fig)
+                    });
+                    values.push((metric.to_string(), v, ok));
+                }
+            }
             values.retain(|(metric, v, _)| {
                 let (max, unit) = limit_of(metric);
                 match refuse(*v, max, unit) {
@@ -441,6 +469,32 @@ mod tests {
         }
         assert_eq!(show(1e308), "1e308");
         assert_eq!(show(-5.0), "-5");
+    }
+
+    /// Issue 16: wear and error counts become fleet figures, each failed only by its own
+    /// health reason, and an absurd count is refused like any figure.
+    #[test]
+    fn health_figures_enter_the_fleet_judged_by_their_own_reasons() {
+        let y = "schema_version: 2\nstarted_at: 2026-12-01T10:00:00Z\nunit: {serial: U1}\n\
+                 verdict: {pass: false}\n\
+                 devices:\n\
+                 - name: mmcblk0\n  \
+                   disk: {class: emmc, model: M, health: {life_time_used_percent_max: 60, \
+                   media_errors: 2e13}}\n  \
+                   cells: []\n  \
+                   verdict:\n    pass: false\n    reasons:\n    - {kind: health, \
+                   rule: 'thresholds[0]', metric: life_used_percent, measured: 60, limit: 50, \
+                   unit: '%', text: t}\n\
+                 - name: sda\n  \
+                   disk: {class: sata, model: S, health: {udma_crc_errors: 0}}\n  \
+                   cells: []\n  verdict: {pass: true}\n";
+        let r: ReportLite = serde_norway::from_str(y).unwrap();
+        let u = extract(0, Path::new("r.yaml"), r);
+        let vals = |i: usize| -> Vec<(String, f64, bool)> { u.devices[i].values.clone() };
+        assert!(vals(0).contains(&("health.life_used_percent".into(), 60.0, false)));
+        assert!(!vals(0).iter().any(|(m, _, _)| m == "health.media_errors"));
+        assert_eq!(u.rejected.len(), 1, "{:?}", u.rejected);
+        assert!(vals(1).contains(&("health.udma_crc_errors".into(), 0.0, true)));
     }
 
     #[test]

@@ -152,6 +152,20 @@ pub struct DiskLite {
     pub size_bytes: Option<u64>,
     #[serde(default)]
     pub usb: Option<UsbLite>,
+    /// The health summary (issue 16), where the unit's build reads it.
+    #[serde(default)]
+    pub health: Option<HealthLite>,
+}
+
+/// The health summary figures the fleet keeps (wear and error counts).
+#[derive(Debug, Default, Deserialize)]
+pub struct HealthLite {
+    #[serde(default)]
+    pub life_time_used_percent_max: Option<f64>,
+    #[serde(default)]
+    pub media_errors: Option<f64>,
+    #[serde(default)]
+    pub udma_crc_errors: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
