@@ -417,7 +417,7 @@ pub fn health_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                 "pre_eol",
                 h.pre_eol.map(pre_eol_level),
                 pre_eol_level(max),
-                "level (1 normal, 2 warning, 3 urgent)",
+                "level", // PRE_EOL_INFO: 1 normal, 2 warning, 3 urgent
                 true,
                 "pre-EOL state",
             ));
@@ -748,6 +748,49 @@ mod tests {
                 ..UsbLink::default()
             }),
             ..Disk::default()
+        }
+    }
+
+    /// Every metric and unit a health reason (and the block note) writes is one the report's
+    /// JSON Schema allows: a new figure without a schema entry fails here, not on a unit.
+    #[test]
+    fn health_metrics_and_units_are_in_the_report_schema() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/report.schema.json")).unwrap();
+        let allowed = |k: &str| -> Vec<String> {
+            schema["$defs"]["reason"]["properties"][k]["enum"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
+        let (metrics, units) = (allowed("metric"), allowed("unit"));
+        let t = rules(
+            "- {select: {class: emmc}, max_life_used_percent: 50, max_pre_eol: warning, \
+             max_media_errors: 0, max_crc_errors: 10, min_pcie_gts: 8, min_pcie_width: 4, \
+             max_over_current: 0}\n",
+        );
+        // nothing reported: every limit gives its reason
+        let disk = Disk {
+            name: "mmcblk0".into(),
+            class: DeviceClass::Emmc,
+            ..Disk::default()
+        };
+        let r = health_reasons(&disk, &applicable(&t, &disk, &SystemFacts::default()));
+        assert_eq!(r.len(), 7, "{r:?}");
+        for x in r
+            .iter()
+            .chain(std::iter::once(&Reason::new(ReasonKind::Note, "n").figure(
+                "block_bytes",
+                Some(1.0),
+                2.0,
+                "bytes",
+            )))
+        {
+            let (m, u) = (x.metric.clone().unwrap(), x.unit.clone().unwrap());
+            assert!(metrics.contains(&m), "metric {m} not in the schema");
+            assert!(units.contains(&u), "unit {u} not in the schema");
         }
     }
 
