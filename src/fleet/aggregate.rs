@@ -15,7 +15,7 @@ use super::stats::{self, OUTLIER_Z};
 use super::FleetError;
 
 /// What a group is keyed by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Dimension {
     /// The unit's device-tree / DMI model.

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::reader::{CurveLite, ReasonLite, ReportLite, ThresholdLite};
 
@@ -37,7 +37,7 @@ pub const LINK_METRIC: &str = "link_mbps";
 pub const CAPACITY_METRIC: &str = "capacity_bytes";
 
 /// One report, reduced.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UnitRecord {
     /// Index of the file in the sorted input list (records arrive out of order).
     pub file: u32,
@@ -55,7 +55,7 @@ pub struct UnitRecord {
 }
 
 /// A figure the fleet refused, and where it was.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RejectedFigure {
     pub file: PathBuf,
     pub unit: String,
@@ -153,7 +153,7 @@ pub fn report_identity(r: &ReportLite, bytes: &[u8]) -> String {
 }
 
 /// One tested device of a report.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceRecord {
     /// Kernel name, model and serial: what a technician looks for on the bench.
     pub label: String,
@@ -170,7 +170,7 @@ pub struct DeviceRecord {
 }
 
 /// A device's failure reason as the fleet counts it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FleetReason {
     /// What makes two reasons the same failure (see [`FleetReason::from_lite`]).
     pub key: String,
