@@ -84,31 +84,43 @@ fn decode(i: u32, row: &FleetRow) -> Outcome {
     }
 }
 
-/// Decodes `rows` (sorted) on the machine's cores, handing outcomes over in order.
-fn outcomes(rows: &[FleetRow]) -> impl Iterator<Item = Outcome> + '_ {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    rows.chunks(BATCH).enumerate().flat_map(move |(b, chunk)| {
-        let base = b * BATCH;
-        let per = chunk.len().div_ceil(threads).max(1);
-        let decoded: Vec<Vec<Outcome>> = std::thread::scope(|s| {
-            let handles: Vec<_> = chunk
-                .chunks(per)
-                .enumerate()
-                .map(|(t, part)| {
-                    s.spawn(move || {
-                        part.iter()
-                            .enumerate()
-                            .map(|(k, r)| decode((base + t * per + k) as u32, r))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("decoding does not panic"))
-                .collect()
+/// Aggregates `rows` (sorted) in order while worker threads decode the batches ahead:
+/// worker `t` decodes batches `t`, `t + T`, … and the aggregating thread takes batch `b`
+/// from worker `b % T`, so decoding overlaps the (sequential) aggregation and the order is
+/// the rows'. Each worker runs at most two batches ahead, which bounds memory.
+fn aggregate_rows(
+    opts: FleetOptions,
+    files: Vec<PathBuf>,
+    rows: &[FleetRow],
+) -> usbperf::fleet::aggregate::Accumulator {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let batches: Vec<&[FleetRow]> = rows.chunks(BATCH).collect();
+    std::thread::scope(|s| {
+        let mut rx = Vec::with_capacity(workers);
+        for t in 0..workers {
+            let (tx, r) = std::sync::mpsc::sync_channel::<Vec<Outcome>>(2);
+            rx.push(r);
+            let batches = &batches;
+            s.spawn(move || {
+                for b in (t..batches.len()).step_by(workers) {
+                    let base = b * BATCH;
+                    let out: Vec<Outcome> = batches[b]
+                        .iter()
+                        .enumerate()
+                        .map(|(k, r)| decode((base + k) as u32, r))
+                        .collect();
+                    if tx.send(out).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let ordered = (0..batches.len()).flat_map(|b| {
+            rx[b % workers]
+                .recv()
+                .expect("a decoding worker sends every batch it owns")
         });
-        decoded.into_iter().flatten()
+        aggregate_outcomes(opts, files, ordered)
     })
 }
 
@@ -148,7 +160,7 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetView, FleetDbErro
         },
         ..FleetOptions::default()
     };
-    let acc = aggregate_outcomes(opts, files, outcomes(&rows));
+    let acc = aggregate_rows(opts, files, &rows);
     if let Some(e) = acc.nothing_matched() {
         return Err(e.into());
     }
