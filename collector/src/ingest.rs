@@ -46,6 +46,61 @@ pub struct Record {
     /// `yaml` or `json`: how `raw` is encoded.
     pub format: &'static str,
     pub devices: Vec<DeviceRow>,
+    /// What the fleet keeps of the report (table `fleet_records`).
+    pub fleet: FleetColumns,
+}
+
+/// The report as the fleet reads it, extracted once at ingest so `usbperf-collect fleet`
+/// never parses raw documents: 100,000 of them take minutes, their records a second.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetColumns {
+    /// `<report_id>.<format>`: the name the report's export has, which orders the fleet's
+    /// records and names them as a directory run names its files.
+    pub file: String,
+    /// `started_at` in nanoseconds since 1970 (UTC), for `--since` on an indexed integer
+    /// (RFC 3339 text with offsets and fractions does not sort as time).
+    pub started_ns: i64,
+    /// `record` (body: the record as compact JSON), `unfinished` (body: the status) or
+    /// `error` (body: why the fleet's reader refused what ingest accepted).
+    pub kind: &'static str,
+    pub body: String,
+}
+
+/// An RFC 3339 time in ns since 1970; 0 when it is none (ingest refused those already).
+pub fn rfc3339_ns(t: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(t)
+        .ok()
+        .and_then(|t| t.timestamp_nanos_opt())
+        .unwrap_or(0)
+}
+
+/// Bumped when the fleet record's shape or extraction changes: rows of an older version
+/// are extracted again from `raw` on the next fleet query.
+pub const FLEET_RECORD_VERSION: i64 = 1;
+
+/// Extracts the fleet's columns from a report's bytes (also used to back-fill reports
+/// stored before the fleet table existed).
+/// `started` is the report's start in ns, for the rows without a record.
+pub fn fleet_columns(report_id: &str, format: &str, started: i64, body: &[u8]) -> FleetColumns {
+    use usbperf::fleet::records::{extract_bytes, Extracted};
+    let file = format!("{report_id}.{format}");
+    let (kind, body, started_ns) = match extract_bytes(std::path::Path::new(&file), body) {
+        Ok(Extracted::Record(r)) => {
+            let ns = r.started_at.timestamp_nanos_opt().unwrap_or(started);
+            // Serialising plain data to a String cannot fail.
+            let json = serde_json::to_string(&r).unwrap_or_default();
+            ("record", json, ns)
+        }
+        Ok(Extracted::Unfinished { status }) => ("unfinished", status, started),
+        Err(usbperf::fleet::FleetError::Malformed { msg, .. }) => ("error", msg, started),
+        Err(e) => ("error", e.to_string(), started),
+    };
+    FleetColumns {
+        file,
+        started_ns,
+        kind,
+        body,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -326,6 +381,8 @@ pub fn parse(body: &[u8], json: bool, header_id: Option<&str>) -> Result<Record,
             }
         })
         .collect();
+    let format = if json { "json" } else { "yaml" };
+    let fleet = fleet_columns(&report_id, format, rfc3339_ns(&lite.started_at), body);
     Ok(Record {
         report_id,
         schema_version: lite.schema_version,
@@ -337,8 +394,9 @@ pub fn parse(body: &[u8], json: bool, header_id: Option<&str>) -> Result<Record,
         status: lite.status,
         pass: lite.verdict.pass,
         exit_code: lite.exit_code,
-        format: if json { "json" } else { "yaml" },
+        format,
         devices,
+        fleet,
     })
 }
 

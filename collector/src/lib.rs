@@ -4,6 +4,7 @@
 //! then acknowledged. The unit deletes its queued copy on that acknowledgement, so a report
 //! is always either acknowledged and committed here, or still queued on the unit.
 
+pub mod fleet;
 pub mod ingest;
 pub mod server;
 pub mod store;

@@ -1,5 +1,6 @@
 //! `usbperf-collect`: parse flags, open the database and the token file, serve until SIGTERM
-//! or SIGINT (requests under way finish; every acknowledged report is already committed).
+//! or SIGINT (requests under way finish; every acknowledged report is already committed);
+//! `usbperf-collect fleet` prints the fleet of the stored reports and exits.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,14 +8,75 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 
-use usbperf_collect::server::{self, App};
+use usbperf_collect::fleet::{self as fleetdb, FleetQuery, Format};
+use usbperf_collect::server::{self, App, Page};
 use usbperf_collect::{store, tokens::Tokens, DEFAULT_MAX_BODY_BYTES};
 
 /// Collector of usbperf factory reports: units POST to /api/v1/reports; each report is
 /// checked and stored once per report_id in SQLite or PostgreSQL before it is acknowledged.
 #[derive(Debug, Parser)]
-#[command(name = "usbperf-collect", version, about)]
+#[command(
+    name = "usbperf-collect",
+    version,
+    about,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    serve: Serve,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Cmd {
+    /// The fleet of the stored reports: the tables, learned thresholds or HTML page of
+    /// `usbperf-matrix fleet` over the same reports as files.
+    Fleet(FleetArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FleetFormat {
+    Text,
+    Json,
+    Html,
+}
+
+#[derive(Debug, clap::Args)]
+struct FleetArgs {
+    /// Database: sqlite:PATH or postgres://USER@HOST/DB.
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "sqlite:/var/lib/usbperf-collect/reports.db"
+    )]
+    db: String,
+    /// Only reports started on or after DATE (YYYY-MM-DD, UTC, or an RFC 3339 time).
+    #[arg(long, value_name = "DATE")]
+    since: Option<String>,
+    /// Only reports of this board (the unit's device-tree / DMI model, as the table shows it).
+    #[arg(long, value_name = "MODEL")]
+    board: Option<String>,
+    /// Group devices by these, comma-separated: board, device-class, port, device-model,
+    /// tool-version.
+    #[arg(long, default_value = "board,device-class", value_name = "DIMS")]
+    group_by: String,
+    #[arg(long, value_enum, default_value_t = FleetFormat::Text)]
+    format: FleetFormat,
+    /// Print a board-profile `thresholds:` list learned from the devices that passed.
+    #[arg(long)]
+    suggest_thresholds: bool,
+    /// Margin of learned limits below the fleet's 1st percentile (above its p99 latency).
+    #[arg(long, default_value_t = 20.0, value_name = "PERCENT")]
+    margin_percent: f64,
+    /// Write the output here instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct Serve {
     /// Address to listen on (plain HTTP; put a TLS proxy in front, see README). Port 0
     /// picks a free port; the address is printed on standard output.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
@@ -27,28 +89,121 @@ struct Args {
     )]
     db: String,
     /// Accepted tokens, one per line (# comments allowed): per unit or per test line.
-    #[arg(long, value_name = "FILE")]
-    token_file: PathBuf,
+    #[arg(long, value_name = "FILE", required = true)]
+    token_file: Option<PathBuf>,
     /// Largest report body accepted (413 above it).
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: u64,
     /// PostgreSQL sessions shared by the request workers.
     #[arg(long, value_name = "N", default_value_t = 8)]
     db_sessions: usize,
+    /// Also serve the fleet page, token-free and read-only, on this address: GET /fleet
+    /// (HTML, refreshing itself) and /fleet.json, with ?since=DATE&board=MODEL.
+    #[arg(long, value_name = "ADDR")]
+    page_listen: Option<String>,
+    /// Seconds between the page's reloads in the browser.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    page_refresh: u32,
 }
 
+/// A mistake in the command line (exit 2, as `usbperf-matrix fleet` has it).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Usage(String);
+
 fn main() -> std::process::ExitCode {
-    match run(Args::parse()) {
+    let args = Args::parse();
+    let res = match &args.command {
+        Some(Cmd::Fleet(f)) => fleet(f),
+        None => run(args.serve),
+    };
+    match res {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("usbperf-collect: error: {e:#}");
-            std::process::ExitCode::from(1)
+            let usage = e.downcast_ref::<Usage>().is_some();
+            std::process::ExitCode::from(if usage { 2 } else { 1 })
         }
     }
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
-    let tokens = Tokens::load(&args.token_file)?;
+fn fleet(args: &FleetArgs) -> anyhow::Result<()> {
+    if !(0.0..100.0).contains(&args.margin_percent) {
+        return Err(Usage(format!(
+            "--margin-percent {} must be in 0..100 (20 means limits 20 % below the fleet's p1)",
+            args.margin_percent
+        ))
+        .into());
+    }
+    let mut group_by =
+        usbperf::fleet::Dimension::parse_list(&args.group_by).map_err(|e| Usage(e.to_string()))?;
+    if args.suggest_thresholds {
+        // As `usbperf-matrix fleet`: a profile selects devices by class (and port).
+        let by_port = group_by.contains(&usbperf::fleet::Dimension::Port);
+        group_by = vec![usbperf::fleet::Dimension::DeviceClass];
+        if by_port {
+            group_by.push(usbperf::fleet::Dimension::Port);
+        }
+    }
+    let q = FleetQuery {
+        since: args
+            .since
+            .as_deref()
+            .map(usbperf::fleet::records::parse_since)
+            .transpose()
+            .map_err(Usage)?,
+        board: args.board.clone(),
+        group_by,
+    };
+    // Opening creates a missing SQLite file: a mistyped path would show an empty fleet.
+    if let Some(path) = args.db.strip_prefix("sqlite:") {
+        let path = path.strip_prefix("//").unwrap_or(path);
+        if !std::path::Path::new(path).is_file() {
+            return Err(Usage(format!(
+                "--db {}: no such database file (the collector's --db, e.g. \
+                 sqlite:/var/lib/usbperf-collect/reports.db)",
+                args.db
+            ))
+            .into());
+        }
+    }
+    let store = store::open(&args.db, 1)
+        .with_context(|| format!("cannot open the database {}", args.db))?;
+    let view = match fleetdb::fleet(store.as_ref(), &q) {
+        Ok(v) => v,
+        Err(e @ fleetdb::FleetDbError::NothingMatched(_)) => {
+            return Err(Usage(e.to_string()).into())
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let body = if args.suggest_thresholds {
+        fleetdb::render_thresholds(&view, args.margin_percent / 100.0)
+            .map_err(|e| Usage(e.to_string()))?
+    } else {
+        let format = match args.format {
+            FleetFormat::Text => Format::Text,
+            FleetFormat::Json => Format::Json,
+            FleetFormat::Html => Format::Html,
+        };
+        fleetdb::render(&view, format, "")
+    };
+    match &args.out {
+        Some(p) => std::fs::write(p, body).with_context(|| format!("cannot write {}", p.display())),
+        None => {
+            use std::io::Write;
+            // A closed pipe (`| head`) is not an error worth a message.
+            let _ = std::io::stdout().lock().write_all(body.as_bytes());
+            Ok(())
+        }
+    }
+}
+
+fn run(args: Serve) -> anyhow::Result<()> {
+    let token_file = args
+        .token_file
+        .clone()
+        .context("--token-file is required")?;
+    let tokens = Tokens::load(&token_file)?;
     let store: Arc<dyn store::Store> = Arc::from(
         store::open(&args.db, args.db_sessions)
             .with_context(|| format!("cannot open the database {}", args.db))?,
@@ -57,6 +212,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         store,
         tokens,
         max_body_bytes: args.max_body_bytes,
+        page: Page::new(args.page_refresh),
     });
     // The sync PostgreSQL client runs its own small runtime and must not be dropped inside
     // tokio's: this handle keeps the store alive until the server's runtime is gone.
@@ -79,10 +235,32 @@ fn run(args: Args) -> anyhow::Result<()> {
             "usbperf-collect: listening on http://{addr}{}",
             server::REPORTS_PATH
         );
-        axum::serve(listener, server::router(app))
+        let page = match &args.page_listen {
+            Some(a) => {
+                let l = tokio::net::TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("cannot listen on {a} (--page-listen)"))?;
+                println!(
+                    "usbperf-collect: fleet page on http://{}/fleet",
+                    l.local_addr()?
+                );
+                let router = server::page_router(app.clone());
+                Some(tokio::spawn(async move {
+                    axum::serve(l, router)
+                        .with_graceful_shutdown(shutdown())
+                        .await
+                }))
+            }
+            None => None,
+        };
+        let served = axum::serve(listener, server::router(app))
             .with_graceful_shutdown(shutdown())
             .await
-            .context("the HTTP server stopped")
+            .context("the HTTP server stopped");
+        if let Some(p) = page {
+            p.abort();
+        }
+        served
     });
     drop(rt);
     drop(keep);

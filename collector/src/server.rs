@@ -8,16 +8,25 @@
 //! `{"report_id": …, "stored": "new"|"duplicate"}`, only after the commit.
 //!
 //! Plain HTTP: TLS is terminated by a reverse proxy in front (README, "Collector").
+//!
+//! The fleet page (`--page-listen`) is a router of its own on its own listener: read-only
+//! and token-free, since a browser kept open on the line cannot send a unit's bearer token
+//! and must not hold one (a token is the right to store reports). `GET /fleet` (HTML that
+//! reloads itself) and `GET /fleet.json`, with `?since=&board=`, computed from the database
+//! and cached for [`PAGE_CACHE`], so many screens on the line cost one query.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
+use crate::fleet::{self, FleetDbError, FleetQuery, Format};
 use crate::ingest::{self, IngestError};
 use crate::store::{Store, Stored};
 use crate::tokens::Tokens;
@@ -31,6 +40,152 @@ pub struct App {
     pub store: Arc<dyn Store>,
     pub tokens: Tokens,
     pub max_body_bytes: u64,
+    pub page: Page,
+}
+
+/// How long a computed page is served before the database is asked again.
+pub const PAGE_CACHE: Duration = Duration::from_secs(5);
+
+type PageKey = (FleetQuery, Format);
+
+/// The fleet page's state: the reload interval and the pages computed lately.
+pub struct Page {
+    pub refresh_s: u32,
+    cache: Mutex<HashMap<PageKey, (Instant, Arc<String>)>>,
+}
+
+impl Page {
+    pub fn new(refresh_s: u32) -> Page {
+        Page {
+            refresh_s,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The page for `key`, from the cache when fresh. The lock is held while computing: a
+    /// dozen screens reloading at once make one query, not twelve.
+    fn get(&self, store: &dyn Store, key: PageKey) -> Result<Arc<String>, FleetDbError> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, body)) = cache.get(&key) {
+            if at.elapsed() < PAGE_CACHE {
+                return Ok(body.clone());
+            }
+        }
+        let view = fleet::fleet(store, &key.0)?;
+        let mut body = fleet::render(&view, key.1, "reports/");
+        if key.1 == Format::Html {
+            // The page is what a production engineer keeps open: it reloads itself.
+            let meta = format!(
+                "<meta http-equiv=\"refresh\" content=\"{}\">",
+                self.refresh_s.max(1)
+            );
+            body = body.replacen("<head>", &format!("<head>{meta}"), 1);
+        }
+        let body = Arc::new(body);
+        cache.retain(|_, (at, _)| at.elapsed() < PAGE_CACHE);
+        cache.insert(key, (Instant::now(), body.clone()));
+        Ok(body)
+    }
+}
+
+/// The read-only fleet page: `--page-listen`'s router.
+pub fn page_router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/fleet", get(|s, q| fleet_page(s, q, Format::Html)))
+        .route("/fleet.json", get(|s, q| fleet_page(s, q, Format::Json)))
+        .route("/fleet.txt", get(|s, q| fleet_page(s, q, Format::Text)))
+        .route("/reports/:file", get(report_file))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .with_state(app)
+}
+
+/// `GET /reports/<report_id>.<format>`: a stored report as sent, for the page's links.
+async fn report_file(
+    State(app): State<Arc<App>>,
+    axum::extract::Path(file): axum::extract::Path<String>,
+) -> Response {
+    let Some((id, ext)) = file.rsplit_once('.') else {
+        return (StatusCode::NOT_FOUND, "no such report\n").into_response();
+    };
+    let id = id.to_string();
+    let ext = ext.to_string();
+    let res = tokio::task::spawn_blocking(move || app.store.raw(&id)).await;
+    match res {
+        Ok(Ok(Some((format, raw)))) if format == ext => {
+            let ctype = if format == "json" {
+                "application/json"
+            } else {
+                "application/yaml"
+            };
+            (StatusCode::OK, [(header::CONTENT_TYPE, ctype)], raw).into_response()
+        }
+        Ok(Ok(_)) => (StatusCode::NOT_FOUND, "no such report\n").into_response(),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the database did not answer: {e}\n"),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal error: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+async fn fleet_page(
+    State(app): State<Arc<App>>,
+    Query(params): Query<HashMap<String, String>>,
+    format: Format,
+) -> Response {
+    let nonempty = |k: &str| params.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let since = match nonempty("since").map(usbperf::fleet::records::parse_since) {
+        None => None,
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("{}\n", e.replace("--since", "since=")),
+            )
+                .into_response()
+        }
+    };
+    let q = FleetQuery {
+        since,
+        board: nonempty("board").map(str::to_string),
+        ..FleetQuery::default()
+    };
+    let res =
+        tokio::task::spawn_blocking(move || app.page.get(app.store.as_ref(), (q, format))).await;
+    let ctype = match format {
+        Format::Html => "text/html; charset=utf-8",
+        Format::Json => "application/json",
+        Format::Text => "text/plain; charset=utf-8",
+    };
+    match res {
+        Ok(Ok(body)) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, ctype)],
+            body.to_string(),
+        )
+            .into_response(),
+        Ok(Err(e @ (FleetDbError::NothingMatched(_) | FleetDbError::Fleet(_)))) => {
+            (StatusCode::NOT_FOUND, format!("{e}\n")).into_response()
+        }
+        Ok(Err(e)) => {
+            eprintln!("usbperf-collect: fleet page: {e}");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the database did not answer: {e}\n"),
+            )
+                .into_response()
+        }
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal error: {e}\n"),
+        )
+            .into_response(),
+    }
 }
 
 pub fn router(app: Arc<App>) -> Router {

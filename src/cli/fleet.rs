@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 
 use super::UsageError;
 use crate::exit::Exit;
@@ -69,18 +69,7 @@ pub struct FleetArgs {
 }
 
 fn parse_since(s: &str) -> anyhow::Result<DateTime<Utc>> {
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        return Ok(d.and_hms_opt(0, 0, 0).expect("midnight exists").and_utc());
-    }
-    DateTime::parse_from_rfc3339(s)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| {
-            UsageError(format!(
-                "--since {s:?} is not a date: use YYYY-MM-DD (UTC) or an RFC 3339 time such as \
-                 2026-11-30T08:00:00Z"
-            ))
-            .into()
-        })
+    crate::fleet::records::parse_since(s).map_err(|e| UsageError(e).into())
 }
 
 fn usage(e: FleetError) -> anyhow::Error {

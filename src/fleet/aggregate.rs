@@ -15,7 +15,7 @@ use super::stats::{self, OUTLIER_Z};
 use super::FleetError;
 
 /// What a group is keyed by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Dimension {
     /// The unit's device-tree / DMI model.
@@ -409,13 +409,23 @@ impl Accumulator {
         }
         self.rejected.append(&mut r.rejected);
         self.reports += 1;
-        self.boards.insert(r.board.clone());
+        // Look before cloning: 100,000 records of a handful of boards, units and ports
+        // would otherwise allocate a key each time (the fleet from a database, issue 15).
+        if !self.boards.contains(&r.board) {
+            self.boards.insert(r.board.clone());
+        }
         // Configs repeat across a fleet: only look at a handful of distinct ones.
         if self.thresholds.len() < 64 {
             self.note_thresholds(&r.thresholds);
         }
         let next_id = self.unit_names.len() as u32;
-        let unit = *self.unit_ids.entry(r.unit.clone()).or_insert(next_id);
+        let unit = match self.unit_ids.get(&r.unit) {
+            Some(&u) => u,
+            None => {
+                self.unit_ids.insert(r.unit.clone(), next_id);
+                next_id
+            }
+        };
         if unit == next_id {
             self.unit_names.push(r.unit.clone());
             self.unit_latest.push((r.started_at, r.pass));
@@ -458,7 +468,10 @@ impl Accumulator {
             }
             if d.port.starts_with("usb:") {
                 let link_fail = d.reasons.iter().any(|r| r.link);
-                let e = self.ports.entry(d.port.clone()).or_insert((0, 0));
+                let e = match self.ports.get_mut(&d.port) {
+                    Some(e) => e,
+                    None => self.ports.entry(d.port.clone()).or_insert((0, 0)),
+                };
                 e.0 += 1;
                 e.1 += u32::from(link_fail);
             }

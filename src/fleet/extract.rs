@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::reader::{CurveLite, ReasonLite, ReportLite, ThresholdLite};
 
@@ -46,7 +46,7 @@ pub const MAX_LIFE_USED_PERCENT: f64 = 255.0;
 pub const MAX_ERROR_COUNT: f64 = 1e12;
 
 /// One report, reduced.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UnitRecord {
     /// Index of the file in the sorted input list (records arrive out of order).
     pub file: u32,
@@ -64,7 +64,7 @@ pub struct UnitRecord {
 }
 
 /// A figure the fleet refused, and where it was.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RejectedFigure {
     pub file: PathBuf,
     pub unit: String,
@@ -164,7 +164,7 @@ pub fn report_identity(r: &ReportLite, bytes: &[u8]) -> String {
 }
 
 /// One tested device of a report.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceRecord {
     /// Kernel name, model and serial: what a technician looks for on the bench.
     pub label: String,
@@ -181,7 +181,7 @@ pub struct DeviceRecord {
 }
 
 /// A device's failure reason as the fleet counts it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FleetReason {
     /// What makes two reasons the same failure (see [`FleetReason::from_lite`]).
     pub key: String,

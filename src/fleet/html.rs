@@ -93,6 +93,16 @@ b.dataset.rendered='ok';});
 
 /// The whole page.
 pub fn render_html(s: &FleetSummary, sug: &[Suggestion]) -> String {
+    render_html_linked(s, sug, &file_url)
+}
+
+/// [`render_html`] with the outlier table's links to reports made by `link` (the
+/// collector's page links to the reports it serves, not to files).
+pub fn render_html_linked(
+    s: &FleetSummary,
+    sug: &[Suggestion],
+    link: &dyn Fn(&Path) -> String,
+) -> String {
     let mut o = String::with_capacity(256 << 10);
     let _ = write!(
         o,
@@ -125,7 +135,7 @@ pub fn render_html(s: &FleetSummary, sug: &[Suggestion]) -> String {
     for g in &s.groups {
         group(&mut o, s, g, sug);
     }
-    outliers(&mut o, s);
+    outliers(&mut o, s, link);
     if !s.errors.is_empty() {
         o.push_str("<h2>Unreadable reports</h2><ul>");
         for e in &s.errors {
@@ -267,7 +277,7 @@ fn ports(o: &mut String, s: &FleetSummary) {
 }
 
 /// One row per flagged device test: the metrics that stand out, the most extreme first.
-fn outliers(o: &mut String, s: &FleetSummary) {
+fn outliers(o: &mut String, s: &FleetSummary, link: &dyn Fn(&Path) -> String) {
     type Key<'a> = (&'a str, &'a str, &'a str, &'a Path);
     let mut rows: Vec<(Key, Vec<(&MetricSummary, &super::aggregate::Outlier)>)> = Vec::new();
     let mut index: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
@@ -334,7 +344,7 @@ fn outliers(o: &mut String, s: &FleetSummary) {
             esc(device),
             esc(group),
             esc(&figs.join("; ")),
-            esc(&file_url(file)),
+            esc(&link(file)),
             esc(&file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
         );
     }

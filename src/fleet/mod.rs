@@ -4,13 +4,15 @@
 //! Flow: [`load`] finds and parses files on worker threads ([`reader`] is the lenient report
 //! view), [`extract`] turns each report into a compact record, [`aggregate`] folds records
 //! into per-(group, metric) value vectors and summarises them with [`stats`];
-//! [`thresholds`], [`text`] and [`html`] render the summary.
+//! [`thresholds`], [`text`] and [`html`] render the summary. [`records`] aggregates records
+//! extracted elsewhere (the collector's database) without reading files.
 
 pub mod aggregate;
 pub mod extract;
 pub mod html;
 pub mod load;
 pub mod reader;
+pub mod records;
 pub mod stats;
 pub mod text;
 pub mod thresholds;

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::report::decode::{decode, is_json, Probe};
 
@@ -62,7 +62,7 @@ pub struct ConfigLite {
 }
 
 /// A threshold the factory run applied, for drawing it on the fleet's charts.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct ThresholdLite {
     #[serde(default)]
     pub select: SelectLite,
@@ -78,7 +78,7 @@ pub struct ThresholdLite {
     pub min_link_mbps: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct SelectLite {
     #[serde(default)]
     pub all_non_system: bool,
@@ -205,7 +205,7 @@ pub struct LatencyLite {
     pub p99_ns: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct CurveLite {
     #[serde(default)]
     pub samples: Vec<SampleLite>,
@@ -213,13 +213,13 @@ pub struct CurveLite {
     pub knee: Option<KneeLite>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 pub struct SampleLite {
     pub t_s: f64,
     pub mib_per_s: f64,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 pub struct KneeLite {
     pub t_s: f64,
     pub before_mib_per_s: f64,

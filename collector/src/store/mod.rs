@@ -6,7 +6,11 @@
 //! Tables (both databases): `reports` (report_id primary key, unit, board, hostname,
 //! started_at, finished_at, status, pass, exit_code, schema_version, format, raw,
 //! received_at), `devices` (report_id, idx, name, class, port, model, serial, pass) and
-//! `metrics` (report_id, device_idx, cell_idx, workload, status, mib_per_s, iops, p99_ns).
+//! `metrics` (report_id, device_idx, cell_idx, workload, status, mib_per_s, iops, p99_ns),
+//! and `fleet_records` (report_id, file, board, started_ns, kind, body, version): each
+//! report as the fleet reads it, extracted at ingest (see `ingest::FleetColumns`), indexed
+//! by time and by board and time. Databases from before that table get it when opened and
+//! their reports' rows on the first fleet query ([`Store::fleet_backfill`]).
 
 pub mod postgres;
 pub mod sqlite;
@@ -35,12 +39,75 @@ pub enum StoreError {
     Postgres(#[from] ::postgres::Error),
 }
 
+/// Which reports a fleet query takes: SQL filters on indexed columns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct FleetFilter {
+    /// Reports started at or after this (ns since 1970, UTC).
+    pub since_ns: Option<i64>,
+    /// Reports of this board exactly (the unit's model, trimmed).
+    pub board: Option<String>,
+}
+
+/// One report as the fleet reads it (columns of `fleet_records`).
+#[derive(Debug, Clone)]
+pub struct FleetRow {
+    pub file: String,
+    pub kind: String,
+    pub body: String,
+}
+
+/// Reports stored before `fleet_records` existed (or with an older record version), taken
+/// out to be extracted again.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    pub report_id: String,
+    pub format: String,
+    pub board: Option<String>,
+    pub started_ns: i64,
+    pub raw: Vec<u8>,
+}
+
+/// Back-fills one batch at a time, so memory holds a few hundred raw documents.
+pub const BACKFILL_BATCH: usize = 256;
+
+/// Extracts and stores the fleet rows of every report that lacks one; how many.
+pub(crate) fn backfill(
+    mut next: impl FnMut() -> Result<Vec<Pending>, StoreError>,
+    mut put: impl FnMut(&[(Pending, crate::ingest::FleetColumns)]) -> Result<(), StoreError>,
+) -> Result<u64, StoreError> {
+    let mut n = 0u64;
+    loop {
+        let batch = next()?;
+        if batch.is_empty() {
+            return Ok(n);
+        }
+        let rows: Vec<_> = batch
+            .into_iter()
+            .map(|p| {
+                let c = crate::ingest::fleet_columns(&p.report_id, &p.format, p.started_ns, &p.raw);
+                (p, c)
+            })
+            .collect();
+        put(&rows)?;
+        n += rows.len() as u64;
+    }
+}
+
 /// A database of reports; shared by the server's worker threads.
 pub trait Store: Send + Sync {
     /// Stores the report once per `report_id`, durably, before returning.
     fn insert(&self, r: &Record, raw: &[u8]) -> Result<Stored, StoreError>;
     /// How many reports are stored.
     fn count(&self) -> Result<u64, StoreError>;
+    /// Gives every stored report its fleet row (reports from before the table, or of an
+    /// older record version); how many it extracted. Idempotent.
+    fn fleet_backfill(&self) -> Result<u64, StoreError>;
+    /// The fleet rows `f` selects, in no particular order.
+    fn fleet_rows(&self, f: &FleetFilter) -> Result<Vec<FleetRow>, StoreError>;
+    /// One stored report: (format, the document as sent).
+    fn raw(&self, report_id: &str) -> Result<Option<(String, Vec<u8>)>, StoreError>;
+    /// Reports per board over the whole database, for "nothing matched" advice.
+    fn fleet_boards(&self) -> Result<Vec<(Option<String>, u64)>, StoreError>;
 }
 
 /// Opens (and creates the tables of) the database `--db` names; `connections` is how many

@@ -11,8 +11,8 @@ use std::sync::Mutex;
 
 use ::postgres::{Client, NoTls};
 
-use super::{Store, StoreError, Stored};
-use crate::ingest::Record;
+use super::{FleetFilter, FleetRow, Pending, Store, StoreError, Stored, BACKFILL_BATCH};
+use crate::ingest::{Record, FLEET_RECORD_VERSION};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -59,7 +59,23 @@ CREATE TABLE IF NOT EXISTS metrics (
     FOREIGN KEY (report_id, device_idx) REFERENCES devices (report_id, idx) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS metrics_workload ON metrics (workload);
+CREATE TABLE IF NOT EXISTS fleet_records (
+    report_id text PRIMARY KEY REFERENCES reports (report_id) ON DELETE CASCADE,
+    file text NOT NULL,
+    board text,
+    started_ns bigint NOT NULL,
+    kind text NOT NULL,
+    body text NOT NULL,
+    version integer NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fleet_records_time ON fleet_records (started_ns);
+CREATE INDEX IF NOT EXISTS fleet_records_board_time ON fleet_records (board, started_ns);
 ";
+
+const PUT_FLEET: &str = "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, \
+     body, version) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (report_id) DO UPDATE SET \
+     file = excluded.file, board = excluded.board, started_ns = excluded.started_ns, \
+     kind = excluded.kind, body = excluded.body, version = excluded.version";
 
 pub struct Postgres {
     url: String,
@@ -139,6 +155,19 @@ impl Store for Postgres {
                 tx.rollback()?;
                 return Ok(Stored::Duplicate);
             }
+            let version = FLEET_RECORD_VERSION as i32;
+            tx.execute(
+                PUT_FLEET,
+                &[
+                    &r.report_id,
+                    &r.fleet.file,
+                    &r.board,
+                    &r.fleet.started_ns,
+                    &r.fleet.kind,
+                    &r.fleet.body,
+                    &version,
+                ],
+            )?;
             let dev = tx.prepare(
                 "INSERT INTO devices (report_id, idx, name, class, port, model, serial, pass) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -181,6 +210,101 @@ impl Store for Postgres {
             }
             tx.commit()?;
             Ok(Stored::New)
+        })
+    }
+
+    fn fleet_backfill(&self) -> Result<u64, StoreError> {
+        let version = FLEET_RECORD_VERSION as i32;
+        let next = || {
+            self.with_session(|c| {
+                let rows = c.query(
+                    "SELECT r.report_id, r.format, r.board, \
+                     (extract(epoch FROM r.started_at) * 1000000)::bigint, r.raw \
+                     FROM reports r LEFT JOIN fleet_records f ON f.report_id = r.report_id \
+                     WHERE f.report_id IS NULL OR f.version < $1 LIMIT $2",
+                    &[&version, &(BACKFILL_BATCH as i64)],
+                )?;
+                Ok(rows
+                    .into_iter()
+                    .map(|r| Pending {
+                        report_id: r.get(0),
+                        format: r.get(1),
+                        board: r.get(2),
+                        started_ns: r.get::<_, i64>(3).saturating_mul(1000),
+                        raw: r.get(4),
+                    })
+                    .collect())
+            })
+        };
+        let put = |rows: &[(Pending, crate::ingest::FleetColumns)]| {
+            self.with_session(|c| {
+                let mut tx = c.transaction()?;
+                let st = tx.prepare(PUT_FLEET)?;
+                for (p, f) in rows {
+                    tx.execute(
+                        &st,
+                        &[
+                            &p.report_id,
+                            &f.file,
+                            &p.board,
+                            &f.started_ns,
+                            &f.kind,
+                            &f.body,
+                            &version,
+                        ],
+                    )?;
+                }
+                tx.commit()
+            })
+        };
+        super::backfill(next, put)
+    }
+
+    fn fleet_rows(&self, f: &FleetFilter) -> Result<Vec<FleetRow>, StoreError> {
+        let mut sql = String::from("SELECT file, kind, body FROM fleet_records WHERE true");
+        let board = f.board.as_deref().map(str::trim);
+        let mut args: Vec<&(dyn ::postgres::types::ToSql + Sync)> = Vec::new();
+        if let Some(t) = &f.since_ns {
+            args.push(t);
+            sql.push_str(&format!(" AND started_ns >= ${}", args.len()));
+        }
+        if let Some(b) = &board {
+            args.push(b);
+            sql.push_str(&format!(" AND board = ${}", args.len()));
+        }
+        self.with_session(|c| {
+            let rows = c.query(sql.as_str(), &args)?;
+            Ok(rows
+                .into_iter()
+                .map(|r| FleetRow {
+                    file: r.get(0),
+                    kind: r.get(1),
+                    body: r.get(2),
+                })
+                .collect())
+        })
+    }
+
+    fn raw(&self, report_id: &str) -> Result<Option<(String, Vec<u8>)>, StoreError> {
+        self.with_session(|c| {
+            let row = c.query_opt(
+                "SELECT format, raw FROM reports WHERE report_id = $1",
+                &[&report_id],
+            )?;
+            Ok(row.map(|r| (r.get(0), r.get(1))))
+        })
+    }
+
+    fn fleet_boards(&self) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+        self.with_session(|c| {
+            let rows = c.query(
+                "SELECT board, count(*) FROM fleet_records GROUP BY board ORDER BY board",
+                &[],
+            )?;
+            Ok(rows
+                .into_iter()
+                .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
+                .collect())
         })
     }
 

@@ -5,10 +5,10 @@
 
 use std::sync::Mutex;
 
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
-use super::{Store, StoreError, Stored};
-use crate::ingest::Record;
+use super::{FleetFilter, FleetRow, Pending, Store, StoreError, Stored, BACKFILL_BATCH};
+use crate::ingest::{rfc3339_ns, Record, FLEET_RECORD_VERSION};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -55,7 +55,23 @@ CREATE TABLE IF NOT EXISTS metrics (
     FOREIGN KEY (report_id, device_idx) REFERENCES devices (report_id, idx) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS metrics_workload ON metrics (workload);
+CREATE TABLE IF NOT EXISTS fleet_records (
+    report_id TEXT PRIMARY KEY REFERENCES reports (report_id) ON DELETE CASCADE,
+    file TEXT NOT NULL,
+    board TEXT,
+    started_ns INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    version INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fleet_records_time ON fleet_records (started_ns);
+CREATE INDEX IF NOT EXISTS fleet_records_board_time ON fleet_records (board, started_ns);
 ";
+
+const PUT_FLEET: &str = "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, \
+     body, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (report_id) DO UPDATE SET \
+     file = excluded.file, board = excluded.board, started_ns = excluded.started_ns, \
+     kind = excluded.kind, body = excluded.body, version = excluded.version";
 
 pub struct Sqlite {
     path: String,
@@ -128,6 +144,19 @@ impl Store for Sqlite {
         if n == 0 {
             return Ok(Stored::Duplicate);
         }
+        tx.execute(
+            PUT_FLEET,
+            params![
+                r.report_id,
+                r.fleet.file,
+                r.board,
+                r.fleet.started_ns,
+                r.fleet.kind,
+                r.fleet.body,
+                FLEET_RECORD_VERSION
+            ],
+        )
+        .map_err(|e| self.err(e))?;
         {
             let mut dev = tx
                 .prepare_cached(
@@ -170,6 +199,113 @@ impl Store for Sqlite {
         }
         tx.commit().map_err(|e| self.err(e))?;
         Ok(Stored::New)
+    }
+
+    fn fleet_backfill(&self) -> Result<u64, StoreError> {
+        let next = || {
+            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = conn
+                .prepare_cached(
+                    "SELECT r.report_id, r.format, r.board, r.started_at, r.raw FROM reports r \
+                     LEFT JOIN fleet_records f ON f.report_id = r.report_id \
+                     WHERE f.report_id IS NULL OR f.version < ?1 LIMIT ?2",
+                )
+                .map_err(|e| self.err(e))?;
+            let rows = st
+                .query_map(
+                    params![FLEET_RECORD_VERSION, BACKFILL_BATCH as i64],
+                    |row| {
+                        Ok(Pending {
+                            report_id: row.get(0)?,
+                            format: row.get(1)?,
+                            board: row.get(2)?,
+                            started_ns: rfc3339_ns(&row.get::<_, String>(3)?),
+                            raw: row.get(4)?,
+                        })
+                    },
+                )
+                .map_err(|e| self.err(e))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+        };
+        let put = |rows: &[(Pending, crate::ingest::FleetColumns)]| {
+            let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            let tx = conn.transaction().map_err(|e| self.err(e))?;
+            {
+                let mut st = tx.prepare_cached(PUT_FLEET).map_err(|e| self.err(e))?;
+                for (p, c) in rows {
+                    st.execute(params![
+                        p.report_id,
+                        c.file,
+                        p.board,
+                        c.started_ns,
+                        c.kind,
+                        c.body,
+                        FLEET_RECORD_VERSION
+                    ])
+                    .map_err(|e| self.err(e))?;
+                }
+            }
+            tx.commit().map_err(|e| self.err(e))
+        };
+        super::backfill(next, put)
+    }
+
+    fn fleet_rows(&self, f: &FleetFilter) -> Result<Vec<FleetRow>, StoreError> {
+        // A connection of its own: WAL readers do not block the writer, so the page's query
+        // never holds up a unit's upload.
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| self.err(e))?;
+        // Read through a memory map: the rows are hundreds of MB for a large fleet, and
+        // page-sized read() calls cost more than the copy.
+        conn.pragma_update(None, "mmap_size", 1i64 << 32)
+            .map_err(|e| self.err(e))?;
+        let mut sql = String::from("SELECT file, kind, body FROM fleet_records WHERE 1 = 1");
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(t) = f.since_ns {
+            args.push(t.into());
+            sql.push_str(&format!(" AND started_ns >= ?{}", args.len()));
+        }
+        if let Some(b) = &f.board {
+            args.push(b.trim().to_string().into());
+            sql.push_str(&format!(" AND board = ?{}", args.len()));
+        }
+        let mut st = conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(rusqlite::params_from_iter(args), |row| {
+                Ok(FleetRow {
+                    file: row.get(0)?,
+                    kind: row.get(1)?,
+                    body: row.get(2)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    }
+
+    fn raw(&self, report_id: &str) -> Result<Option<(String, Vec<u8>)>, StoreError> {
+        use rusqlite::OptionalExtension;
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row(
+            "SELECT format, raw FROM reports WHERE report_id = ?1",
+            params![report_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()
+        .map_err(|e| self.err(e))
+    }
+
+    fn fleet_boards(&self) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = conn
+            .prepare("SELECT board, count(*) FROM fleet_records GROUP BY board ORDER BY board")
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([], |row| Ok((row.get(0)?, row.get::<_, i64>(1)? as u64)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
     }
 
     fn count(&self) -> Result<u64, StoreError> {

@@ -119,6 +119,8 @@ pub struct Collector {
     pub db: String,
     pub tokens: PathBuf,
     pub dir: TempDir,
+    /// More flags (`--page-listen ADDR`).
+    pub extra: Vec<String>,
 }
 
 impl Collector {
@@ -126,7 +128,16 @@ impl Collector {
         Collector::start_on(db, free_port())
     }
 
+    /// With more flags; `--page-listen` makes it wait for the page's line too.
+    pub fn start_with(db: &str, extra: &[&str]) -> Collector {
+        Collector::start_full(db, free_port(), extra)
+    }
+
     pub fn start_on(db: &str, port: u16) -> Collector {
+        Collector::start_full(db, port, &[])
+    }
+
+    fn start_full(db: &str, port: u16, extra: &[&str]) -> Collector {
         let dir = TempDir::new("collector");
         let tokens = dir.path().join("tokens");
         std::fs::write(&tokens, format!("# line 3\n{TOKEN}\n")).unwrap();
@@ -136,6 +147,7 @@ impl Collector {
             db: db.to_string(),
             tokens,
             dir,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         c.spawn();
         c
@@ -147,20 +159,24 @@ impl Collector {
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .args(["--db", &self.db, "--token-file"])
             .arg(&self.tokens)
+            .args(&self.extra)
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
             .unwrap();
         // It prints its address once it listens; EOF means it exited.
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(
-            line.contains("listening on"),
-            "the collector did not start: {}",
-            self.stderr()
-        );
+        // Every line it prints is read before the pipe is dropped (a later print would fail).
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let lines = 1 + usize::from(self.extra.iter().any(|a| a == "--page-listen"));
+        for _ in 0..lines {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            assert!(
+                line.contains("listening on") || line.contains("fleet page on"),
+                "the collector did not start: {}",
+                self.stderr()
+            );
+        }
         self.child = Some(child);
     }
 

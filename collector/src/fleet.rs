@@ -1,0 +1,214 @@
+//! Owns the fleet from the database: the stored fleet records a query selects (SQL filters on
+//! indexed time and board), decoded on worker threads and aggregated in name order by the
+//! usbperf library's own fleet code, so the tables, learned thresholds and HTML page are
+//! those `usbperf-matrix fleet` makes from a directory of the same reports.
+//!
+//! The one difference is what the filters leave out: a directory run reads every file and
+//! lists those `--since` / `--board` dropped under `skipped`; here SQL never reads them, so
+//! `skipped` holds only unfinished runs of the selection.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use usbperf::fleet::aggregate::{Dimension, FleetOptions, FleetSummary};
+use usbperf::fleet::extract::UnitRecord;
+use usbperf::fleet::load::{LoadOptions, Outcome, Skip};
+use usbperf::fleet::records::aggregate_outcomes;
+use usbperf::fleet::thresholds::{render_snippet, suggest, SuggestOptions};
+use usbperf::fleet::{html, text, FleetError};
+
+use crate::store::{FleetFilter, FleetRow, Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FleetDbError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The filter left out every stored report (the boards stored are listed).
+    #[error("{0}")]
+    NothingMatched(String),
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+}
+
+/// Which reports, grouped how.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FleetQuery {
+    pub since: Option<DateTime<Utc>>,
+    pub board: Option<String>,
+    pub group_by: Vec<Dimension>,
+}
+
+impl Default for FleetQuery {
+    fn default() -> Self {
+        FleetQuery {
+            since: None,
+            board: None,
+            group_by: FleetOptions::default().group_by,
+        }
+    }
+}
+
+/// The summary, and the boards it holds (for `--suggest-thresholds`' one-board rule).
+pub struct FleetView {
+    pub summary: FleetSummary,
+    pub boards: Vec<String>,
+}
+
+/// Rows decoded per batch: enough to keep both workers busy, few enough that memory holds
+/// only a batch of decoded records beside the rows.
+const BATCH: usize = 2048;
+
+fn decode(i: u32, row: &FleetRow) -> Outcome {
+    let path = PathBuf::from(&row.file);
+    match row.kind.as_str() {
+        "record" => match serde_json::from_str::<UnitRecord>(&row.body) {
+            Ok(mut r) => {
+                r.file = i;
+                Outcome::Record(Box::new(r))
+            }
+            Err(e) => Outcome::Error(FleetError::Malformed {
+                path,
+                msg: format!("its stored fleet record does not decode: {e}"),
+            }),
+        },
+        "unfinished" => Outcome::Skipped {
+            path,
+            why: Skip::Unfinished {
+                status: row.body.clone(),
+            },
+        },
+        _ => Outcome::Error(FleetError::Malformed {
+            path,
+            msg: row.body.clone(),
+        }),
+    }
+}
+
+/// Aggregates `rows` (sorted) in order while worker threads decode the batches ahead:
+/// worker `t` decodes batches `t`, `t + T`, … and the aggregating thread takes batch `b`
+/// from worker `b % T`, so decoding overlaps the (sequential) aggregation and the order is
+/// the rows'. Each worker runs at most two batches ahead, which bounds memory.
+fn aggregate_rows(
+    opts: FleetOptions,
+    files: Vec<PathBuf>,
+    rows: &[FleetRow],
+) -> usbperf::fleet::aggregate::Accumulator {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let batches: Vec<&[FleetRow]> = rows.chunks(BATCH).collect();
+    std::thread::scope(|s| {
+        let mut rx = Vec::with_capacity(workers);
+        for t in 0..workers {
+            let (tx, r) = std::sync::mpsc::sync_channel::<Vec<Outcome>>(2);
+            rx.push(r);
+            let batches = &batches;
+            s.spawn(move || {
+                for b in (t..batches.len()).step_by(workers) {
+                    let base = b * BATCH;
+                    let out: Vec<Outcome> = batches[b]
+                        .iter()
+                        .enumerate()
+                        .map(|(k, r)| decode((base + k) as u32, r))
+                        .collect();
+                    if tx.send(out).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let ordered = (0..batches.len()).flat_map(|b| {
+            rx[b % workers]
+                .recv()
+                .expect("a decoding worker sends every batch it owns")
+        });
+        aggregate_outcomes(opts, files, ordered)
+    })
+}
+
+/// The fleet `q` selects, aggregated.
+pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetView, FleetDbError> {
+    // Reports stored before the fleet table existed get their records now, once.
+    store.fleet_backfill()?;
+    let filter = FleetFilter {
+        since_ns: q.since.and_then(|t| t.timestamp_nanos_opt()),
+        board: q.board.clone(),
+    };
+    let mut rows = store.fleet_rows(&filter)?;
+    // In name order, as a directory run reads its files: the first of two copies counts,
+    // and the write curves kept are the first ones. Sorted here, not by SQL: PostgreSQL
+    // orders text by the database's collation, a directory by bytes.
+    rows.sort_unstable_by(|a, b| a.file.cmp(&b.file));
+    if rows.is_empty() && (q.since.is_some() || q.board.is_some()) {
+        let boards = store.fleet_boards()?;
+        let total: u64 = boards.iter().map(|b| b.1).sum();
+        let list = boards
+            .iter()
+            .map(|(b, n)| format!("{:?} ({n})", b.as_deref().unwrap_or("unknown board")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(FleetDbError::NothingMatched(format!(
+            "no report matched --since / --board among the {total} stored; the boards stored \
+             (reports): {list} (--board takes the board exactly as listed)"
+        )));
+    }
+    let files: Vec<PathBuf> = rows.iter().map(|r| PathBuf::from(&r.file)).collect();
+    let opts = FleetOptions {
+        group_by: q.group_by.clone(),
+        load: LoadOptions {
+            since: q.since,
+            board: q.board.clone(),
+            threads: 0,
+        },
+        ..FleetOptions::default()
+    };
+    let acc = aggregate_rows(opts, files, &rows);
+    if let Some(e) = acc.nothing_matched() {
+        return Err(e.into());
+    }
+    let boards = acc.boards();
+    Ok(FleetView {
+        summary: acc.finish(),
+        boards,
+    })
+}
+
+/// Output formats of `usbperf-collect fleet` (those of `usbperf-matrix fleet`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    Text,
+    Json,
+    Html,
+}
+
+/// The summary as `usbperf-matrix fleet --format …` prints it. The HTML page links each
+/// outlier's report as `<link_prefix><report_id>.<format>`: the file the database's export
+/// writes beside the page (prefix ""), or the report the page server serves ("reports/").
+pub fn render(v: &FleetView, format: Format, link_prefix: &str) -> String {
+    let sopts = SuggestOptions::default();
+    match format {
+        Format::Text => text::render_table(&v.summary),
+        // Serialising plain data to a String cannot fail.
+        Format::Json => serde_json::to_string_pretty(&v.summary).unwrap_or_default() + "\n",
+        Format::Html => {
+            let link = |p: &std::path::Path| format!("{link_prefix}{}", p.display());
+            html::render_html_linked(&v.summary, &suggest(&v.summary, &sopts), &link)
+        }
+    }
+}
+
+/// `--suggest-thresholds`: the board-profile snippet, for a fleet of one board.
+pub fn render_thresholds(v: &FleetView, margin: f64) -> Result<String, FleetError> {
+    let sopts = SuggestOptions {
+        margin,
+        ..SuggestOptions::default()
+    };
+    match v.boards.len() {
+        0 => Err(FleetError::Empty),
+        1 => Ok(render_snippet(
+            &v.boards[0],
+            &v.summary,
+            &suggest(&v.summary, &sopts),
+            &sopts,
+        )),
+        _ => Err(FleetError::ManyBoards(v.boards.clone())),
+    }
+}

@@ -1,0 +1,317 @@
+//! The fleet from the database (issue 15, item 4) with real parts: reports uploaded over
+//! HTTP to collectors on SQLite and on a private PostgreSQL server, then
+//! `usbperf-collect fleet` beside `usbperf-matrix fleet` over the same reports as files named
+//! as the database's export names them (`<report_id>.<format>`), and the served page.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// Reports from scripts/fleet-gen of schema `schema` (with report ids).
+fn gen(n: usize, seed: u32, schema: u32, format: &str, dir: &Path) -> Vec<PathBuf> {
+    let out = Command::new("python3")
+        .arg(repo().join("scripts/fleet-gen"))
+        .args(["--units", &n.to_string(), "--seed", &seed.to_string()])
+        .args(["--schema", &schema.to_string(), "--format", format])
+        .args([
+            "--report-ids",
+            "--start",
+            "2026-09-01",
+            "--days",
+            "40",
+            "--out",
+        ])
+        .arg(dir)
+        .output()
+        .expect("python3 is needed for scripts/fleet-gen (apt-get install python3)");
+    assert!(
+        out.status.success(),
+        "fleet-gen: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Uploads every report to `url`; copies each into `named` as `<report_id>.<format>`.
+fn upload_all(url: &str, reports: &[PathBuf], named: &Path) {
+    std::fs::create_dir_all(named).unwrap();
+    for p in reports {
+        let body = std::fs::read(p).unwrap();
+        let json = p.extension().is_some_and(|e| e == "json");
+        let resp = ureq::AgentBuilder::new()
+            .build()
+            .post(url)
+            .set(
+                "Content-Type",
+                if json {
+                    "application/json"
+                } else {
+                    "application/yaml"
+                },
+            )
+            .set("Authorization", &format!("Bearer {TOKEN}"))
+            .send_bytes(&body)
+            .unwrap_or_else(|e| panic!("POST {}: {e}", p.display()));
+        let v: serde_json::Value = serde_json::from_str(&resp.into_string().unwrap()).unwrap();
+        let id = v["report_id"].as_str().unwrap();
+        let ext = if json { "json" } else { "yaml" };
+        std::fs::write(named.join(format!("{id}.{ext}")), &body).unwrap();
+    }
+}
+
+/// `usbperf-matrix fleet` over the files of `dir`, run in it with their bare names.
+fn dir_fleet(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let out = Command::new(matrix_bin())
+        .arg("fleet")
+        .args(args)
+        .args(&names)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn db_fleet(db: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(collect_bin())
+        .args(["fleet", "--db", db])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Equal, or both written to the temporary directory and a line of their diff shown.
+fn same(got: &str, want: &str, what: &str) {
+    if got == want {
+        return;
+    }
+    let d = std::env::temp_dir();
+    std::fs::write(d.join("fleetdb-got"), got).unwrap();
+    std::fs::write(d.join("fleetdb-want"), want).unwrap();
+    let first = got
+        .lines()
+        .zip(want.lines())
+        .enumerate()
+        .find(|(_, (a, b))| a != b)
+        .map(|(i, (a, b))| format!("line {}: {a:?} != {b:?}", i + 1))
+        .unwrap_or_else(|| "one is a prefix of the other".into());
+    panic!(
+        "{what}: differs from the directory's ({first}; both in {})",
+        d.display()
+    );
+}
+
+/// The summary without what the filters change by design: a directory run counts and lists
+/// the files a filter dropped (`files`, `skipped`), SQL never reads them.
+fn without_file_counts(json: &str) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let o = v.as_object_mut().unwrap();
+    o.remove("files");
+    o.remove("skipped");
+    v
+}
+
+fn get(url: &str) -> (u16, String) {
+    match ureq::get(url).call() {
+        Ok(r) => (r.status(), r.into_string().unwrap()),
+        Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap_or_default()),
+        Err(e) => panic!("GET {url}: {e}"),
+    }
+}
+
+/// Boards in the directory's summary, by reports.
+fn boards(json: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let mut b: Vec<String> = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["key"][0].as_str().unwrap().to_string())
+        .collect();
+    b.sort();
+    b.dedup();
+    b
+}
+
+#[test]
+fn fleet_from_sqlite_and_postgres_is_the_fleet_from_a_directory_and_the_page_serves_it() {
+    let tmp = TempDir::new("fleetdb");
+    // Schema 1 YAML and schema 2 JSON, as a factory with old and new builds has them.
+    let mut reports = gen(60, 21, 1, "yaml", &tmp.path().join("v1"));
+    reports.extend(gen(60, 22, 2, "json", &tmp.path().join("v2")));
+    let pg = Pg::start();
+    let sqlite = format!("sqlite:{}", tmp.path().join("r.db").display());
+    let named = tmp.path().join("named");
+    for (i, db) in [sqlite.clone(), pg.url()].iter().enumerate() {
+        let c = Collector::start_with(db, &[]);
+        upload_all(&c.url(), &reports, &tmp.path().join(format!("named{i}")));
+    }
+    std::fs::rename(tmp.path().join("named0"), &named).unwrap();
+
+    let (code, dir_json, err) = dir_fleet(&named, &["--format", "json"]);
+    assert_eq!(code, 0, "usbperf-matrix fleet: {err}");
+    let v: serde_json::Value = serde_json::from_str(&dir_json).unwrap();
+    assert_eq!(v["reports"], 120);
+    for db in [&sqlite, &pg.url()] {
+        let (code, json, err) = db_fleet(db, &["--format", "json"]);
+        assert_eq!(code, 0, "usbperf-collect fleet --db {db}: {err}");
+        same(&json, &dir_json, &format!("{db}: fleet --format json"));
+        let (_, text, _) = db_fleet(db, &["--format", "text"]);
+        same(
+            &text,
+            &dir_fleet(&named, &["--format", "table"]).1,
+            &format!("{db}: text"),
+        );
+        // The one difference: the page links each report by the name the export writes
+        // beside it, not by a file:// URL into the directory.
+        let (_, html, _) = db_fleet(db, &["--format", "html"]);
+        let dir_html = dir_fleet(&named, &["--format", "html"]).1;
+        let local = format!("href=\"file://{}/", named.display());
+        assert!(dir_html.contains(&local));
+        same(
+            &html,
+            &dir_html.replace(&local, "href=\""),
+            &format!("{db}: html"),
+        );
+    }
+
+    // Filters: the same reports as the directory run keeps, on both databases.
+    let board = boards(&dir_json)[0].clone();
+    for args in [
+        vec!["--since", "2026-09-20"],
+        vec!["--board", board.as_str()],
+        vec![
+            "--since",
+            "2026-09-20T12:00:00+02:00",
+            "--board",
+            board.as_str(),
+        ],
+    ] {
+        let mut a = args.clone();
+        a.extend(["--format", "json"]);
+        let (code, want, err) = dir_fleet(&named, &a);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let w: serde_json::Value = serde_json::from_str(&want).unwrap();
+        assert!(
+            w["reports"].as_u64().unwrap() < 120,
+            "{args:?} filters nothing out"
+        );
+        for db in [&sqlite, &pg.url()] {
+            let (code, got, err) = db_fleet(db, &a);
+            assert_eq!(code, 0, "{db} {args:?}: {err}");
+            assert_eq!(
+                without_file_counts(&got),
+                without_file_counts(&want),
+                "{db} {args:?}"
+            );
+        }
+    }
+    for db in [&sqlite, &pg.url()] {
+        let (code, _, err) = db_fleet(db, &["--board", "No Such Board"]);
+        assert_eq!(code, 2, "a board matching nothing is a usage error: {err}");
+        assert!(err.contains(&board), "the boards stored are listed: {err}");
+        let (code, _, err) = db_fleet(db, &["--since", "last week"]);
+        assert_eq!(code, 2, "{err}");
+    }
+    let missing = format!("sqlite:{}", tmp.path().join("no.db").display());
+    let (code, _, err) = db_fleet(&missing, &[]);
+    assert_eq!(
+        code, 2,
+        "a missing database file is not an empty fleet: {err}"
+    );
+    assert!(!tmp.path().join("no.db").exists());
+
+    // The page: token-free, on its own address, the same JSON, HTML with the counts.
+    for db in [&sqlite, &pg.url()] {
+        let page_port = free_port();
+        let page = format!("127.0.0.1:{page_port}");
+        let _c = Collector::start_with(db, &["--page-listen", &page, "--page-refresh", "7"]);
+        let base = format!("http://{page}");
+        let (status, json) = get(&format!("{base}/fleet.json"));
+        assert_eq!(status, 200);
+        same(&json, &dir_json, &format!("{db}: /fleet.json"));
+        let (status, html) = get(&format!("{base}/fleet"));
+        assert_eq!(status, 200);
+        assert!(html.contains("<meta http-equiv=\"refresh\" content=\"7\">"));
+        assert!(
+            html.contains("<div>120 reports, "),
+            "{db}: the page counts 120 reports"
+        );
+        // Its links to outliers' reports are served, token-free, as they were sent.
+        let at = html
+            .find("href=\"reports/")
+            .expect("the page links an outlier's report")
+            + 6;
+        let link = &html[at..at + html[at..].find('"').unwrap()];
+        let (status, raw) = get(&format!("{base}/{link}"));
+        assert_eq!(status, 200);
+        let name = link.trim_start_matches("reports/");
+        assert_eq!(
+            raw.as_bytes(),
+            std::fs::read(named.join(name)).unwrap(),
+            "{link}"
+        );
+        let enc = board.replace(' ', "%20");
+        let (_, want, _) = dir_fleet(&named, &["--board", &board, "--format", "json"]);
+        let n = serde_json::from_str::<serde_json::Value>(&want).unwrap()["reports"].clone();
+        let (status, html) = get(&format!("{base}/fleet?board={enc}"));
+        assert_eq!(status, 200);
+        assert!(
+            html.contains(&format!("<div>{n} reports, ")),
+            "{db}: ?board= counts {n}"
+        );
+        let (status, _) = get(&format!("{base}/fleet?since=never"));
+        assert_eq!(status, 400);
+        let (status, body) = get(&format!("{base}/fleet?board=Nope"));
+        assert_eq!(status, 404, "{body}");
+        // The upload endpoint is not on the page's address.
+        let (status, _) = get(&format!("{base}/api/v1/reports"));
+        assert_eq!(status, 404);
+    }
+}
+
+#[test]
+fn a_database_from_before_the_fleet_table_is_back_filled_on_first_use() {
+    let tmp = TempDir::new("fleetdb-old");
+    let reports = gen(30, 23, 2, "yaml", &tmp.path().join("fleet"));
+    let db = format!("sqlite:{}", tmp.path().join("r.db").display());
+    let named = tmp.path().join("named");
+    {
+        let c = Collector::start(&db);
+        upload_all(&c.url(), &reports, &named);
+    }
+    // As a collector before the table wrote it: no fleet_records at all.
+    let path = tmp.path().join("r.db");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE fleet_records").unwrap();
+    drop(conn);
+    let (code, json, err) = db_fleet(&db, &["--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    same(
+        &json,
+        &dir_fleet(&named, &["--format", "json"]).1,
+        "back-filled",
+    );
+    assert_eq!(count(&db, "fleet_records"), 30);
+}
