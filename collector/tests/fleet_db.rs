@@ -10,34 +10,11 @@ use std::process::Command;
 
 use common::*;
 
-/// Reports from scripts/fleet-gen of schema `schema` (with report ids).
+/// Reports from scripts/fleet-gen of schema `schema` (with report ids), over 40 days.
 fn gen(n: usize, seed: u32, schema: u32, format: &str, dir: &Path) -> Vec<PathBuf> {
-    let out = Command::new("python3")
-        .arg(repo().join("scripts/fleet-gen"))
-        .args(["--units", &n.to_string(), "--seed", &seed.to_string()])
-        .args(["--schema", &schema.to_string(), "--format", format])
-        .args([
-            "--report-ids",
-            "--start",
-            "2026-09-01",
-            "--days",
-            "40",
-            "--out",
-        ])
-        .arg(dir)
-        .output()
-        .expect("python3 is needed for scripts/fleet-gen (apt-get install python3)");
-    assert!(
-        out.status.success(),
-        "fleet-gen: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    v
+    let schema = schema.to_string();
+    let extra = ["--schema", &schema, "--start", "2026-09-01", "--days", "40"];
+    fleet_with(n, seed, format, dir, &extra)
 }
 
 /// Uploads every report to `url`; copies each into `named` as `<report_id>.<format>`.

@@ -294,7 +294,7 @@ def emmc():
     for b in ("boot0", "boot1"):
         d = areas.get(b)
         if d is None:
-            check(True, f"emmc: {b} not tested by the run")
+            print(f"  note emmc: {b} not tested by the run")
             continue
         bad = [c["workload"] for c in d["cells"] if c["status"] != "skipped" and "write" in c["workload"]]
         check(not bad, f"emmc: no write test ran on the {b} area ({bad})")

@@ -395,7 +395,8 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
 /// a figure the device does not report fails as unknown, like a link that cannot be verified:
 /// a board profile sets health limits only for parts that report them.
 pub fn health_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason> {
-    let h = disk.health.clone().unwrap_or_default();
+    let none = crate::health::Health::default();
+    let h = disk.health.as_ref().unwrap_or(&none);
     let mut out = Vec::new();
     for (i, t) in rules {
         let rule = rule_name(*i, t);
@@ -477,10 +478,10 @@ pub fn health_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                 Some(v) if (is_max && v <= limit) || (!is_max && v + 1e-9 >= limit) => continue,
                 Some(v) => format!(
                     "health: {words}: {} {} the {} {} [{rule}]",
-                    trim(v),
+                    v,
                     if is_max { "exceeds" } else { "is below" },
                     if is_max { "maximum" } else { "minimum" },
-                    trim(limit),
+                    limit,
                 ),
                 None => {
                     // The first reason the health readers gave for a field of this figure.
@@ -501,8 +502,7 @@ pub fn health_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                     format!(
                         "health: {words}: unknown for {}{why}, cannot verify the limit {} \
                          [{rule}]",
-                        disk.name,
-                        trim(limit)
+                        disk.name, limit
                     )
                 }
             };
@@ -524,15 +524,6 @@ fn pre_eol_level(p: crate::health::PreEol) -> f64 {
         Normal => 1.0,
         Warning => 2.0,
         Urgent => 3.0,
-    }
-}
-
-/// A figure without a needless fraction (`3`, `2.5`).
-fn trim(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
     }
 }
 

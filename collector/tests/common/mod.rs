@@ -91,10 +91,17 @@ pub fn free_port() -> u16 {
 
 /// `n` distinct reports (with report ids) from scripts/fleet-gen.
 pub fn fleet(n: usize, seed: u32, format: &str, dir: &Path) -> Vec<PathBuf> {
+    fleet_with(n, seed, format, dir, &[])
+}
+
+/// As [`fleet`], with more of fleet-gen's options (`--schema 2`, `--start`, ...).
+pub fn fleet_with(n: usize, seed: u32, format: &str, dir: &Path, extra: &[&str]) -> Vec<PathBuf> {
     let out = Command::new("python3")
         .arg(repo().join("scripts/fleet-gen"))
         .args(["--units", &n.to_string(), "--seed", &seed.to_string()])
-        .args(["--format", format, "--report-ids", "--out"])
+        .args(["--format", format, "--report-ids"])
+        .args(extra)
+        .arg("--out")
         .arg(dir)
         .output()
         .expect("python3 is needed for scripts/fleet-gen (apt-get install python3)");
