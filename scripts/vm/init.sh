@@ -6,6 +6,7 @@
 # Kernel command line (environment): EXPECT=N disks to wait for, SCENARIOS="baseline ...",
 # RECORD=1 to also dump sysfs (scripts/vm/tools/sysdump.sh) for --record, EXTRA="nvme ufs" for
 # QEMU 10's NVMe and UFS disks (ext4, found by label, required by the board profile),
+# ROUNDS=N for the schedule benchmark (SCENARIOS=bench-schedule: scripts/vm-e2e --bench-schedule),
 # BOARD=emmc for the eMMC board (QEMU 10's ast2600-evb: eMMC user area and boot partitions,
 # the output disk on the SD slot; its own profile), HALT=reboot where the machine cannot power
 # off (the ast2600 resets, and -no-reboot turns that into QEMU's exit).
@@ -143,9 +144,34 @@ act_fill() { # fill the SD card's ext4 (fallocate: metadata only, instant), then
 act_erofs() { echo 1 > /sys/fs/ext4/$UAS/trigger_fs_error; }
 act_unplug() { echo "E2E-UNPLUG xbotstk"; }
 
+# The schedule benchmark (issue 17): ROUNDS rounds of its quick matrix, `--schedule serial` and
+# `--schedule auto` alternately (the order swaps every round, so neither mode always runs
+# first), each report under $R/bench/r<N>-<mode>/ and its exit code in $E/bench-r<N>-<mode>.rc.
+# A binary without --schedule runs both modes serial: an A/A run, the noise floor.
+bench_schedule() {
+  for sn in BENCHSATA1 BENCHEHCI1 BENCHXHCI1 BENCHHUB01 BENCHHUB02; do
+    n=$(disk_by_serial $sn) && mountfs "$n" "/media/$(echo $sn | tr A-Z a-z)" ext4 rw
+  done
+  grep /media /proc/mounts
+  if usbperf-matrix run --help 2>&1 | grep -q -- '--schedule'; then SER="--schedule serial"; AUTO="--schedule auto"
+  else SER=; AUTO=; ts "E2E-WARN: usbperf-matrix has no --schedule: both modes run serial (an A/A run)"; fi
+  echo "${AUTO:-absent}" > $E/bench-schedule-flag.txt
+  r=1
+  while [ $r -le "${ROUNDS:-3}" ]; do
+    if [ $((r % 2)) = 1 ]; then order="serial auto"; else order="auto serial"; fi
+    for m in $order; do
+      if [ $m = auto ]; then f=$AUTO; else f=$SER; fi
+      # shellcheck disable=SC2086 # $f is the flag and its value, or nothing
+      run_scen bench-r$r-$m "" act_none --config /etc/usbperf/e2e/bench-schedule.yaml --report-dir $R/bench/r$r-$m $f
+    done
+    r=$((r + 1))
+  done
+}
+
 for s in ${SCENARIOS:-baseline}; do
   case $s in
     emmc)     run_scen emmc "" act_none ;;       # the eMMC board's boot-service run
+    bench-schedule) bench_schedule ;;
     health)   run_scen health "" act_none --config /etc/usbperf/e2e/health.yaml --report-dir $R/health ;;
     baseline) # a test file left by a run the power was cut under (an earlier boot)
               [ -n "$SATA" ] && head -c 65536 /dev/zero > /media/sata/.usbperf-testfile-4242-0.tmp
