@@ -3,9 +3,10 @@
 alternate runs of one config (scripts/vm-e2e --bench-schedule, scripts/bench-schedule-host).
 
 usage: bench-schedule.py --out DIR [--rounds N] [--read-bps B --write-bps B --read-iops N --write-iops N
-                          [--no-iops-limit NAME]]
-DIR holds bench/r<N>-<mode>/usbperf-*.json (one report per run, mode serial or auto) and
-e2e/bench-r<N>-<mode>.rc (the run's exit code). Prints, per mode, each run's wall time
+                          [--unthrottled NAME]]
+DIR holds bench/r<N>-<mode>/usbperf-*.json (one report per run, mode serial or auto; for mode
+parallel, one per lane process in bench/r<N>-parallel/lane<I>/, taken together as one run from
+the first start to the last finish) and e2e/bench-r<N>-<mode>.rc (the run's exit code). Prints, per mode, each run's wall time
 (report finished_at - started_at) and their median; per device and workload the median MiB/s
 and IOPS of each mode and the ratio auto/serial, which devices each cell ran beside in the auto
 runs, and (given the throttle) each serial figure as a fraction of it. Ends with exactly one line
@@ -28,10 +29,10 @@ ap.add_argument("--read-bps", type=float)
 ap.add_argument("--write-bps", type=float)
 ap.add_argument("--read-iops", type=float)
 ap.add_argument("--write-iops", type=float)
-ap.add_argument("--no-iops-limit", action="append", default=[],
-                help="devices whose name starts so have the byte rates only (QEMU's sd-card)")
+ap.add_argument("--unthrottled", action="append", default=[],
+                help="devices whose name starts so have no throttle (QEMU's sd-card)")
 a = ap.parse_args()
-MODES = ("serial", "auto")
+MODES = ("serial", "auto", "parallel")
 # Intervals of two cells overlapping by less than this are one after the other (clock rounding).
 OVERLAP_S = 0.05
 
@@ -48,17 +49,41 @@ def rc_of(r, m):
         return None
 
 
-def load(r, m):
-    files = sorted(glob.glob(os.path.join(a.out, "bench", f"r{r}-{m}", "usbperf-*.json")))
-    if not files:
-        return None, "no report"
+def load_one(path):
     try:
-        rep = json.load(open(files[-1]))
+        rep = json.load(open(path))
     except (OSError, ValueError) as e:
-        return None, f"unreadable report {files[-1]}: {e}"
+        return None, f"unreadable report {path}: {e}"
     if not (rep.get("started_at") and rep.get("finished_at")):
-        return None, f"report {files[-1]} has no finished_at (status {rep.get('status')})"
+        return None, f"report {path} has no finished_at (status {rep.get('status')})"
     return rep, None
+
+
+def load(r, m):
+    d = os.path.join(a.out, "bench", f"r{r}-{m}")
+    if m != "parallel":
+        files = sorted(glob.glob(os.path.join(d, "usbperf-*.json")))
+        return load_one(files[-1]) if files else (None, "no report")
+    # one report per lane process: one run from the first start to the last finish
+    lanes = sorted(glob.glob(os.path.join(d, "lane*")))
+    reps = []
+    for ld in lanes:
+        files = sorted(glob.glob(os.path.join(ld, "usbperf-*.json")))
+        if not files:
+            return None, f"no report in {ld}"
+        rep, err = load_one(files[-1])
+        if rep is None:
+            return None, err
+        reps.append(rep)
+    if not reps:
+        return None, "no report"
+    merged = dict(reps[0])
+    merged["started_at"] = min((x["started_at"] for x in reps), key=ts)
+    merged["finished_at"] = max((x["finished_at"] for x in reps), key=ts)
+    merged["devices"] = [d for x in reps for d in x["devices"]]
+    merged["schedule"] = {"mode": f"parallel ({len(reps)} processes)",
+                          "lanes": [l for x in reps for l in (x.get("schedule") or {}).get("lanes", [])]}
+    return merged, None
 
 
 def device_key(d):
@@ -96,11 +121,14 @@ fp = os.path.join(a.out, "e2e", "bench-schedule-flag.txt")
 if os.path.exists(fp):
     flag = open(fp).read().strip()
 
-runs = {m: [] for m in MODES}  # mode -> [(round, report)]
+# the modes that were run: those with a report directory or an exit code
+ran = [m for m in MODES if glob.glob(os.path.join(a.out, "bench", f"r*-{m}"))
+       or glob.glob(os.path.join(a.out, "e2e", f"bench-r*-{m}.rc"))]
+runs = {m: [] for m in MODES}  # mode -> [(round, report, wall seconds)]
 problems = []
 print(f"{'run':<10} {'exit':>4} {'wall s':>7}  schedule")
 for r in range(1, rounds + 1):
-    for m in MODES:
+    for m in ran:
         rep, err = load(r, m)
         rc = rc_of(r, m)
         if rep is None:
@@ -115,16 +143,17 @@ for r in range(1, rounds + 1):
               + (f"; {json.dumps(extra)}" if extra else ""))
         runs[m].append((r, rep, wall))
 
-if not runs["serial"] or not runs["auto"]:
+modes = [m for m in MODES if runs[m]]
+if not runs["serial"] or len(modes) < 2:
     for p in problems:
         print(f"bench-schedule: {p}", file=sys.stderr)
-    print("bench-schedule: no report of one of the modes: nothing to compare", file=sys.stderr)
+    print("bench-schedule: no serial report, or no report of another mode: nothing to compare", file=sys.stderr)
     sys.exit(1)
 
 # figures[mode][(device, workload)] = [(mib_per_s, iops), ...]
 figures = {m: {} for m in MODES}
 order = []
-for m in MODES:
+for m in modes:
     for _, rep, _ in runs[m]:
         for d in rep["devices"]:
             for c in d["cells"]:
@@ -136,13 +165,13 @@ for m in MODES:
                     figures[m].setdefault(k, []).append((res["mib_per_s"], res.get("iops")))
                 elif c.get("status") != "passed":
                     problems.append(f"{m} {k[0]} {k[1]}: cell {c.get('status')}")
-together = {}  # (device, workload) -> devices it ran beside in any auto run
-runs_concurrent = {}  # (device, workload) -> in how many auto runs it had company
-for _, rep, _ in runs["auto"]:
-    for k, others in beside(rep).items():
-        together.setdefault(k, set()).update(others)
-        runs_concurrent[k] = runs_concurrent.get(k, 0) + (1 if others else 0)
-any_concurrent = any(together.values())
+together = {m: {} for m in modes}  # mode -> (device, workload) -> devices it ran beside
+runs_concurrent = {m: {} for m in modes}  # mode -> (device, workload) -> runs it had company in
+for m in modes:
+    for _, rep, _ in runs[m]:
+        for k, others in beside(rep).items():
+            together[m].setdefault(k, set()).update(others)
+            runs_concurrent[m][k] = runs_concurrent[m].get(k, 0) + (1 if others else 0)
 
 
 def med(vals, i):
@@ -153,9 +182,10 @@ def med(vals, i):
 def limit_of(device, workload):
     """The throttle's figure for a device's workload: (value, unit) or None. Random 4k tests
     are held by the IOPS limit or, without one, by the byte rate."""
-    exempt = any(device.startswith(p) for p in a.no_iops_limit)
+    if any(device.startswith(p) for p in a.unthrottled):
+        return None
     bps = a.read_bps if "read" in workload else a.write_bps
-    iops = None if exempt else (a.read_iops if "read" in workload else a.write_iops)
+    iops = a.read_iops if "read" in workload else a.write_iops
     if workload.startswith("seq-") and bps:
         return bps / 1048576, "MiB/s"
     if workload.startswith("rand-"):
@@ -168,45 +198,63 @@ def fmt(x, p=1):
     return "-" if x is None else f"{x:.{p}f}"
 
 
+others = [m for m in modes if m != "serial"]
 print()
-print(f"{'device':<40} {'workload':<11} {'serial MiB/s':>12} {'auto MiB/s':>10} {'ratio':>6} "
-      f"{'serial IOPS':>11} {'auto IOPS':>9} {'ratio':>6} {'ser/throttle':>12}  ran beside (auto)")
-worst, worst_all = None, None
+hdr = f"{'device':<40} {'workload':<11} {'serial MiB/s':>12} {'IOPS':>6} {'ser/thr':>7}"
+for m in others:
+    hdr += f" | {m + ' MiB/s':>14} {'IOPS':>6} {'ratio':>6}  ran beside"
+print(hdr)
+worst = {m: None for m in others}
+worst_all = {m: None for m in others}
 for k in order:
-    s, au = figures["serial"].get(k, []), figures["auto"].get(k, [])
-    sm, am, si, ai = med(s, 0), med(au, 0), med(s, 1), med(au, 1)
-    ratio = am / sm if sm and am is not None else None
-    iratio = ai / si if si and ai is not None else None
+    s_ = figures["serial"].get(k, [])
+    sm, si = med(s_, 0), med(s_, 1)
     lim = limit_of(k[0], k[1])
     thr = None
     if lim:
-        thr = (sm if lim[1] == "MiB/s" else si)
+        thr = sm if lim[1] == "MiB/s" else si
         thr = thr / lim[0] if thr is not None else None
-    comp = sorted(together.get(k, set()))
-    n_conc = runs_concurrent.get(k, 0)
-    comp_s = f"{', '.join(comp)} ({n_conc}/{len(runs['auto'])} runs)" if comp else "alone"
-    print(f"{k[0]:<40} {k[1]:<11} {fmt(sm, 2):>12} {fmt(am, 2):>10} {fmt(ratio, 3):>6} "
-          f"{fmt(si, 0):>11} {fmt(ai, 0):>9} {fmt(iratio, 3):>6} {fmt(thr, 2):>12}  {comp_s}")
-    if ratio is not None:
-        dev = abs(ratio - 1) * 100
-        worst_all = dev if worst_all is None else max(worst_all, dev)
-        if comp:
-            worst = dev if worst is None else max(worst, dev)
+    line = f"{k[0]:<40} {k[1]:<11} {fmt(sm, 2):>12} {fmt(si, 0):>6} {fmt(thr, 2):>7}"
+    for m in others:
+        v = figures[m].get(k, [])
+        mm, mi = med(v, 0), med(v, 1)
+        ratio = mm / sm if sm and mm is not None else None
+        comp = sorted(d.split(" ")[0] for d in together[m].get(k, set()))
+        n = runs_concurrent[m].get(k, 0)
+        comp_s = f"{','.join(comp)} ({n}/{len(runs[m])})" if comp else "alone"
+        line += f" | {fmt(mm, 2):>14} {fmt(mi, 0):>6} {fmt(ratio, 3):>6}  {comp_s}"
+        if ratio is not None:
+            dev = abs(ratio - 1) * 100
+            worst_all[m] = dev if worst_all[m] is None else max(worst_all[m], dev)
+            if comp:
+                worst[m] = dev if worst[m] is None else max(worst[m], dev)
+    print(line)
 
 S = statistics.median(w for _, _, w in runs["serial"])
-A = statistics.median(w for _, _, w in runs["auto"])
 print()
-print(f"wall time per run: serial {', '.join(f'{w:.1f}' for _, _, w in runs['serial'])} s; "
-      f"auto {', '.join(f'{w:.1f}' for _, _, w in runs['auto'])} s (medians {S:.1f} / {A:.1f} s)")
+for m in modes:
+    walls = [w for _, _, w in runs[m]]
+    print(f"wall time per run, {m}: {', '.join(f'{w:.1f}' for w in walls)} s (median {statistics.median(walls):.1f} s)")
 for p in problems:
     print(f"note: {p}")
-if flag == "absent":
+if flag == "absent" and runs["auto"]:
     print("note: the binary has no --schedule flag: the 'auto' runs ran serial too (an A/A run); "
           "the deviation is the noise floor of the ±5 % question, over every cell")
-if not any_concurrent:
-    print("note: no cell of an auto run overlapped another device's: the deviation is over every cell")
-    worst = worst_all
-missing = len(runs["serial"]) < rounds or len(runs["auto"]) < rounds
-print(f"schedule: serial {S:.1f} s, auto {A:.1f} s, speed-up {S / A:.2f}x, "
-      f"worst device-bound figure deviation {fmt(worst, 1)} %")
+for m in others:
+    if not any(together[m].values()):
+        print(f"note: no cell of the {m} runs overlapped another device's: its deviation is over every cell")
+        worst[m] = worst_all[m]
+line = None
+for m in others:
+    M = statistics.median(w for _, _, w in runs[m])
+    line = (f"schedule: serial {S:.1f} s, {m} {M:.1f} s, speed-up {S / M:.2f}x, "
+            f"worst device-bound figure deviation {fmt(worst[m], 1)} %")
+    if m != "auto":
+        print(line)
+if runs["auto"]:
+    M = statistics.median(w for _, _, w in runs["auto"])
+    line = (f"schedule: serial {S:.1f} s, auto {M:.1f} s, speed-up {S / M:.2f}x, "
+            f"worst device-bound figure deviation {fmt(worst['auto'], 1)} %")
+    print(line)
+missing = any(len(runs[m]) < rounds for m in ran)
 sys.exit(1 if missing else 0)

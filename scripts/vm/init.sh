@@ -153,19 +153,53 @@ bench_schedule() {
     n=$(disk_by_serial $sn) && mountfs "$n" "/media/$(echo $sn | tr A-Z a-z)" ext4 rw
   done
   grep /media /proc/mounts
+  # SD_IOMAX: the SD card's throttle, by the guest kernel's blk-throttle (QEMU's would stall the
+  # guest: scripts/vm-e2e says why) on every process of the benchmark.
+  if [ -n "${SD_IOMAX:-}" ] && [ -n "$SD" ]; then
+    CG=/sys/fs/cgroup; mkdir -p $CG
+    { mount -t cgroup2 cgroup2 $CG && echo +io > $CG/cgroup.subtree_control && mkdir -p $CG/bench &&
+      echo "$(cat /sys/block/$SD/dev) $SD_IOMAX" > $CG/bench/io.max && echo $$ > $CG/bench/cgroup.procs &&
+      ts "SD card $SD throttled in the guest: $(cat $CG/bench/io.max)"; } || ts "E2E-WARN: no io.max throttle on $SD"
+  fi
   if usbperf-matrix run --help 2>&1 | grep -q -- '--schedule'; then SER="--schedule serial"; AUTO="--schedule auto"
   else SER=; AUTO=; ts "E2E-WARN: usbperf-matrix has no --schedule: both modes run serial (an A/A run)"; fi
   echo "${AUTO:-absent}" > $E/bench-schedule-flag.txt
   r=1
   while [ $r -le "${ROUNDS:-3}" ]; do
-    if [ $((r % 2)) = 1 ]; then order="serial auto"; else order="auto serial"; fi
+    order=${BENCH_MODES:-serial auto}
+    [ $((r % 2)) = 1 ] || order=$(for m in $order; do echo $m; done | sed -n '1!G;h;$p')
     for m in $order; do
-      if [ $m = auto ]; then f=$AUTO; else f=$SER; fi
+      case $m in
+        parallel) bench_parallel $r; continue ;;
+        auto) f=$AUTO ;;
+        *) f=$SER ;;
+      esac
       # shellcheck disable=SC2086 # $f is the flag and its value, or nothing
       run_scen bench-r$r-$m "" act_none --config /etc/usbperf/e2e/bench-schedule.yaml --report-dir $R/bench/r$r-$m $f
     done
     r=$((r + 1))
   done
+}
+# Mode "parallel" (BENCH_MODES): one usbperf-matrix process per lane at once, each on a copy of
+# the config with only its lane's device rules: the schedule the topology allows, without the
+# product's scheduler (a reference for auto, and a concurrent run before --schedule exists).
+bench_parallel() {
+  dir=$R/bench/r$1-parallel; i=0; pids=
+  ts "E2E-SCENARIO bench-r$1-parallel start"
+  for g in "class: sd}" "class: sata}" BENCHEHCI1 BENCHXHCI1 "BENCHHUB0[12]"; do
+    case $g in BENCHHUB*) disk_by_serial BENCHHUB01 > /dev/null || continue ;; esac
+    i=$((i + 1)); c=/tmp/bench-lane$i.yaml
+    awk -v pat="$g" '!/^  - [{]select:/ || $0 ~ pat' /etc/usbperf/e2e/bench-schedule.yaml > $c
+    usbperf-matrix run --config $c --report-dir $dir/lane$i --lock-file /run/bench-lane$i.lock \
+      > $E/bench-r$1-parallel-lane$i.log 2>&1 &
+    pids="$pids $!"
+  done
+  rc=0
+  for p in $pids; do wait $p || rc=$?; done
+  echo $rc > $E/bench-r$1-parallel.rc
+  cat $E/bench-r$1-parallel-lane*.log | grep -v ': running '
+  ts "E2E-SCENARIO bench-r$1-parallel done rc=$rc"
+  sync
 }
 
 for s in ${SCENARIOS:-baseline}; do
