@@ -1112,3 +1112,34 @@ fn serial_runs_one_cell_at_a_time() {
     assert!(all.clone().all(|c| c.concurrent_with.is_empty()));
     assert_eq!(p.outcome.report.schedule.as_ref().unwrap().mode, "serial");
 }
+
+/// SIGTERM while three lanes run: every running cell ends interrupted, no lane starts
+/// another test, the report says interrupted, exit 3.
+#[test]
+fn auto_stops_every_lane_on_a_signal() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(&format!(
+        "schedule: auto\n{}",
+        raw(&["sda", "sdc", "mmcblk0"])
+    ));
+    s.script = vec![
+        ("sda", SeqRead, Act::Meet("sdc")),
+        ("mmcblk0", SeqRead, Act::Meet("sdc")),
+        ("sdc", SeqRead, Act::Interrupt),
+    ];
+    let p = play(&tree, s);
+    assert_eq!(p.statuses("sdc"), [Interrupted, Pending]);
+    // A lane whose first cell had not started when the signal came starts none.
+    for d in ["sda", "mmcblk0"] {
+        let st = p.statuses(d);
+        assert!(
+            st == [Interrupted, Pending] || st == [Pending, Pending],
+            "{d}: {st:?}"
+        );
+    }
+    assert_eq!(p.outcome.exit, Exit::Incomplete);
+    assert_eq!(
+        p.outcome.report.status,
+        usbperf::report::schema::RunStatus::Interrupted
+    );
+}
