@@ -131,66 +131,67 @@ def cell_text(c):
     return " ".join(texts(c.get("reasons", []))) + " " + " ".join(e["line"] for e in c.get("kernel_events", []))
 
 
-def baseline():
-    rc = rc_of("baseline")
-    rep = load_report("baseline")
+def baseline(scen="baseline"):
+    """The boot service's run; `autoboot` is the same run with --schedule auto."""
+    rc = rc_of(scen)
+    rep = load_report(scen)
     if rep is None:
-        return
-    summary("baseline", rep, rc)
-    check(rc == 1, f"baseline: exit code 1 (got {rc})")
+        return None
+    summary(scen, rep, rc)
+    check(rc == 1, f"{scen}: exit code 1 (got {rc})")
     unit = rep.get("unit", {})
     print(f"  unit: {unit}")
     if a.arch == "x86_64":
         # QEMU -smbios type=1,serial=VMUNIT0001: the report carries the unit and is named after it
         check(unit.get("serial") == "VMUNIT0001" and rep_file[0].startswith("usbperf-VMUNIT0001-"),
-              f"baseline: report names the unit (serial {unit.get('serial')}, file {rep_file[0]})")
+              f"{scen}: report names the unit (serial {unit.get('serial')}, file {rep_file[0]})")
     else:
-        check(unit.get("hostname") == "vm-e2e-unit", f"baseline: report names the unit (hostname {unit.get('hostname')})")
-    check(rep["status"] == "complete" and rep.get("exit_code") == 1, "baseline: report complete, exit_code 1")
+        check(unit.get("hostname") == "vm-e2e-unit", f"{scen}: report names the unit (hostname {unit.get('hostname')})")
+    check(rep["status"] == "complete" and rep.get("exit_code") == 1, f"{scen}: report complete, exit_code 1")
     check(rep["config"]["sources"][-1] == "/etc/usbperf/usbperf.yaml" or "/etc/usbperf/usbperf.yaml" in rep["config"]["sources"],
-          f"baseline: ran with the default config /etc/usbperf/usbperf.yaml ({rep['config']['sources']})")
+          f"{scen}: ran with the default config /etc/usbperf/usbperf.yaml ({rep['config']['sources']})")
     want = {"EHCI0001": ("usb", 480, "usb-storage"), "OHCI0001": ("usb", 12, "usb-storage"),
             "UAS00001": ("usb", 5000, "uas"), "XHCIBOT1": ("usb", 5000, "usb-storage")}
     for s, (cls, speed, drv) in want.items():
         d = find(rep, serial=s)
-        if not check(d is not None, f"baseline: {s} found"):
+        if not check(d is not None, f"{scen}: {s} found"):
             continue
         u = d["disk"].get("usb") or {}
         check(d["disk"]["class"] == cls and u.get("speed_mbps") == speed and u.get("driver") == drv,
-              f"baseline: {s} classified {d['disk']['class']} speed {u.get('speed_mbps')} driver {u.get('driver')}")
+              f"{scen}: {s} classified {d['disk']['class']} speed {u.get('speed_mbps')} driver {u.get('driver')}")
     for cls in ("sata", "sd"):
-        check(find(rep, cls=cls) is not None, f"baseline: a {cls} device found and classified")
+        check(find(rep, cls=cls) is not None, f"{scen}: a {cls} device found and classified")
     extra = a.extra.split()
-    check(len(rep["devices"]) == 6 + len(extra), f"baseline: {6 + len(extra)} devices tested ({len(rep['devices'])})")
+    check(len(rep["devices"]) == 6 + len(extra), f"{scen}: {6 + len(extra)} devices tested ({len(rep['devices'])})")
     for cls in extra:
         # QEMU 10's NVMe and UFS disks: classified, tested through test files on their ext4,
         # every cell passed.
         d = find(rep, cls=cls)
-        if check(d is not None, f"baseline: the {cls} disk found, class {cls}"):
+        if check(d is not None, f"{scen}: the {cls} disk found, class {cls}"):
             check(d["verdict"]["pass"] and all(c["status"] == "passed" for c in d["cells"]),
-                  f"baseline: {d['name']} ({cls}) passes every cell: {[(c['workload'], c['status']) for c in d['cells']]}")
+                  f"{scen}: {d['name']} ({cls}) passes every cell: {[(c['workload'], c['status']) for c in d['cells']]}")
             check(all(((c.get("result") or {}).get("target") or {}).get("kind") == "file" for c in d["cells"] if c["workload"] != "read-buffered"),
-                  f"baseline: {d['name']} ({cls}) written through test files only: {[((c.get('result') or {}).get('target') or {}).get('path') for c in d['cells']]}")
+                  f"{scen}: {d['name']} ({cls}) written through test files only: {[((c.get('result') or {}).get('target') or {}).get('path') for c in d['cells']]}")
     o = find(rep, serial="OHCI0001")
     if o:
         lcs = o.get("link_checks", [])
         check(len(lcs) == 1 and not lcs[0]["pass"] and lcs[0]["expected_mbps"] == 480 and lcs[0]["measured_mbps"] == 12
               and re.fullmatch(r"usb:\d+-1", lcs[0]["port"] or ""),
-              f"baseline: OHCI stick fails the link check, expected 480 measured 12 on its port: {lcs}")
+              f"{scen}: OHCI stick fails the link check, expected 480 measured 12 on its port: {lcs}")
         port = lcs[0]["port"][4:] if lcs else "?"
         check(not o["verdict"]["pass"] and any(port in r and "12" in r for r in texts(o["verdict"]["reasons"])),
-              f"baseline: OHCI verdict fails naming port {port} and 12M")
+              f"{scen}: OHCI verdict fails naming port {port} and 12M")
     for d in rep["devices"]:
         if "OHCI0001" in serials(d):
             continue
         for lc in d.get("link_checks", []):
-            check(lc["pass"], f"baseline: {d['name']} passes the link check {lc['port']} ({lc.get('measured_mbps')}M)")
-        check(d["verdict"]["pass"], f"baseline: {d['name']} ({'/'.join(serials(d))}) passes: {d['verdict'].get('reasons')}")
-    check(len(rep["verdict"].get("reasons", [])) == 1, f"baseline: the unit fails for exactly one reason (the OHCI link)")
+            check(lc["pass"], f"{scen}: {d['name']} passes the link check {lc['port']} ({lc.get('measured_mbps')}M)")
+        check(d["verdict"]["pass"], f"{scen}: {d['name']} ({'/'.join(serials(d))}) passes: {d['verdict'].get('reasons')}")
+    check(len(rep["verdict"].get("reasons", [])) == 1, f"{scen}: the unit fails for exactly one reason (the OHCI link)")
     stale = [w for w in rep.get("warnings", []) if "stale test file" in w]
-    check(any("/media/sata/.usbperf-testfile-4242-0.tmp" in w for w in stale),
-          f"baseline: the test file a power cut left on the SATA disk is removed and reported: {stale}")
-    no_leftover("baseline")
+    check(scen != "baseline" or any("/media/sata/.usbperf-testfile-4242-0.tmp" in w for w in stale),
+          f"{scen}: the test file a power cut left on the SATA disk is removed and reported: {stale}")
+    no_leftover(scen)
     # Engine choice per target on a real kernel: vfat refuses non-blocking I/O, so the test
     # files on the vfat stick run on the thread pool; its raw device and the ext4 test files
     # of the UAS disk keep io_uring.
@@ -203,7 +204,9 @@ def baseline():
         check(engines.get("read-buffered") == "uring"
               and engines.get("seq-write") == fs_engine and engines.get("seq-read") == fs_engine
               and (fs_engine == "uring" or "RWF_NOWAIT" in reasons),
-              f"baseline: {s} engines per test {engines} (test files: {fs_engine}, raw device: uring)")
+              f"{scen}: {s} engines per test {engines} (test files: {fs_engine}, raw device: uring)")
+    if scen != "baseline":
+        return rep
     # Inventory: every device of the guest, classified.
     lj = read("list.json")
     if check(lj is not None, "inventory (usbperf-matrix list --format json) present"):
@@ -466,6 +469,51 @@ def health():
     check(got == [("udma_crc_errors", None)], f"health: the SATA disk fails on its missing CRC count (attribute 199) ({got})")
     cells_ok = all(c["status"] == "passed" for d in (nv, sa) for c in d["cells"])
     check(cells_ok, "health: the tests themselves passed: only the health limits failed")
+
+
+def same_lane_apart(scen, rep):
+    """No cell ran beside a disk of its own lane; cells of different lanes did run together."""
+    lanes = rep["schedule"]["lanes"]
+    lane_of = {d: l["key"] for l in lanes for d in l["disks"]}
+    bad, together = [], 0
+    for d in rep["devices"]:
+        for c in d["cells"]:
+            w = c.get("concurrent_with", [])
+            together += bool(w)
+            bad += [(d["name"], c["workload"], o) for o in w if lane_of.get(o) == lane_of.get(d["name"])]
+    check(rep["schedule"]["mode"] == "auto", f"{scen}: the report says schedule auto ({rep['schedule']['mode']})")
+    check(not bad, f"{scen}: no cell ran beside a disk of its own lane ({bad})")
+    check(together > 0, f"{scen}: cells of different lanes ran at the same time ({together} cells)")
+    print(f"  lanes: {[(l['key'], l['disks']) for l in lanes]}; ran alone: "
+          f"{[(x['device'], x['workload'], x['rule']) for x in rep['schedule'].get('alone', [])]}")
+
+
+def autoboot():
+    """Issue 17: the boot service's run with --schedule auto: the same verdicts as serial."""
+    rep = baseline("autoboot")
+    if rep is not None:
+        same_lane_apart("autoboot", rep)
+
+
+def auto():
+    """Issue 17: the blkdebug stick and the SD card at the same time on a real kernel: the
+    kernel's I/O errors go to the stick's cells only, the SD card passes without one."""
+    rc = rc_of("auto"); rep = load_report("auto")
+    if rep is None:
+        return
+    summary("auto", rep, rc)
+    check(rc == 1 and rep["status"] == "complete", f"auto: complete, exit 1 (got {rc})")
+    d, sd = find(rep, serial="ERR00001"), find(rep, cls="sd")
+    if check(d is not None and sd is not None, "auto: the blkdebug stick and the SD card are in the report"):
+        bad = [c for c in d["cells"] if c["status"] in ("failed", "error")]
+        check(any(c.get("kernel_events") for c in bad), "auto: kernel events attributed to the stick's failed cell")
+        check(not any(c.get("kernel_events") for c in sd["cells"]),
+              f"auto: none of the stick's kernel lines landed on the SD card beside it")
+        ran_with = [o for c in d["cells"] for o in c.get("concurrent_with", [])]
+        check(sd["name"] in ran_with, f"auto: the stick's cells ran beside the SD card ({ran_with})")
+    others_complete("auto", rep)
+    same_lane_apart("auto", rep)
+    no_leftover("auto")
 
 
 ver = read("version.txt")
