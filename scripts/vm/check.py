@@ -131,67 +131,66 @@ def cell_text(c):
     return " ".join(texts(c.get("reasons", []))) + " " + " ".join(e["line"] for e in c.get("kernel_events", []))
 
 
-def baseline(scen="baseline"):
-    """The boot service's run; `autoboot` is the same run with --schedule auto."""
-    rc = rc_of(scen)
-    rep = load_report(scen)
+def baseline():
+    rc = rc_of("baseline")
+    rep = load_report("baseline")
     if rep is None:
-        return None
-    summary(scen, rep, rc)
-    check(rc == 1, f"{scen}: exit code 1 (got {rc})")
+        return
+    summary("baseline", rep, rc)
+    check(rc == 1, f"baseline: exit code 1 (got {rc})")
     unit = rep.get("unit", {})
     print(f"  unit: {unit}")
     if a.arch == "x86_64":
         # QEMU -smbios type=1,serial=VMUNIT0001: the report carries the unit and is named after it
         check(unit.get("serial") == "VMUNIT0001" and rep_file[0].startswith("usbperf-VMUNIT0001-"),
-              f"{scen}: report names the unit (serial {unit.get('serial')}, file {rep_file[0]})")
+              f"baseline: report names the unit (serial {unit.get('serial')}, file {rep_file[0]})")
     else:
-        check(unit.get("hostname") == "vm-e2e-unit", f"{scen}: report names the unit (hostname {unit.get('hostname')})")
-    check(rep["status"] == "complete" and rep.get("exit_code") == 1, f"{scen}: report complete, exit_code 1")
+        check(unit.get("hostname") == "vm-e2e-unit", f"baseline: report names the unit (hostname {unit.get('hostname')})")
+    check(rep["status"] == "complete" and rep.get("exit_code") == 1, "baseline: report complete, exit_code 1")
     check(rep["config"]["sources"][-1] == "/etc/usbperf/usbperf.yaml" or "/etc/usbperf/usbperf.yaml" in rep["config"]["sources"],
-          f"{scen}: ran with the default config /etc/usbperf/usbperf.yaml ({rep['config']['sources']})")
+          f"baseline: ran with the default config /etc/usbperf/usbperf.yaml ({rep['config']['sources']})")
     want = {"EHCI0001": ("usb", 480, "usb-storage"), "OHCI0001": ("usb", 12, "usb-storage"),
             "UAS00001": ("usb", 5000, "uas"), "XHCIBOT1": ("usb", 5000, "usb-storage")}
     for s, (cls, speed, drv) in want.items():
         d = find(rep, serial=s)
-        if not check(d is not None, f"{scen}: {s} found"):
+        if not check(d is not None, f"baseline: {s} found"):
             continue
         u = d["disk"].get("usb") or {}
         check(d["disk"]["class"] == cls and u.get("speed_mbps") == speed and u.get("driver") == drv,
-              f"{scen}: {s} classified {d['disk']['class']} speed {u.get('speed_mbps')} driver {u.get('driver')}")
+              f"baseline: {s} classified {d['disk']['class']} speed {u.get('speed_mbps')} driver {u.get('driver')}")
     for cls in ("sata", "sd"):
-        check(find(rep, cls=cls) is not None, f"{scen}: a {cls} device found and classified")
+        check(find(rep, cls=cls) is not None, f"baseline: a {cls} device found and classified")
     extra = a.extra.split()
-    check(len(rep["devices"]) == 6 + len(extra), f"{scen}: {6 + len(extra)} devices tested ({len(rep['devices'])})")
+    check(len(rep["devices"]) == 6 + len(extra), f"baseline: {6 + len(extra)} devices tested ({len(rep['devices'])})")
     for cls in extra:
         # QEMU 10's NVMe and UFS disks: classified, tested through test files on their ext4,
         # every cell passed.
         d = find(rep, cls=cls)
-        if check(d is not None, f"{scen}: the {cls} disk found, class {cls}"):
+        if check(d is not None, f"baseline: the {cls} disk found, class {cls}"):
             check(d["verdict"]["pass"] and all(c["status"] == "passed" for c in d["cells"]),
-                  f"{scen}: {d['name']} ({cls}) passes every cell: {[(c['workload'], c['status']) for c in d['cells']]}")
+                  f"baseline: {d['name']} ({cls}) passes every cell: {[(c['workload'], c['status']) for c in d['cells']]}")
             check(all(((c.get("result") or {}).get("target") or {}).get("kind") == "file" for c in d["cells"] if c["workload"] != "read-buffered"),
-                  f"{scen}: {d['name']} ({cls}) written through test files only: {[((c.get('result') or {}).get('target') or {}).get('path') for c in d['cells']]}")
+                  f"baseline: {d['name']} ({cls}) written through test files only: {[((c.get('result') or {}).get('target') or {}).get('path') for c in d['cells']]}")
     o = find(rep, serial="OHCI0001")
     if o:
         lcs = o.get("link_checks", [])
         check(len(lcs) == 1 and not lcs[0]["pass"] and lcs[0]["expected_mbps"] == 480 and lcs[0]["measured_mbps"] == 12
               and re.fullmatch(r"usb:\d+-1", lcs[0]["port"] or ""),
-              f"{scen}: OHCI stick fails the link check, expected 480 measured 12 on its port: {lcs}")
+              f"baseline: OHCI stick fails the link check, expected 480 measured 12 on its port: {lcs}")
         port = lcs[0]["port"][4:] if lcs else "?"
         check(not o["verdict"]["pass"] and any(port in r and "12" in r for r in texts(o["verdict"]["reasons"])),
-              f"{scen}: OHCI verdict fails naming port {port} and 12M")
+              f"baseline: OHCI verdict fails naming port {port} and 12M")
     for d in rep["devices"]:
         if "OHCI0001" in serials(d):
             continue
         for lc in d.get("link_checks", []):
-            check(lc["pass"], f"{scen}: {d['name']} passes the link check {lc['port']} ({lc.get('measured_mbps')}M)")
-        check(d["verdict"]["pass"], f"{scen}: {d['name']} ({'/'.join(serials(d))}) passes: {d['verdict'].get('reasons')}")
-    check(len(rep["verdict"].get("reasons", [])) == 1, f"{scen}: the unit fails for exactly one reason (the OHCI link)")
+            check(lc["pass"], f"baseline: {d['name']} passes the link check {lc['port']} ({lc.get('measured_mbps')}M)")
+        check(d["verdict"]["pass"], f"baseline: {d['name']} ({'/'.join(serials(d))}) passes: {d['verdict'].get('reasons')}")
+    check(len(rep["verdict"].get("reasons", [])) == 1, f"baseline: the unit fails for exactly one reason (the OHCI link)")
     stale = [w for w in rep.get("warnings", []) if "stale test file" in w]
-    check(scen != "baseline" or any("/media/sata/.usbperf-testfile-4242-0.tmp" in w for w in stale),
-          f"{scen}: the test file a power cut left on the SATA disk is removed and reported: {stale}")
-    no_leftover(scen)
+    check(any("/media/sata/.usbperf-testfile-4242-0.tmp" in w for w in stale),
+          f"baseline: the test file a power cut left on the SATA disk is removed and reported: {stale}")
+    no_leftover("baseline")
     # Engine choice per target on a real kernel: vfat refuses non-blocking I/O, so the test
     # files on the vfat stick run on the thread pool; its raw device and the ext4 test files
     # of the UAS disk keep io_uring.
@@ -204,9 +203,7 @@ def baseline(scen="baseline"):
         check(engines.get("read-buffered") == "uring"
               and engines.get("seq-write") == fs_engine and engines.get("seq-read") == fs_engine
               and (fs_engine == "uring" or "RWF_NOWAIT" in reasons),
-              f"{scen}: {s} engines per test {engines} (test files: {fs_engine}, raw device: uring)")
-    if scen != "baseline":
-        return rep
+              f"baseline: {s} engines per test {engines} (test files: {fs_engine}, raw device: uring)")
     # Inventory: every device of the guest, classified.
     lj = read("list.json")
     if check(lj is not None, "inventory (usbperf-matrix list --format json) present"):
@@ -489,10 +486,42 @@ def same_lane_apart(scen, rep):
 
 
 def autoboot():
-    """Issue 17: the boot service's run with --schedule auto: the same verdicts as serial."""
-    rep = baseline("autoboot")
-    if rep is not None:
-        same_lane_apart("autoboot", rep)
+    """Issue 17: the boot service's run with --schedule auto. What must hold whatever the
+    speed: the run completes, no cell ran beside a disk of its own lane, the OHCI stick's
+    12M link still fails it, no healthy device got a kernel event or an error, nothing is left
+    behind. The figures are compared with the serial baseline and printed, not asserted:
+    QEMU emulates every USB controller, the AHCI and the SD host in its one main-loop thread,
+    so unthrottled, its buses are not independent (scripts/vm-e2e --bench-schedule measures
+    them at board-like rates)."""
+    rc = rc_of("autoboot"); rep = load_report("autoboot")
+    if rep is None:
+        return
+    summary("autoboot", rep, rc)
+    check(rc in (0, 1) and rep["status"] == "complete", f"autoboot: complete (exit {rc})")
+    same_lane_apart("autoboot", rep)
+    o = find(rep, serial="OHCI0001")
+    if check(o is not None, "autoboot: the OHCI stick is in the report"):
+        lcs = o.get("link_checks", [])
+        check(len(lcs) == 1 and not lcs[0]["pass"] and lcs[0]["measured_mbps"] == 12,
+              f"autoboot: the OHCI stick fails its link check at 12M: {lcs}")
+    for d in rep["devices"]:
+        ev = [(c["workload"], e["line"]) for c in d["cells"] for e in c.get("kernel_events", [])]
+        st = [c["status"] for c in d["cells"]]
+        check(not ev and all(s in ("passed", "failed", "skipped") for s in st),
+              f"autoboot: {d['name']} ran every test without an error or a kernel event: {st} {ev}")
+    no_leftover("autoboot")
+    files = sorted(glob.glob(os.path.join(a.out, "usbperf-*.yaml")))
+    if files:
+        with open(files[-1]) as f:
+            base = yaml.load(f, Loader=Loader)
+        fig = lambda r: {(d["name"], c["workload"]): (c.get("result") or {}).get("mib_per_s")
+                         for d in r["devices"] for c in d["cells"]}
+        fa, fb = fig(rep), fig(base)
+        ratios = [f"{k[0]} {k[1]} {fa[k] / fb[k]:.2f}" for k in sorted(fa) if fa.get(k) and fb.get(k)]
+        print(f"  note autoboot: MiB/s auto/serial: {', '.join(ratios)}")
+        diff = [(d["name"], d["verdict"]["pass"]) for d in rep["devices"]
+                if any(b["name"] == d["name"] and b["verdict"]["pass"] != d["verdict"]["pass"] for b in base["devices"])]
+        print(f"  note autoboot: device verdicts that differ from serial: {diff or 'none'}")
 
 
 def auto():
