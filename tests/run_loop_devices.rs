@@ -94,6 +94,67 @@ fn quick_matrix_on_ext4_xfs_and_raw_loop_devices() {
     assert_eq!(c["result"]["params"]["block_bytes"], 4096);
 }
 
+/// `--schedule auto` on real loop devices (each its own lane): the large-block tests of the
+/// two devices run at the same time, the 4 KiB tests alone (a loop device is a class whose
+/// I/O rate can outrun a core), every cell passes, the report says which ran together and
+/// is valid against the schema, and the test files are gone.
+#[test]
+fn auto_schedule_on_two_loop_devices() {
+    let ext4 = Mounted::new(192 << 20, "ext4");
+    let raw = Loop::new(96 << 20);
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "profile: quick\n\
+         devices:\n\
+         \x20 - {{select: {{name: {}}}}}\n\
+         \x20 - {{select: {{name: {}}}, target: raw}}\n",
+        ext4.lo.name(),
+        raw.name()
+    ));
+    let out = rd.run(Some(&cfg), &["--schedule", "auto"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (path, rep) = rd.report();
+    validate_reports(&[path]);
+    assert_eq!(rep["schedule"]["mode"], "auto");
+    assert_eq!(rep["config"]["schedule"], "auto");
+    let mut together = 0;
+    for (name, other) in [(ext4.lo.name(), raw.name()), (raw.name(), ext4.lo.name())] {
+        let d = device(&rep, name);
+        for (w, s) in statuses(d) {
+            assert_eq!(s, "passed", "{name} {w}: {d:#}");
+        }
+        for c in d["cells"].as_array().unwrap() {
+            let with: Vec<&str> = c["concurrent_with"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+                .unwrap_or_default();
+            let bs = c["result"]["params"]["block_bytes"].as_u64().unwrap();
+            if bs < 64 << 10 {
+                assert!(
+                    with.is_empty(),
+                    "{name} {}: 4 KiB beside {with:?}",
+                    c["workload"]
+                );
+                let alone = rep["schedule"]["alone"].as_array().unwrap();
+                assert!(
+                    alone.iter().any(|a| a["device"] == name
+                        && a["workload"] == c["workload"]
+                        && a["rule"] == "small_blocks_fast_device"),
+                    "{name} {}: {alone:?}",
+                    c["workload"]
+                );
+            } else if with.contains(&other) {
+                together += 1;
+            }
+        }
+    }
+    assert!(
+        together >= 2,
+        "no large-block cell ran beside the other device: {rep:#}"
+    );
+    assert!(test_files_in(ext4.path()).is_empty());
+}
+
 #[test]
 fn json_report_and_thresholds_that_fail() {
     let raw = Loop::new(64 << 20);

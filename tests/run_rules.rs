@@ -92,6 +92,13 @@ enum Act {
     Interrupt,
     /// The workload measures these figures.
     Figures(Figures),
+    /// The cell waits (up to 10 s) until a cell of this other disk has started: it completes
+    /// at once only when the two run at the same time.
+    Meet(&'static str),
+    /// Meets the other disk, and its job threads used this much CPU (% of one CPU).
+    MeetCpu(&'static str, f64),
+    /// Meets the other disk while the kernel logs these lines.
+    MeetLog(&'static str, Vec<String>),
 }
 
 #[derive(Clone, Copy, Default)]
@@ -132,6 +139,8 @@ struct FakeEngine {
     stop: StopFlag,
     /// `power/control` of each USB device as a cell of its disk saw it.
     power_seen: Mutex<Vec<String>>,
+    /// The disks a cell has started on, for [`Act::Meet`].
+    started: (Mutex<Vec<String>>, std::sync::Condvar),
 }
 
 impl FakeEngine {
@@ -182,6 +191,24 @@ impl CellEngine for FakeEngine {
             .iter()
             .find(|(d, w, _)| *d == disk && *w == params.workload)
             .map(|(_, _, a)| a.clone());
+        {
+            let (started, cv) = &self.started;
+            started.lock().unwrap().push(disk.clone());
+            cv.notify_all();
+        }
+        if let Some(Act::Meet(other) | Act::MeetCpu(other, _) | Act::MeetLog(other, _)) = &act {
+            if let Some(Act::MeetLog(_, l)) = &act {
+                self.log.push(l);
+            }
+            let (started, cv) = &self.started;
+            let _ = cv
+                .wait_timeout_while(started.lock().unwrap(), Duration::from_secs(10), |s| {
+                    !s.iter().any(|d| d == other)
+                })
+                .unwrap();
+            // Long enough that the other cell is still running when this one ends.
+            std::thread::sleep(Duration::from_millis(200));
+        }
         match &act {
             Some(Act::Log(l)) => self.log.push(l),
             Some(Act::IoError(l)) => {
@@ -225,6 +252,14 @@ impl CellEngine for FakeEngine {
                 res.all.stalls.longest_ns = 2_000_000_000;
             }
         }
+        // The null engine's own CPU is real and would move the schedule's measured-CPU rule
+        // with the machine's load: a row sets it, or it is none.
+        let cpu = match act {
+            Some(Act::MeetCpu(_, cpu)) => cpu,
+            _ => 0.0,
+        };
+        res.cpu.usr_percent = cpu * 0.8;
+        res.cpu.sys_percent = cpu * 0.2;
         Ok(res)
     }
 }
@@ -337,6 +372,7 @@ fn play(tree: &Tree, s: Scenario<'_>) -> Played {
         sys: tree.sys(),
         stop: stop.clone(),
         power_seen: Mutex::new(Vec::new()),
+        started: Default::default(),
     };
     let clock = SteppedClock {
         at: Mutex::new(Duration::ZERO),
@@ -355,6 +391,7 @@ fn play(tree: &Tree, s: Scenario<'_>) -> Played {
         engine: &engine,
         stop,
         progress: &lines,
+        cpus: 2,
     };
     let settings = RunSettings {
         config: cfg,
@@ -928,4 +965,181 @@ fn a_threshold_failure_is_a_record_in_the_written_report() {
     let unit = &doc["verdict"]["reasons"][0];
     assert_eq!(unit["kind"], "device_failed");
     assert_eq!(unit["device"], "sda");
+}
+
+/// `schedule: auto` over the recorded buses: the EHCI stick (usb1), the SATA disk (ata1), the
+/// SD card (mmc0) and the blkdebug stick (usb4) run at the same time, while the two LUNs of
+/// the stick behind the hub on the xHCI's full-speed root hub (usb3) run one after another;
+/// kernel lines logged while several run go to the device they name only.
+#[test]
+fn auto_runs_independent_buses_together_and_a_shared_root_hub_in_sequence() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(&format!(
+        "schedule: auto\n{}",
+        raw(&["sda", "sdc", "mmcblk0", "sdh", "sdf", "sdg"])
+    ));
+    s.script = vec![
+        ("sda", SeqRead, Act::Meet("sdc")),
+        ("sdc", SeqRead, Act::Meet("mmcblk0")),
+        ("mmcblk0", SeqRead, Act::Meet("sda")),
+        ("sdh", SeqRead, Act::MeetLog("sda", recorded("sdh"))),
+        ("sdf", SeqRead, Act::Meet("sdg")),
+    ];
+    let p = play(&tree, s);
+    let with = |d: &str| p.device(d).cells[0].concurrent_with.clone();
+    for (d, other) in [
+        ("sda", "sdc"),
+        ("sdc", "mmcblk0"),
+        ("mmcblk0", "sda"),
+        ("sdh", "sda"),
+    ] {
+        assert!(
+            with(d).iter().any(|x| x == other),
+            "{d} beside {other}: {:?}",
+            with(d)
+        );
+    }
+    for (d, other) in [("sdf", "sdg"), ("sdg", "sdf")] {
+        for cell in &p.device(d).cells {
+            assert!(
+                !cell.concurrent_with.iter().any(|x| x == other),
+                "{d} ran beside {other}, behind the same hub"
+            );
+        }
+    }
+    assert_eq!(p.statuses("sda"), [Passed, Passed]);
+    assert!(p
+        .device("sda")
+        .cells
+        .iter()
+        .all(|c| c.kernel_events.is_empty()));
+    assert_eq!(p.statuses("sdh"), [Failed, Passed], "{}", p.reasons("sdh"));
+    let sch = p.outcome.report.schedule.as_ref().unwrap();
+    assert_eq!(sch.mode, "auto");
+    assert!(sch.alone.is_empty(), "{:?}", sch.alone);
+    assert!(
+        p.lines
+            .iter()
+            .any(|l| l.starts_with("usbperf-matrix: schedule auto; ")),
+        "{:?}",
+        p.lines
+    );
+    assert_eq!(p.outcome.exit, Exit::VerdictFailed);
+}
+
+/// The rules that keep CPU-bound cells alone: 4 KiB blocks on the SATA SSD (a fast class) run
+/// alone from the start while the same test on a USB stick runs beside others; a cell that
+/// used more than half its share of the CPUs beside others is measured again alone.
+#[test]
+fn auto_runs_small_blocks_on_fast_devices_and_cpu_heavy_cells_alone() {
+    use usbperf::matrix::schedule::AloneRule;
+    let tree = Tree::new();
+    let mut s = Scenario::new(&format!(
+        "schedule: auto\n{}tests:\n  \
+         - {{workload: seq-read, size: 1M, runtime: 1s}}\n  \
+         - {{workload: rand-read, size: 1M, runtime: 1s}}\n",
+        raw(&["sda", "sdc", "mmcblk0"])
+    ));
+    s.script = vec![
+        // 150 % of a CPU beside one other cell on 2 CPUs: over half its share (50 %).
+        ("sda", SeqRead, Act::MeetCpu("mmcblk0", 150.0)),
+        ("mmcblk0", SeqRead, Act::MeetCpu("sda", 20.0)),
+    ];
+    let p = play(&tree, s);
+    let sch = p.outcome.report.schedule.as_ref().unwrap();
+    let rule = |d: &str, w: WorkloadKind| {
+        sch.alone
+            .iter()
+            .find(|a| a.device == d && a.workload == w)
+            .map(|a| a.rule)
+    };
+    assert_eq!(
+        rule("sdc", WorkloadKind::RandRead),
+        Some(AloneRule::SmallBlocksFastDevice)
+    );
+    assert_eq!(rule("sdc", SeqRead), None);
+    assert_eq!(
+        rule("sda", WorkloadKind::RandRead),
+        None,
+        "a USB stick is device-bound"
+    );
+    assert_eq!(
+        rule("mmcblk0", WorkloadKind::RandRead),
+        None,
+        "so is an SD card"
+    );
+    assert_eq!(rule("sda", SeqRead), Some(AloneRule::MeasuredCpu));
+    assert_eq!(
+        rule("mmcblk0", SeqRead),
+        None,
+        "20 % of a CPU is within its share"
+    );
+    let sdc_rand = &p.device("sdc").cells[1];
+    assert!(
+        sdc_rand.concurrent_with.is_empty(),
+        "{:?}",
+        sdc_rand.concurrent_with
+    );
+    let sda_seq = &p.device("sda").cells[0];
+    assert!(
+        sda_seq.concurrent_with.is_empty(),
+        "measured again alone: {:?}",
+        sda_seq.concurrent_with
+    );
+    assert!(
+        sda_seq.reasons.iter().any(|r| r.kind == ReasonKind::Note
+            && r.metric.as_deref() == Some("cpu_percent")
+            && r.measured == Some(150.0)),
+        "{:?}",
+        sda_seq.reasons
+    );
+    assert!(p
+        .lines
+        .iter()
+        .any(|l| l.contains("measuring it again alone")));
+    assert_eq!(p.outcome.exit, Exit::Pass, "{:?}", p.lines);
+}
+
+/// The serial schedule (the default) never runs two cells at once: the cell meeting another
+/// device waits out its 10 s and finds itself alone.
+#[test]
+fn serial_runs_one_cell_at_a_time() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(&raw(&["sda", "sdc"]));
+    s.script = vec![("sda", SeqRead, Act::Meet("sdc"))];
+    let p = play(&tree, s);
+    let all = p.outcome.report.devices.iter().flat_map(|d| &d.cells);
+    assert!(all.clone().all(|c| c.concurrent_with.is_empty()));
+    assert_eq!(p.outcome.report.schedule.as_ref().unwrap().mode, "serial");
+}
+
+/// SIGTERM while three lanes run: every running cell ends interrupted, no lane starts
+/// another test, the report says interrupted, exit 3.
+#[test]
+fn auto_stops_every_lane_on_a_signal() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(&format!(
+        "schedule: auto\n{}",
+        raw(&["sda", "sdc", "mmcblk0"])
+    ));
+    s.script = vec![
+        ("sda", SeqRead, Act::Meet("sdc")),
+        ("mmcblk0", SeqRead, Act::Meet("sdc")),
+        ("sdc", SeqRead, Act::Interrupt),
+    ];
+    let p = play(&tree, s);
+    assert_eq!(p.statuses("sdc"), [Interrupted, Pending]);
+    // A lane whose first cell had not started when the signal came starts none.
+    for d in ["sda", "mmcblk0"] {
+        let st = p.statuses(d);
+        assert!(
+            st == [Interrupted, Pending] || st == [Pending, Pending],
+            "{d}: {st:?}"
+        );
+    }
+    assert_eq!(p.outcome.exit, Exit::Incomplete);
+    assert_eq!(
+        p.outcome.report.status,
+        usbperf::report::schema::RunStatus::Interrupted
+    );
 }

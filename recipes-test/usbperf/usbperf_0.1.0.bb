@@ -68,6 +68,9 @@ USBPERF_RUN_ONCE ?= "1"
 # How long usbperf-matrix waits for the devices the configuration marks
 # required (wait_devices: in /etc/usbperf/usbperf.yaml).
 USBPERF_WAIT_DEVICES ?= "120s"
+# serial: one device after another; auto: devices on independent buses at
+# the same time (schedule: in /etc/usbperf/usbperf.yaml; README "Schedule").
+USBPERF_SCHEDULE ?= "serial"
 
 SYSTEMD_SERVICE:${PN} = "usbperf-matrix.service usbperf-upload.service"
 INITSCRIPT_NAME = "usbperf-matrix"
@@ -102,6 +105,7 @@ do_install:append() {
     install -d ${D}${sysconfdir}/usbperf
     sed -e 's,^profile:.*,profile: ${USBPERF_PROFILE},' \
         -e 's,^wait_devices:.*,wait_devices: ${USBPERF_WAIT_DEVICES},' \
+        -e 's,^schedule:.*,schedule: ${USBPERF_SCHEDULE},' \
         ${S}/usbperf.yaml > ${D}${sysconfdir}/usbperf/usbperf.yaml
     chmod 0644 ${D}${sysconfdir}/usbperf/usbperf.yaml
 

@@ -468,6 +468,83 @@ def health():
     check(cells_ok, "health: the tests themselves passed: only the health limits failed")
 
 
+def same_lane_apart(scen, rep):
+    """No cell ran beside a disk of its own lane; cells of different lanes did run together."""
+    lanes = rep["schedule"]["lanes"]
+    lane_of = {d: l["key"] for l in lanes for d in l["disks"]}
+    bad, together = [], 0
+    for d in rep["devices"]:
+        for c in d["cells"]:
+            w = c.get("concurrent_with", [])
+            together += bool(w)
+            bad += [(d["name"], c["workload"], o) for o in w if lane_of.get(o) == lane_of.get(d["name"])]
+    check(rep["schedule"]["mode"] == "auto", f"{scen}: the report says schedule auto ({rep['schedule']['mode']})")
+    check(not bad, f"{scen}: no cell ran beside a disk of its own lane ({bad})")
+    check(together > 0, f"{scen}: cells of different lanes ran at the same time ({together} cells)")
+    print(f"  lanes: {[(l['key'], l['disks']) for l in lanes]}; ran alone: "
+          f"{[(x['device'], x['workload'], x['rule']) for x in rep['schedule'].get('alone', [])]}")
+
+
+def autoboot():
+    """Issue 17: the boot service's run with --schedule auto. What must hold whatever the
+    speed: the run completes, no cell ran beside a disk of its own lane, the OHCI stick's
+    12M link still fails it, no healthy device got a kernel event or an error, nothing is left
+    behind. The figures are compared with the serial baseline and printed, not asserted:
+    QEMU emulates every USB controller, the AHCI and the SD host in its one main-loop thread,
+    so unthrottled, its buses are not independent (scripts/vm-e2e --bench-schedule measures
+    them at board-like rates)."""
+    rc = rc_of("autoboot"); rep = load_report("autoboot")
+    if rep is None:
+        return
+    summary("autoboot", rep, rc)
+    check(rc in (0, 1) and rep["status"] == "complete", f"autoboot: complete (exit {rc})")
+    same_lane_apart("autoboot", rep)
+    o = find(rep, serial="OHCI0001")
+    if check(o is not None, "autoboot: the OHCI stick is in the report"):
+        lcs = o.get("link_checks", [])
+        check(len(lcs) == 1 and not lcs[0]["pass"] and lcs[0]["measured_mbps"] == 12,
+              f"autoboot: the OHCI stick fails its link check at 12M: {lcs}")
+    for d in rep["devices"]:
+        ev = [(c["workload"], e["line"]) for c in d["cells"] for e in c.get("kernel_events", [])]
+        st = [c["status"] for c in d["cells"]]
+        check(not ev and all(s in ("passed", "failed", "skipped") for s in st),
+              f"autoboot: {d['name']} ran every test without an error or a kernel event: {st} {ev}")
+    no_leftover("autoboot")
+    files = sorted(glob.glob(os.path.join(a.out, "usbperf-*.yaml")))
+    if files:
+        with open(files[-1]) as f:
+            base = yaml.load(f, Loader=Loader)
+        fig = lambda r: {(d["name"], c["workload"]): (c.get("result") or {}).get("mib_per_s")
+                         for d in r["devices"] for c in d["cells"]}
+        fa, fb = fig(rep), fig(base)
+        ratios = [f"{k[0]} {k[1]} {fa[k] / fb[k]:.2f}" for k in sorted(fa) if fa.get(k) and fb.get(k)]
+        print(f"  note autoboot: MiB/s auto/serial: {', '.join(ratios)}")
+        diff = [(d["name"], d["verdict"]["pass"]) for d in rep["devices"]
+                if any(b["name"] == d["name"] and b["verdict"]["pass"] != d["verdict"]["pass"] for b in base["devices"])]
+        print(f"  note autoboot: device verdicts that differ from serial: {diff or 'none'}")
+
+
+def auto():
+    """Issue 17: the blkdebug stick and the SD card at the same time on a real kernel: the
+    kernel's I/O errors go to the stick's cells only, the SD card passes without one."""
+    rc = rc_of("auto"); rep = load_report("auto")
+    if rep is None:
+        return
+    summary("auto", rep, rc)
+    check(rc == 1 and rep["status"] == "complete", f"auto: complete, exit 1 (got {rc})")
+    d, sd = find(rep, serial="ERR00001"), find(rep, cls="sd")
+    if check(d is not None and sd is not None, "auto: the blkdebug stick and the SD card are in the report"):
+        bad = [c for c in d["cells"] if c["status"] in ("failed", "error")]
+        check(any(c.get("kernel_events") for c in bad), "auto: kernel events attributed to the stick's failed cell")
+        check(not any(c.get("kernel_events") for c in sd["cells"]),
+              f"auto: none of the stick's kernel lines landed on the SD card beside it")
+        ran_with = [o for c in d["cells"] for o in c.get("concurrent_with", [])]
+        check(sd["name"] in ran_with, f"auto: the stick's cells ran beside the SD card ({ran_with})")
+    others_complete("auto", rep)
+    same_lane_apart("auto", rep)
+    no_leftover("auto")
+
+
 ver = read("version.txt")
 print(f"guest: {(ver or '?').strip()}; {(read('names.txt') or '').strip()}")
 for s in a.scenarios.split():

@@ -211,6 +211,8 @@ for s in ${SCENARIOS:-baseline}; do
               [ -n "$SATA" ] && head -c 65536 /dev/zero > /media/sata/.usbperf-testfile-4242-0.tmp
               run_scen baseline "" act_none ;;   # the boot service's exact command
     blkdebug) run_scen blkdebug "" act_none --config /etc/usbperf/e2e/blkdebug.yaml --report-dir $R/blkdebug ;;
+    auto)     run_scen auto "" act_none --config /etc/usbperf/e2e/blkdebug.yaml --report-dir $R/auto --schedule auto ;;
+    autoboot) run_scen autoboot "" act_none --report-dir $R/autoboot --schedule auto ;;
     sigterm)  run_scen sigterm "usbperf-matrix: $SATA seq-write: start" act_term \
                 --config /etc/usbperf/e2e/sigterm.yaml --report-dir $R/sigterm ;;
     enospc)   run_scen enospc "usbperf-matrix: $EHCI read-buffered: start" act_fill \

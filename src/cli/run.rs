@@ -16,6 +16,7 @@ use crate::exit::Exit;
 use crate::matrix::config::{self, Config, ConfigError, Dur, ReportFormat};
 use crate::matrix::env::{self, Env, LiveEngine, LiveSystem, SystemClock};
 use crate::matrix::run::{self as factory, RunSettings};
+use crate::matrix::schedule::ScheduleMode;
 use crate::matrix::select;
 use crate::report::file::ReportPlace;
 use crate::report::schema::{Report, RunStatus};
@@ -65,6 +66,10 @@ pub struct RunArgs {
     /// Print a LAVA test signal per test, per device verdict and for the unit at the end.
     #[arg(long)]
     pub lava: bool,
+    /// serial: one device after another; auto: devices on independent buses (USB root hubs,
+    /// MMC hosts, ATA ports, NVMe, SCSI hosts) at the same time, CPU-bound tests alone.
+    #[arg(long, value_enum)]
+    pub schedule: Option<ScheduleMode>,
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -111,6 +116,7 @@ pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
         report_format: args.format,
         wait_devices: args.wait_devices.map(Dur),
         headroom_percent: args.headroom_percent,
+        schedule: args.schedule,
         ..config::ConfigFile::default()
     };
     if let Some(e) = &args.engine {
@@ -263,6 +269,7 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
         engine: &engine,
         stop: flag,
         progress: &progress,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let done = factory::run(env, settings).context("could not enumerate block devices")?;
     drop(lock);

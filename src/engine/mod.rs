@@ -485,12 +485,14 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// User and system CPU time of the whole process so far, in ns.
-pub fn process_cpu_ns() -> (u64, u64) {
+/// User and system CPU time of the calling thread so far, in ns. A run's CPU figures are the
+/// sum over its job threads (fio's convention, `getrusage(RUSAGE_THREAD)`): the process's
+/// own total would also count the cells of other devices running beside it (issue 17).
+pub fn thread_cpu_ns() -> (u64, u64) {
     // SAFETY: zeroed rusage is a valid out-parameter for getrusage.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid pointer cannot fail.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    // SAFETY: RUSAGE_THREAD (Linux 2.6.26) with a valid pointer cannot fail.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
     let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
     (ns(usage.ru_utime), ns(usage.ru_stime))
 }
@@ -515,11 +517,10 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
             )));
         }
     }
-    let (usr0, sys0) = process_cpu_ns();
     let start_ns = now_ns();
     let deadline_ns = spec.runtime.map(|d| start_ns + d.as_nanos() as u64);
     let abort = AtomicBool::new(false);
-    let results: Vec<Result<JobStats, EngineError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<(JobStats, u64, u64), EngineError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = spec
             .jobs
             .iter()
@@ -538,12 +539,15 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
                 std::thread::Builder::new()
                     .name(format!("usbperf-job{index}"))
                     .spawn_scoped(scope, move || {
+                        let (usr0, sys0) = thread_cpu_ns();
                         let result = engine.run_job(&ctx);
                         if result.is_err() {
                             // One failed job stops the others: their figures would be partial.
                             ctx.abort.store(true, Ordering::Relaxed);
                         }
+                        let (usr1, sys1) = thread_cpu_ns();
                         result
+                            .map(|job| (job, usr1.saturating_sub(usr0), sys1.saturating_sub(sys0)))
                     })
             })
             .collect();
@@ -559,13 +563,15 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
             .collect()
     });
     let elapsed_ns = now_ns() - start_ns;
-    let (usr1, sys1) = process_cpu_ns();
+    let (mut cpu_usr_ns, mut cpu_sys_ns) = (0, 0);
     let mut read = OpStats::new();
     let mut write = OpStats::new();
     let mut stopped_by = StopReason::Size;
     let mut eagain_retries = 0;
     for result in results {
-        let job = result?;
+        let (job, usr, sys) = result?;
+        cpu_usr_ns += usr;
+        cpu_sys_ns += sys;
         eagain_retries += job.eagain_retries;
         read.merge(&job.read);
         write.merge(&job.write);
@@ -580,8 +586,8 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
         read,
         write,
         elapsed_ns,
-        cpu_usr_ns: usr1.saturating_sub(usr0),
-        cpu_sys_ns: sys1.saturating_sub(sys0),
+        cpu_usr_ns,
+        cpu_sys_ns,
         stopped_by,
         eagain_retries,
     })

@@ -325,5 +325,6 @@ pub fn pending(workload: WorkloadKind) -> Cell {
         params: None,
         result: None,
         kernel_events: Vec::new(),
+        concurrent_with: Vec::new(),
     }
 }

@@ -455,6 +455,10 @@ pub struct ConfigFile {
     /// Send the report to a collector after writing it (issue 15; `crate::upload`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload: Option<crate::upload::UploadConfig>,
+    /// `serial` (one device after another) or `auto` (devices on independent buses at the
+    /// same time; `matrix::schedule`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<super::schedule::ScheduleMode>,
 }
 
 /// An integer in `min..=max`, checked inside the visitor so the error points at the value.
@@ -553,6 +557,9 @@ pub struct Config {
     pub thresholds: Vec<Threshold>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload: Option<crate::upload::UploadConfig>,
+    /// Absent in reports written before issue 17: those ran serially.
+    #[serde(default)]
+    pub schedule: super::schedule::ScheduleMode,
 }
 
 pub const DEFAULT_REPORT_DIR: &str = "/var/lib/usbperf/reports";
@@ -710,6 +717,7 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         tests: Vec::new(),
         thresholds: Vec::new(),
         upload: None,
+        schedule: super::schedule::ScheduleMode::default(),
     };
     for (source, l) in layers {
         c.sources.push(source);
@@ -742,6 +750,9 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         }
         if l.upload.is_some() {
             c.upload = l.upload;
+        }
+        if let Some(v) = l.schedule {
+            c.schedule = v;
         }
     }
     c

@@ -157,4 +157,7 @@ pub struct Env<'a> {
     pub engine: &'a dyn CellEngine,
     pub stop: StopFlag,
     pub progress: &'a dyn Progress,
+    /// CPUs the run may use (`std::thread::available_parallelism`): the share the schedule's
+    /// measured-CPU rule gives each of the cells running together.
+    pub cpus: usize,
 }

@@ -1,8 +1,10 @@
 //! Owns the factory matrix: configuration and profiles, which disks a run tests and how
 //! (selection and targets), the run itself (`run`, over an environment given as a value in
-//! `env`, cell by cell in `cell`), and thresholds turned into verdicts with reasons.
+//! `env`, cell by cell in `cell`, lanes at once by `schedule` over `concurrent`), and
+//! thresholds turned into verdicts with reasons.
 
 pub mod cell;
+pub mod concurrent;
 pub mod config;
 pub mod env;
 pub mod run;

@@ -3,12 +3,16 @@
 //! rewrite the report after each cell. Everything it reads of the machine comes in an
 //! [`Env`]; `cli::run` builds the live one and prints what [`run`] returns.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::cell::{self, Aftermath, CellPlan};
+use super::concurrent::{Gate, KmsgHub, Overlap};
 use super::config::{Config, ReportFormat};
 use super::env::Env;
+use super::schedule::{self, AloneCell, AloneRule, ScheduleMode};
 use super::select::{self, Chosen, Placement};
 use super::verdict::{self, Reason, ReasonKind, Verdict};
 use crate::discover::usbpower::UsbAwake;
@@ -93,16 +97,51 @@ pub fn report_file_name(
     )
 }
 
-/// Everything a run carries from cell to cell.
-struct Runner<'e, 'a> {
-    env: &'e mut Env<'a>,
+/// The report and its file: one writer at a time, rewritten after every finished cell.
+struct Book {
     report: Report,
     file: ReportFile,
 }
 
-impl Runner<'_, '_> {
+impl Book {
     fn save(&mut self) {
         self.file.save(&self.report);
+    }
+}
+
+/// What the lanes of a run share while they run (at the same time with `schedule: auto`).
+struct Lanes<'s, 'a> {
+    sysfs: &'s crate::discover::SysfsRoot,
+    clock: &'a dyn super::env::Clock,
+    engine: &'a dyn super::env::CellEngine,
+    stop: &'s crate::safety::signals::StopFlag,
+    progress: &'a dyn super::env::Progress,
+    cpus: usize,
+    mode: ScheduleMode,
+    book: Mutex<Book>,
+    kmsg: KmsgHub<'a>,
+    gate: Gate,
+    overlap: Overlap,
+    /// The live status of each running device, shown together.
+    statuses: Mutex<BTreeMap<String, String>>,
+}
+
+impl Lanes<'_, '_> {
+    fn book(&self) -> MutexGuard<'_, Book> {
+        // A lane that panicked lost its cell; the report of the others is still written.
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn status(&self, disk: &str, msg: Option<String>) {
+        let mut st = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
+        match msg {
+            Some(m) => st.insert(disk.to_string(), m),
+            None => st.remove(disk),
+        };
+        if !st.is_empty() {
+            let all: Vec<&str> = st.values().map(String::as_str).collect();
+            self.progress.status(&all.join("  |  "));
+        }
     }
 }
 
@@ -129,9 +168,9 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
     }
     env.progress
         .line(&format!("usbperf-matrix: {}", env.engine.reason()));
-    // The lanes of the chosen disks: which could run together. The run is serial; the lanes
-    // are said and recorded so a concurrent schedule can be proven against it (issue 17).
-    let lanes = super::schedule::lanes(
+    // The lanes of the chosen disks: which run together with `schedule: auto`. Said and
+    // recorded in serial runs too, so the two can be compared.
+    let lanes = schedule::lanes(
         chosen
             .iter()
             .map(|c| (c.disk.name.as_str(), c.disk.devpath.as_str())),
@@ -142,7 +181,8 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
             .map(|l| format!("{} [{}]", l.key, l.disks.join(" ")))
             .collect();
         env.progress.line(&format!(
-            "usbperf-matrix: schedule serial; {} lane(s): {}",
+            "usbperf-matrix: schedule {}; {} lane(s): {}",
+            cfg.schedule.as_str(),
             lanes.len(),
             said.join(", ")
         ));
@@ -225,83 +265,119 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         verdict: Verdict::default(),
         warnings,
         schedule: Some(Schedule {
-            mode: "serial".into(),
-            lanes,
+            mode: cfg.schedule.as_str().into(),
+            lanes: lanes.clone(),
+            alone: Vec::new(),
         }),
     };
     let json = cfg.report_format == ReportFormat::Json;
-    let mut runner = Runner {
-        env: &mut env,
+    let mut book = Book {
         report,
         file: ReportFile::new(path, json),
     };
-    runner.save();
-    if let Some(first) = runner.file.error().map(str::to_string) {
+    book.save();
+    if let Some(first) = book.file.error().map(str::to_string) {
         // The configured directory refuses the report (read-only or full rootfs). The unit is
         // tested anyway: the report goes to a fallback directory if one takes it, and to
         // standard output (the journal, the serial log) at the end whatever happens.
-        let landed = runner
+        let landed = book
             .file
-            .fall_back(&runner.report, &settings.fallback_report_dirs);
+            .fall_back(&book.report, &settings.fallback_report_dirs);
         let now = if landed {
-            format!("it is written to {} instead", runner.file.path().display())
+            format!("it is written to {} instead", book.file.path().display())
         } else {
             "no fallback directory could be written either".to_string()
         };
-        runner.report.warnings.push(format!(
+        book.report.warnings.push(format!(
             "the report directory {} cannot be written ({first}): {now}, and the whole report \
              is printed to standard output at the end; fix report_dir or the filesystem",
             cfg.report_dir.display()
         ));
-        runner.save();
-        runner.env.progress.line(&format!(
+        book.save();
+        env.progress.line(&format!(
             "usbperf-matrix: warning: cannot write the report to {} ({first}); {now}",
             cfg.report_dir.display()
         ));
     }
-    if runner.file.error().is_none() {
-        runner.env.progress.line(&format!(
+    if book.file.error().is_none() {
+        env.progress.line(&format!(
             "usbperf-matrix: report {}",
-            runner.file.path().display()
+            book.file.path().display()
         ));
     }
 
-    for (di, c) in chosen.iter().enumerate() {
-        run_device(&mut runner, c, di, cfg, &facts);
-    }
+    // Serial: one lane of every device in the run's order. Auto: a lane per shared bus.
+    let order: Vec<Vec<usize>> = match cfg.schedule {
+        ScheduleMode::Serial => vec![(0..chosen.len()).collect()],
+        ScheduleMode::Auto => lanes
+            .iter()
+            .map(|l| {
+                l.disks
+                    .iter()
+                    .filter_map(|d| chosen.iter().position(|c| &c.disk.name == d))
+                    .collect()
+            })
+            .collect(),
+    };
+    let kernel_log = std::mem::replace(&mut env.kernel_log, Err(String::new()));
+    let shared = Lanes {
+        sysfs: &env.sysfs,
+        clock: env.clock,
+        engine: env.engine,
+        stop: &env.stop,
+        progress: env.progress,
+        cpus: env.cpus.max(1),
+        mode: cfg.schedule,
+        book: Mutex::new(book),
+        kmsg: KmsgHub::new(kernel_log),
+        gate: Gate::default(),
+        overlap: Overlap::default(),
+        statuses: Mutex::new(BTreeMap::new()),
+    };
+    std::thread::scope(|s| {
+        for lane in &order {
+            let (shared, chosen, facts) = (&shared, &chosen, &facts);
+            s.spawn(move || {
+                for &di in lane {
+                    run_device(shared, &chosen[di], di, cfg, facts);
+                }
+            });
+        }
+    });
+    let mut book = shared.book.into_inner().unwrap_or_else(|e| e.into_inner());
 
     // Verdicts.
-    let interrupted = runner.env.stop.requested();
+    let interrupted = env.stop.requested();
     for (di, c) in chosen.iter().enumerate() {
         let rules = verdict::applicable(&cfg.thresholds, &c.disk, &facts);
-        verdict::judge_device(&mut runner.report.devices[di], &rules);
+        verdict::judge_device(&mut book.report.devices[di], &rules);
     }
-    runner.report.verdict = verdict::judge_unit(
-        &runner.report.devices,
+    book.report.verdict = verdict::judge_unit(
+        &book.report.devices,
         &missing_reasons,
-        interrupted.then(|| runner.env.stop.signal_name()),
+        interrupted.then(|| env.stop.signal_name()),
     );
     let exit = if interrupted {
         Exit::Incomplete
-    } else if runner.report.verdict.pass {
+    } else if book.report.verdict.pass {
         Exit::Pass
     } else {
         Exit::VerdictFailed
     };
-    runner.report.status = if interrupted {
+    book.report.status = if interrupted {
         RunStatus::Interrupted
     } else {
         RunStatus::Complete
     };
-    runner.report.interrupted_by = runner.env.stop.signal_name();
-    runner.report.finished_at = Some(runner.env.clock.now());
-    runner.report.exit_code = Some(exit as u8);
-    runner.save();
-    runner.env.progress.done();
+    book.report.interrupted_by = env.stop.signal_name();
+    book.report.finished_at = Some(env.clock.now());
+    book.report.exit_code = Some(exit as u8);
+    book.save();
+    env.progress.done();
 
-    let place = runner.file.place();
-    let in_configured_dir = runner.file.path().parent() == Some(cfg.report_dir.as_path());
-    let Runner { mut report, .. } = runner;
+    let place = book.file.place();
+    let in_configured_dir = book.file.path().parent() == Some(cfg.report_dir.as_path());
+    let Book { mut report, .. } = book;
     let exit = match place {
         ReportPlace::File(_) => exit,
         // A report that reached no file, or whose file holds an earlier state (`running`, no
@@ -345,119 +421,247 @@ fn wait_for_devices(env: &Env<'_>, cfg: &Config) -> Result<Inventory, DiscoverEr
 
 /// Runs every test of one device in turn; stops early on a signal or when the disk vanishes.
 fn run_device(
-    r: &mut Runner<'_, '_>,
+    r: &Lanes<'_, '_>,
     c: &Chosen,
     di: usize,
     cfg: &Config,
     facts: &crate::safety::SystemFacts,
 ) {
     let rules = verdict::applicable(&cfg.thresholds, &c.disk, facts);
-    let placement = r.report.devices[di].placement.clone();
+    let placement = r.book().report.devices[di].placement.clone();
     let keys = events::DeviceKeys::from_disk(&c.disk);
     // Runtime autosuspend resets a USB device on resume with the same kernel lines as an
     // error-recovery reset; keep the device and its hubs awake while they are tested.
-    let _awake = UsbAwake::pin(&r.env.sysfs, &c.disk);
+    let _awake = UsbAwake::pin(r.sysfs, &c.disk);
     for (ci, spec) in cfg.tests.iter().enumerate() {
-        if r.env.stop.requested() {
+        if r.stop.requested() {
             return;
         }
-        let w = verdict::workload_name(spec.workload);
-        let plan = match cell::place_cell(spec, cfg.engine, &placement, &c.disk, r.env.engine) {
-            CellPlan::NotRun { status, reason } => {
-                let cell = &mut r.report.devices[di].cells[ci];
-                cell.status = status;
-                cell.reasons = vec![reason];
-                r.save();
-                continue;
-            }
-            CellPlan::Run(plan) => plan,
+        let cell = CellAt {
+            c,
+            di,
+            ci,
+            spec,
+            cfg,
+            rules: &rules,
+            keys: &keys,
+            placement: &placement,
         };
-
-        r.env
-            .progress
-            .line(&format!("usbperf-matrix: {} {w}: start", c.disk.name));
-        r.env.progress.status(&format!("{} {w}", c.disk.name));
-        let t0 = r.env.clock.elapsed();
-        {
-            let cell = &mut r.report.devices[di].cells[ci];
-            cell.started_at = Some(r.env.clock.now());
-            cell.params = Some(plan.params.clone());
-        }
-        let opts = RunOptions {
-            sysfs_root: r.env.sysfs.path().to_path_buf(),
-            stop: r.env.stop.stop.clone(),
+        let mut alone = match r.mode {
+            ScheduleMode::Serial => None,
+            ScheduleMode::Auto => Some(None),
         };
-        // Records logged before this cell belong to no test of this device.
-        let mut after = Aftermath::default();
-        if let Ok(k) = r.env.kernel_log.as_mut() {
-            if let Err(e) = k.drain() {
-                after.kernel_log_error = Some(e.to_string());
+        let ran = loop {
+            let ran = run_cell(r, &cell, alone);
+            // Beside others it used more CPU than its share: the CPU, not the device, may have
+            // set its figure. Measured again alone, once; that figure is the one kept.
+            if let (Some(None), Some(cpu)) = (alone, ran.cpu_percent) {
+                if ran.clean && schedule::cpu_limited(cpu, r.cpus, ran.together) {
+                    r.progress.line(&format!(
+                        "usbperf-matrix: {} {}: beside {} other device(s) it used {cpu:.0} % of a                          CPU: measuring it again alone",
+                        c.disk.name,
+                        verdict::workload_name(spec.workload),
+                        ran.together - 1
+                    ));
+                    alone = Some(Some((AloneRule::MeasuredCpu, Some(cpu))));
+                    continue;
+                }
             }
-        }
-        let engine = r.env.engine;
-        let params = &plan.params;
-        let outcome = run_with_progress(r.env, &c.disk.name, &w, || engine.run(params, &opts));
-        // A test file that cannot be removed (the filesystem went read-only, the device is
-        // gone) is named in the report: it may still be on the medium.
-        after.leftover = plan
-            .file
-            .and_then(|t| t.remove().err())
-            .map(|e| e.to_string());
-        if let Ok(k) = r.env.kernel_log.as_mut() {
-            match k.drain() {
-                Ok(recs) => after.kernel = events::attribute(&recs, &keys),
-                Err(e) => after.kernel_log_error = Some(e.to_string()),
-            }
-        }
-        let removed = events::removal_event(&r.env.sysfs.path().join("class/block"), &keys);
-        after.vanished = cell::vanished(removed.as_ref(), &after.kernel);
-        after.kernel.extend(removed);
-
-        let stop_requested = r.env.stop.requested();
-        let wall = (r.env.clock.elapsed().saturating_sub(t0)).as_secs_f64();
-        let cell = &mut r.report.devices[di].cells[ci];
-        cell.wall_seconds = Some(wall);
-        let outcome = outcome.map_err(|e| e.to_string());
-        let error = outcome.as_ref().err().cloned();
-        cell::judge_outcome(cell, outcome, plan.notes, &rules, stop_requested);
-        match (&cell.result, error) {
-            (_, Some(e)) => r
-                .env
-                .progress
-                .line(&format!("usbperf-matrix: {} {w}: error: {e}", c.disk.name)),
-            (Some(res), None) => r.env.progress.line(&format!(
-                "usbperf-matrix: {} {w}: {} {:.1} MiB/s {:.0} IOPS p99 {:.2} ms, engine {}",
-                c.disk.name,
-                verdict::status_name(cell.status),
-                res.mib_per_s,
-                res.iops,
-                res.all.latency.p99_ns as f64 / 1e6,
-                res.engine
-            )),
-            (None, None) => {}
-        }
-        let vanished = after.vanished;
-        let cell = &mut r.report.devices[di].cells[ci];
-        cell::judge_aftermath(cell, &c.disk.name, after);
-        r.save();
-        if vanished {
-            cell::not_run_vanished(&mut r.report.devices[di].cells[ci + 1..], &c.disk.name);
-            r.save();
+            break ran;
+        };
+        if ran.vanished {
+            let mut b = r.book();
+            cell::not_run_vanished(&mut b.report.devices[di].cells[ci + 1..], &c.disk.name);
+            b.save();
             return;
         }
     }
+}
+
+/// One cell to run, and what it is judged by.
+struct CellAt<'c> {
+    c: &'c Chosen,
+    di: usize,
+    ci: usize,
+    spec: &'c super::config::TestSpec,
+    cfg: &'c Config,
+    rules: &'c [(usize, &'c super::config::Threshold)],
+    keys: &'c events::DeviceKeys,
+    placement: &'c Placement,
+}
+
+/// How a cell went, for the schedule's decisions.
+struct Ran {
+    vanished: bool,
+    /// Passed or failed on its figures, with no kernel event: a figure worth measuring again.
+    clean: bool,
+    /// Its own CPU, in % of one CPU.
+    cpu_percent: Option<f64>,
+    /// Cells that overlapped it, itself included (1: it ran alone).
+    together: usize,
+}
+
+/// Places, runs and judges one cell, and rewrites the report. `alone`: `None` in a serial run;
+/// in an auto run `Some(None)` to let the rules decide, `Some(Some(rule))` when a rule already
+/// said it runs alone.
+fn run_cell(
+    r: &Lanes<'_, '_>,
+    at: &CellAt<'_>,
+    alone: Option<Option<(AloneRule, Option<f64>)>>,
+) -> Ran {
+    let (c, di, ci, spec) = (at.c, at.di, at.ci, at.spec);
+    let w = verdict::workload_name(spec.workload);
+    let skipped = Ran {
+        vanished: false,
+        clean: false,
+        cpu_percent: None,
+        together: 1,
+    };
+    let plan = match cell::place_cell(spec, at.cfg.engine, at.placement, &c.disk, r.engine) {
+        CellPlan::NotRun { status, reason } => {
+            let mut b = r.book();
+            let cell = &mut b.report.devices[di].cells[ci];
+            cell.status = status;
+            cell.reasons = vec![reason];
+            b.save();
+            return skipped;
+        }
+        CellPlan::Run(plan) => plan,
+    };
+    // The gate: a serial run has one lane and nothing to wait for; in an auto run a cell the
+    // CPU could limit waits for the others to finish and keeps them out while it runs.
+    let alone = alone.map(|a| {
+        a.or_else(|| schedule::must_run_alone(&plan.params, &c.disk).map(|rule| (rule, None)))
+    });
+    let _gate = match alone {
+        None => None,
+        Some(Some(_)) => Some(r.gate.exclusive()),
+        Some(None) => Some(r.gate.shared()),
+    };
+    if r.stop.requested() {
+        return skipped;
+    }
+    let mut notes = plan.notes;
+    if let Some(Some((rule, cpu))) = alone {
+        let mut b = r.book();
+        if let Some(sch) = b.report.schedule.as_mut() {
+            sch.alone
+                .retain(|a| !(a.device == c.disk.name && a.workload == spec.workload));
+            sch.alone.push(AloneCell {
+                device: c.disk.name.clone(),
+                workload: spec.workload,
+                rule,
+                cpu_percent: cpu,
+            });
+        }
+        if let (AloneRule::MeasuredCpu, Some(cpu)) = (rule, cpu) {
+            notes.push(
+                Reason::new(
+                    ReasonKind::Note,
+                    format!(
+                        "{w}: measured alone: beside other devices it used {cpu:.0} % of a CPU,                          over half its share, so the CPU may have set that figure"
+                    ),
+                )
+                .workload(spec.workload)
+                .figure("cpu_percent", Some(cpu), 0.0, "%"),
+            );
+        }
+    }
+
+    r.progress
+        .line(&format!("usbperf-matrix: {} {w}: start", c.disk.name));
+    r.status(&c.disk.name, Some(format!("{} {w}", c.disk.name)));
+    let t0 = r.clock.elapsed();
+    {
+        let mut b = r.book();
+        let cell = &mut b.report.devices[di].cells[ci];
+        *cell = cell::pending(spec.workload);
+        cell.started_at = Some(r.clock.now());
+        cell.params = Some(plan.params.clone());
+    }
+    let opts = RunOptions {
+        sysfs_root: r.sysfs.path().to_path_buf(),
+        stop: r.stop.stop.clone(),
+    };
+    // Records logged before this cell belong to no test of this device.
+    let mut after = Aftermath::default();
+    let (cursor, err) = r.kmsg.begin();
+    after.kernel_log_error = err;
+    let ticket = r.overlap.start(&c.disk.name);
+    let engine = r.engine;
+    let params = &plan.params;
+    let outcome = run_with_progress(r, &c.disk.name, &w, || engine.run(params, &opts));
+    let beside = r.overlap.finish(ticket);
+    // A test file that cannot be removed (the filesystem went read-only, the device is
+    // gone) is named in the report: it may still be on the medium.
+    after.leftover = plan
+        .file
+        .and_then(|t| t.remove().err())
+        .map(|e| e.to_string());
+    match r.kmsg.end(cursor) {
+        Ok(recs) => after.kernel = events::attribute(&recs, at.keys),
+        Err(e) => after.kernel_log_error = Some(e),
+    }
+    let removed = events::removal_event(&r.sysfs.path().join("class/block"), at.keys);
+    after.vanished = cell::vanished(removed.as_ref(), &after.kernel);
+    after.kernel.extend(removed);
+    r.status(&c.disk.name, None);
+
+    let stop_requested = r.stop.requested();
+    let wall = (r.clock.elapsed().saturating_sub(t0)).as_secs_f64();
+    let mut b = r.book();
+    let cell = &mut b.report.devices[di].cells[ci];
+    cell.wall_seconds = Some(wall);
+    let outcome = outcome.map_err(|e| e.to_string());
+    let error = outcome.as_ref().err().cloned();
+    cell::judge_outcome(cell, outcome, notes, at.rules, stop_requested);
+    match (&cell.result, error) {
+        (_, Some(e)) => r
+            .progress
+            .line(&format!("usbperf-matrix: {} {w}: error: {e}", c.disk.name)),
+        (Some(res), None) => r.progress.line(&format!(
+            "usbperf-matrix: {} {w}: {} {:.1} MiB/s {:.0} IOPS p99 {:.2} ms, engine {}",
+            c.disk.name,
+            verdict::status_name(cell.status),
+            res.mib_per_s,
+            res.iops,
+            res.all.latency.p99_ns as f64 / 1e6,
+            res.engine
+        )),
+        (None, None) => {}
+    }
+    let vanished = after.vanished;
+    let quiet = after.kernel.is_empty() && after.leftover.is_none();
+    cell::judge_aftermath(cell, &c.disk.name, after);
+    cell.concurrent_with = beside;
+    let ran = Ran {
+        vanished,
+        clean: quiet
+            && matches!(
+                cell.status,
+                crate::report::schema::CellStatus::Passed
+                    | crate::report::schema::CellStatus::Failed
+            ),
+        cpu_percent: cell
+            .result
+            .as_ref()
+            .map(|res| res.cpu.usr_percent + res.cpu.sys_percent),
+        together: cell.concurrent_with.len() + 1,
+    };
+    b.save();
+    ran
 }
 
 /// Runs one cell's workload while reporting live throughput from the kernel's own counters
 /// of the disk: in the live status where there is one, otherwise one line every 10 s
 /// (serial console, journal) so a long test never looks hung.
 fn run_with_progress<T: Send>(
-    env: &Env<'_>,
+    r: &Lanes<'_, '_>,
     disk: &str,
     what: &str,
     f: impl FnOnce() -> T + Send,
 ) -> T {
-    let moved = || env.sysfs.block_stat_bytes(disk);
+    let moved = || r.sysfs.block_stat_bytes(disk);
     std::thread::scope(|scope| {
         let handle = scope.spawn(f);
         let t0 = Instant::now();
@@ -475,12 +679,15 @@ fn run_with_progress<T: Send>(
                 let rate =
                     now.saturating_sub(last.1) as f64 / last.0.elapsed().as_secs_f64() / 1048576.0;
                 let moved = units::human_bytes(now.saturating_sub(s0));
-                env.progress.status(&format!(
-                    "{disk} {what}: {:.0} s, {moved} moved, {rate:.1} MiB/s",
-                    t0.elapsed().as_secs_f64(),
-                ));
-                if env.progress.periodic_lines() && last_line.elapsed() >= Duration::from_secs(10) {
-                    env.progress.line(&format!(
+                r.status(
+                    disk,
+                    Some(format!(
+                        "{disk} {what}: {:.0} s, {moved} moved, {rate:.1} MiB/s",
+                        t0.elapsed().as_secs_f64(),
+                    )),
+                );
+                if r.progress.periodic_lines() && last_line.elapsed() >= Duration::from_secs(10) {
+                    r.progress.line(&format!(
                         "usbperf-matrix: {disk} {what}: running {:.0} s, {moved} moved, {rate:.1} MiB/s",
                         t0.elapsed().as_secs_f64(),
                     ));

@@ -2,11 +2,92 @@
 //! disk's path that limits its throughput, its *lane*. Disks in one lane share a bus (a USB
 //! root hub and every hub below it, an MMC host, an ATA port and any port multiplier on it,
 //! an NVMe subsystem, a SCSI host adapter such as a UFS host) and run one after another;
-//! different lanes share nothing that limits throughput. Pure: sysfs device paths in, lanes
-//! out. The run still tests one device after another; the lanes are printed and recorded so
-//! that a concurrent schedule can be proven against the serial one before it is used.
+//! different lanes share nothing that limits throughput. With `schedule: auto` the lanes run
+//! at the same time, each one device after another, and a cell whose figure the CPU rather
+//! than the device could limit runs alone ([`must_run_alone`], [`cpu_limited`]). Pure: sysfs
+//! device paths, classes and measured CPU in, decisions out; `matrix::run` does the running.
 
 use serde::{Deserialize, Serialize};
+
+use crate::discover::{DeviceClass, Disk};
+use crate::workload::WorkloadParams;
+
+/// How the run orders its devices.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScheduleMode {
+    /// One device after another, one cell at a time.
+    #[default]
+    Serial,
+    /// Lanes at the same time; CPU-bound cells alone.
+    Auto,
+}
+
+impl ScheduleMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleMode::Serial => "serial",
+            ScheduleMode::Auto => "auto",
+        }
+    }
+}
+
+/// Why a cell of an `auto` run ran alone: a record in the report's `schedule.alone`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AloneRule {
+    /// Blocks under [`SMALL_BLOCK`] on a device class whose I/O rate a core may not keep up
+    /// with: the CPU, not the device, can be the limit.
+    SmallBlocksFastDevice,
+    /// Run beside others, it used more CPU than [`cpu_limited`] allows: measured again alone,
+    /// and that figure is the one kept.
+    MeasuredCpu,
+}
+
+/// A cell that ran alone in an `auto` run, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AloneCell {
+    pub device: String,
+    pub workload: crate::workload::WorkloadKind,
+    pub rule: AloneRule,
+    /// For [`AloneRule::MeasuredCpu`]: the CPU it used beside the others, in % of one CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<f64>,
+}
+
+/// Blocks this large cost so little CPU per byte that any device class is the limit.
+pub const SMALL_BLOCK: u64 = 64 << 10;
+
+/// Classes whose random I/O a core sustains many times over: a USB stick, an SD card or an
+/// eMMC does a few thousand 4 KiB IOPS at most, a spinning SATA or SCSI disk a few hundred,
+/// while a Cortex-A55 core issues tens of thousands. Only a real disk's `rotational` counts:
+/// the kernel sets it on loop devices over any file.
+fn device_bound_class(disk: &Disk) -> bool {
+    match disk.class {
+        DeviceClass::Usb | DeviceClass::Sd | DeviceClass::Emmc => true,
+        DeviceClass::Sata | DeviceClass::Scsi => disk.rotational == Some(true),
+        _ => false,
+    }
+}
+
+/// The rule decided before a cell runs: small blocks on a fast device (NVMe, UFS, a SATA or
+/// SCSI SSD, virtio, loop, zram) run alone, whatever the queue depth. `None`: it may run
+/// beside other lanes.
+pub fn must_run_alone(params: &WorkloadParams, disk: &Disk) -> Option<AloneRule> {
+    (params.block_bytes < SMALL_BLOCK && !device_bound_class(disk))
+        .then_some(AloneRule::SmallBlocksFastDevice)
+}
+
+/// The rule measured after a cell ran beside others: its own CPU (usr + sys of its job
+/// threads over its wall time, in % of one CPU) above half its fair share of the machine's
+/// `cpus` among the `together` cells that overlapped it (itself included). Then the CPU may
+/// have been the limit and the cell is measured again alone.
+pub fn cpu_limited(cpu_percent: f64, cpus: usize, together: usize) -> bool {
+    let share = 100.0 * cpus.max(1) as f64 / together.max(1) as f64;
+    together > 1 && cpu_percent > share / 2.0
+}
 
 /// Disks that share what limits their throughput, in the order the run meets them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,5 +237,65 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn small_blocks_run_alone_only_where_the_device_can_outrun_a_core() {
+        use crate::workload::WorkloadKind::{RandRead, SeqRead};
+        let rows: &[(
+            DeviceClass,
+            Option<bool>,
+            crate::workload::WorkloadKind,
+            u64,
+            bool,
+        )] = &[
+            (DeviceClass::Nvme, None, RandRead, 4096, true),
+            (DeviceClass::Ufs, None, RandRead, 4096, true),
+            (DeviceClass::Sata, Some(false), RandRead, 4096, true),
+            (DeviceClass::Loop, None, RandRead, 16 << 10, true),
+            (DeviceClass::Other, None, RandRead, 4096, true),
+            (DeviceClass::Loop, Some(true), RandRead, 4096, true),
+            (DeviceClass::Sata, Some(true), RandRead, 4096, false),
+            (DeviceClass::Usb, None, RandRead, 4096, false),
+            (DeviceClass::Sd, None, RandRead, 4096, false),
+            (DeviceClass::Emmc, None, RandRead, 4096, false),
+            (DeviceClass::Nvme, None, SeqRead, 1 << 20, false),
+            (DeviceClass::Nvme, None, RandRead, SMALL_BLOCK, false),
+        ];
+        for &(class, rotational, w, bs, alone) in rows {
+            let disk = Disk {
+                class,
+                rotational,
+                ..Disk::default()
+            };
+            let mut p = WorkloadParams::defaults(w, "/dev/x".into());
+            p.block_bytes = bs;
+            assert_eq!(
+                must_run_alone(&p, &disk).is_some(),
+                alone,
+                "{class:?} rotational {rotational:?} {w:?} bs {bs}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_measured_rule_gives_each_cell_half_its_share_of_the_cpus() {
+        // (cpu % of one CPU, cpus, cells together, measured again alone)
+        let rows = [
+            (150.0, 2, 2, true),
+            (50.0, 2, 2, false),
+            (50.1, 2, 4, true),
+            (24.0, 2, 4, false),
+            (400.0, 2, 1, false),
+            (30.0, 1, 2, true),
+            (20.0, 4, 4, false),
+        ];
+        for (cpu, cpus, together, want) in rows {
+            assert_eq!(
+                cpu_limited(cpu, cpus, together),
+                want,
+                "{cpu} % on {cpus} CPUs, {together} together"
+            );
+        }
     }
 }

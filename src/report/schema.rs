@@ -95,9 +95,12 @@ pub struct Report {
 /// throughput, matrix::schedule) and the mode they ran in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
-    /// `serial`: one device after another (the only mode so far).
+    /// `serial` (one device after another) or `auto` (lanes at the same time).
     pub mode: String,
     pub lanes: Vec<crate::matrix::schedule::Lane>,
+    /// `auto`: the cells that ran alone, and by which rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alone: Vec<crate::matrix::schedule::AloneCell>,
 }
 
 /// One tested device.
@@ -154,6 +157,9 @@ pub struct Cell {
     /// one fails the cell.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernel_events: Vec<KernelEvent>,
+    /// The other devices whose cells ran while this one did (`schedule: auto`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub concurrent_with: Vec<String>,
 }
 
 /// A new random report id: a version 4 UUID (RFC 9562) from the kernel's random pool

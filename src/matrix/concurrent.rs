@@ -1,0 +1,337 @@
+//! Owns what the lanes of a run share while they run at the same time (issue 17): the one
+//! kernel log, read by whoever asks and handed to every running cell from the moment it
+//! started ([`KmsgHub`]); the gate that lets a CPU-bound cell run alone ([`Gate`]); and who
+//! ran beside whom ([`Overlap`]). With one lane (`schedule: serial`) they reduce to the serial
+//! run's behaviour: each cell sees the kernel lines logged while it ran, and nothing waits.
+
+use std::collections::BTreeSet;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::events::KmsgRecord;
+
+use super::env::KernelLog;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A lane that panicked has already lost its cell; the others keep the shared state.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The kernel log shared by the running cells. `/dev/kmsg` has one reader position per open
+/// file, and records read are gone: each cell draining it itself would take lines from the
+/// cell beside it. Here the records read are kept until every cell that was running when
+/// they were logged has taken them.
+pub struct KmsgHub<'a> {
+    state: Mutex<HubState<'a>>,
+}
+
+struct HubState<'a> {
+    log: Result<Box<dyn KernelLog + 'a>, String>,
+    /// Records read and not yet taken by every open cursor.
+    buf: Vec<KmsgRecord>,
+    /// The position of `buf[0]` in the run's stream of records.
+    base: usize,
+    /// Where each running cell started, in that stream.
+    open: Vec<usize>,
+}
+
+/// A running cell's place in the kernel log.
+#[derive(Debug)]
+pub struct Cursor(usize);
+
+impl HubState<'_> {
+    fn pull(&mut self) -> Result<(), String> {
+        match &mut self.log {
+            Ok(log) => {
+                let recs = log.drain().map_err(|e| e.to_string())?;
+                self.buf.extend(recs);
+                Ok(())
+            }
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Forgets the records no open cursor still needs.
+    fn trim(&mut self) {
+        let keep_from = self
+            .open
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(self.base + self.buf.len());
+        let drop = keep_from.saturating_sub(self.base).min(self.buf.len());
+        self.buf.drain(..drop);
+        self.base += drop;
+    }
+}
+
+impl<'a> KmsgHub<'a> {
+    /// `log`: the kernel log, or why it cannot be read (then no cell gets lines or errors:
+    /// the report's warnings say it once).
+    pub fn new(log: Result<Box<dyn KernelLog + 'a>, String>) -> KmsgHub<'a> {
+        KmsgHub {
+            state: Mutex::new(HubState {
+                log,
+                buf: Vec::new(),
+                base: 0,
+                open: Vec::new(),
+            }),
+        }
+    }
+
+    /// A cell starts: records logged before now belong to no test of it. The error is why
+    /// the log could not be read just now.
+    pub fn begin(&self) -> (Cursor, Option<String>) {
+        let mut s = lock(&self.state);
+        let err = s.pull().err();
+        let at = s.base + s.buf.len();
+        s.open.push(at);
+        s.trim();
+        (Cursor(at), err)
+    }
+
+    /// The cell ended: every record logged since it began (other devices' lines among them:
+    /// attribution picks its own).
+    pub fn end(&self, c: Cursor) -> Result<Vec<KmsgRecord>, String> {
+        let mut s = lock(&self.state);
+        let pulled = s.pull();
+        let from = c.0.saturating_sub(s.base).min(s.buf.len());
+        let out = s.buf[from..].to_vec();
+        if let Some(i) = s.open.iter().position(|&p| p == c.0) {
+            s.open.swap_remove(i);
+        }
+        s.trim();
+        pulled.map(|()| out)
+    }
+}
+
+/// Lets cells run together or one alone: shared holders run at once; an exclusive holder
+/// runs with nobody else. A waiting exclusive holder keeps new shared ones out, so a
+/// CPU-bound cell is not starved by lanes that keep starting device-bound cells.
+#[derive(Default)]
+pub struct Gate {
+    state: Mutex<GateState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    shared: usize,
+    exclusive: bool,
+    waiting_exclusive: usize,
+}
+
+/// Held while a cell runs; lets the others go when dropped.
+pub struct GateGuard<'g> {
+    gate: &'g Gate,
+    exclusive: bool,
+}
+
+impl Gate {
+    pub fn shared(&self) -> GateGuard<'_> {
+        let mut s = lock(&self.state);
+        while s.exclusive || s.waiting_exclusive > 0 {
+            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.shared += 1;
+        GateGuard {
+            gate: self,
+            exclusive: false,
+        }
+    }
+
+    pub fn exclusive(&self) -> GateGuard<'_> {
+        let mut s = lock(&self.state);
+        s.waiting_exclusive += 1;
+        while s.exclusive || s.shared > 0 {
+            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.waiting_exclusive -= 1;
+        s.exclusive = true;
+        GateGuard {
+            gate: self,
+            exclusive: true,
+        }
+    }
+}
+
+impl Drop for GateGuard<'_> {
+    fn drop(&mut self) {
+        let mut s = lock(&self.gate.state);
+        if self.exclusive {
+            s.exclusive = false;
+        } else {
+            s.shared -= 1;
+        }
+        drop(s);
+        self.gate.cv.notify_all();
+    }
+}
+
+/// Which devices' cells ran while each running cell did.
+#[derive(Default)]
+pub struct Overlap {
+    running: Mutex<Vec<Running>>,
+    next: Mutex<u64>,
+}
+
+struct Running {
+    id: u64,
+    device: String,
+    beside: BTreeSet<String>,
+}
+
+/// A running cell's entry in [`Overlap`].
+#[derive(Debug)]
+pub struct Ticket(u64);
+
+impl Overlap {
+    pub fn start(&self, device: &str) -> Ticket {
+        let id = {
+            let mut n = lock(&self.next);
+            *n += 1;
+            *n
+        };
+        let mut r = lock(&self.running);
+        let mut beside = BTreeSet::new();
+        for other in r.iter_mut() {
+            if other.device != device {
+                other.beside.insert(device.to_string());
+                beside.insert(other.device.clone());
+            }
+        }
+        r.push(Running {
+            id,
+            device: device.to_string(),
+            beside,
+        });
+        Ticket(id)
+    }
+
+    /// The devices whose cells ran while this one did, in name order.
+    pub fn finish(&self, t: Ticket) -> Vec<String> {
+        let mut r = lock(&self.running);
+        match r.iter().position(|x| x.id == t.0) {
+            Some(i) => r.swap_remove(i).beside.into_iter().collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::EventsError;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A kernel log whose next drain returns the lines pushed since.
+    struct Fed(Arc<Mutex<Vec<KmsgRecord>>>);
+
+    impl KernelLog for Fed {
+        fn drain(&mut self) -> Result<Vec<KmsgRecord>, EventsError> {
+            Ok(std::mem::take(&mut *lock(&self.0)))
+        }
+    }
+
+    fn rec(seq: u64, msg: &str) -> KmsgRecord {
+        KmsgRecord {
+            seq,
+            ts_usec: seq * 1000,
+            level: 3,
+            facility: 0,
+            message: msg.to_string(),
+            subsystem: None,
+            device: None,
+            lost_before: 0,
+        }
+    }
+
+    fn msgs(r: &[KmsgRecord]) -> Vec<&str> {
+        r.iter().map(|r| r.message.as_str()).collect()
+    }
+
+    #[test]
+    fn each_running_cell_gets_every_line_logged_while_it_ran() {
+        let feed = Arc::new(Mutex::new(vec![rec(1, "before anything")]));
+        let hub = KmsgHub::new(Ok(Box::new(Fed(feed.clone()))));
+        let (a, err) = hub.begin();
+        assert!(err.is_none());
+        lock(&feed).push(rec(2, "during a"));
+        let (b, _) = hub.begin();
+        lock(&feed).push(rec(3, "during a and b"));
+        assert_eq!(
+            msgs(&hub.end(a).unwrap()),
+            ["during a", "during a and b"],
+            "a sees what was logged from its start, not before"
+        );
+        lock(&feed).push(rec(4, "during b only"));
+        assert_eq!(
+            msgs(&hub.end(b).unwrap()),
+            ["during a and b", "during b only"]
+        );
+        // Nobody is running: everything read is forgotten.
+        let (c, _) = hub.begin();
+        assert!(hub.end(c).unwrap().is_empty());
+        assert!(lock(&hub.state).buf.is_empty());
+    }
+
+    #[test]
+    fn an_unreadable_log_gives_no_lines_and_no_error_per_cell() {
+        let hub = KmsgHub::new(Err("/dev/kmsg: Permission denied".into()));
+        let (c, err) = hub.begin();
+        assert!(err.is_none());
+        assert!(hub.end(c).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_exclusive_holder_runs_alone_and_shared_ones_together() {
+        let gate = Gate::default();
+        let inside = AtomicUsize::new(0);
+        let max_shared = AtomicUsize::new(0);
+        let alone_ok = AtomicUsize::new(1);
+        std::thread::scope(|s| {
+            for i in 0..6 {
+                let (gate, inside, max_shared, alone_ok) = (&gate, &inside, &max_shared, &alone_ok);
+                s.spawn(move || {
+                    if i == 3 {
+                        let _g = gate.exclusive();
+                        if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                            alone_ok.store(0, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_millis(30));
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                    } else {
+                        let _g = gate.shared();
+                        let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        max_shared.fetch_max(n, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(30));
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            alone_ok.load(Ordering::SeqCst),
+            1,
+            "the exclusive holder had company"
+        );
+        assert!(
+            max_shared.load(Ordering::SeqCst) >= 2,
+            "shared holders never overlapped"
+        );
+    }
+
+    #[test]
+    fn overlap_names_the_other_devices_only() {
+        let o = Overlap::default();
+        let a = o.start("sda");
+        let b = o.start("sdb");
+        let a2 = o.start("sda");
+        assert_eq!(o.finish(b), ["sda"]);
+        let c = o.start("mmcblk0");
+        assert_eq!(o.finish(a), ["mmcblk0", "sdb"]);
+        assert_eq!(o.finish(a2), ["mmcblk0", "sdb"]);
+        assert!(o.finish(c).contains(&"sda".to_string()));
+    }
+}
