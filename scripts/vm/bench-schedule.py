@@ -14,8 +14,10 @@ runs, and (given the throttle) each serial figure as a fraction of it. Ends with
     schedule: serial S s, auto A s, speed-up S/A, worst device-bound figure deviation D %
 
 where D = max |auto/serial - 1| x 100 over the cells that ran concurrently with another
-device's cell in an auto run (their time intervals overlap: the cells' started_at and
-wall_seconds say so whatever the report's schedule section holds). When no cell ran
+device's cell in an auto run: the cell's `concurrent_with` says so, minus the cells the
+report's `schedule.alone` lists (run, or measured again, alone: by the CPU rule); for a report
+without them (mode parallel, an older binary) the cells' time intervals overlap (started_at,
+wall_seconds). Cells that ran alone are shown with their rule. When no cell ran
 concurrently (a binary without --schedule: an A/A run; or every pair fell back), D is taken
 over every cell and a note says so: it is then the noise floor of the ±5 % question.
 A benchmark, not a test: exits 1 only when a run left no readable report."""
@@ -101,15 +103,37 @@ def intervals(rep):
     return out
 
 
-def beside(rep):
-    """For each (device, workload): the other devices whose cells overlapped it in time."""
-    iv = intervals(rep)
+def alone_of(rep):
+    """(device, workload) -> the rule that ran it alone (`schedule.alone`)."""
+    keys = {d["name"]: device_key(d) for d in rep["devices"]}
     res = {}
-    for dev, wl, s, e in iv:
-        res[(dev, wl)] = {
-            d2 for d2, _, s2, e2 in iv
-            if d2 != dev and (min(e, e2) - max(s, s2)).total_seconds() > OVERLAP_S
-        }
+    for x in (rep.get("schedule") or {}).get("alone", []):
+        rule = x.get("rule", "?")
+        if x.get("cpu_percent") is not None:
+            rule += f" {x['cpu_percent']:.0f}% CPU"
+        res[(keys.get(x["device"], x["device"]), x["workload"])] = rule
+    return res
+
+
+def beside(rep):
+    """For each (device, workload): the other devices whose cells ran while it did, by the
+    report's `concurrent_with` when it is an auto report, else by overlapping time intervals;
+    none for the cells `schedule.alone` lists."""
+    alone = alone_of(rep)
+    res = {}
+    if (rep.get("schedule") or {}).get("mode") == "auto":
+        for d in rep["devices"]:
+            for c in d["cells"]:
+                res[(device_key(d), c["workload"])] = set(c.get("concurrent_with", []))
+    else:
+        iv = intervals(rep)
+        for dev, wl, s, e in iv:
+            res[(dev, wl)] = {
+                d2.split(" ")[0] for d2, _, s2, e2 in iv
+                if d2 != dev and (min(e, e2) - max(s, s2)).total_seconds() > OVERLAP_S
+            }
+    for k in alone:
+        res[k] = set()
     return res
 
 
@@ -167,8 +191,11 @@ for m in modes:
                     problems.append(f"{m} {k[0]} {k[1]}: cell {c.get('status')}")
 together = {m: {} for m in modes}  # mode -> (device, workload) -> devices it ran beside
 runs_concurrent = {m: {} for m in modes}  # mode -> (device, workload) -> runs it had company in
+alone_rules = {m: {} for m in modes}  # mode -> (device, workload) -> rules it ran alone by
 for m in modes:
     for _, rep, _ in runs[m]:
+        for k, rule in alone_of(rep).items():
+            alone_rules[m].setdefault(k, set()).add(rule)
         for k, others in beside(rep).items():
             together[m].setdefault(k, set()).update(others)
             runs_concurrent[m][k] = runs_concurrent[m].get(k, 0) + (1 if others else 0)
@@ -219,9 +246,11 @@ for k in order:
         v = figures[m].get(k, [])
         mm, mi = med(v, 0), med(v, 1)
         ratio = mm / sm if sm and mm is not None else None
-        comp = sorted(d.split(" ")[0] for d in together[m].get(k, set()))
+        comp = sorted(together[m].get(k, set()))
         n = runs_concurrent[m].get(k, 0)
         comp_s = f"{','.join(comp)} ({n}/{len(runs[m])})" if comp else "alone"
+        if k in alone_rules[m]:
+            comp_s += f" ({'; '.join(sorted(alone_rules[m][k]))})"
         line += f" | {fmt(mm, 2):>14} {fmt(mi, 0):>6} {fmt(ratio, 3):>6}  {comp_s}"
         if ratio is not None:
             dev = abs(ratio - 1) * 100
