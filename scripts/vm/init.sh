@@ -150,7 +150,7 @@ act_unplug() { echo "E2E-UNPLUG xbotstk"; }
 # A binary without --schedule runs both modes serial: an A/A run, the noise floor.
 bench_schedule() {
   for sn in BENCHSATA1 BENCHEHCI1 BENCHXHCI1 BENCHHUB01 BENCHHUB02; do
-    n=$(disk_by_serial $sn) && mountfs "$n" "/media/$(echo $sn | tr A-Z a-z)" ext4 rw
+    n=$(disk_by_serial "$sn") && mountfs "$n" "/media/$(echo "$sn" | tr '[:upper:]' '[:lower:]')" ext4 rw
   done
   grep /media /proc/mounts
   # SD_IOMAX: the SD card's throttle, by the guest kernel's blk-throttle (QEMU's would stall the
@@ -158,7 +158,7 @@ bench_schedule() {
   if [ -n "${SD_IOMAX:-}" ] && [ -n "$SD" ]; then
     CG=/sys/fs/cgroup; mkdir -p $CG
     { mount -t cgroup2 cgroup2 $CG && echo +io > $CG/cgroup.subtree_control && mkdir -p $CG/bench &&
-      echo "$(cat /sys/block/$SD/dev) $SD_IOMAX" > $CG/bench/io.max && echo $$ > $CG/bench/cgroup.procs &&
+      echo "$(cat "/sys/block/$SD/dev") $SD_IOMAX" > $CG/bench/io.max && echo $$ > $CG/bench/cgroup.procs &&
       ts "SD card $SD throttled in the guest: $(cat $CG/bench/io.max)"; } || ts "E2E-WARN: no io.max throttle on $SD"
   fi
   if usbperf-matrix run --help 2>&1 | grep -q -- '--schedule'; then SER="--schedule serial"; AUTO="--schedule auto"
@@ -167,7 +167,7 @@ bench_schedule() {
   r=1
   while [ $r -le "${ROUNDS:-3}" ]; do
     order=${BENCH_MODES:-serial auto}
-    [ $((r % 2)) = 1 ] || order=$(for m in $order; do echo $m; done | sed -n '1!G;h;$p')
+    [ $((r % 2)) = 1 ] || order=$(for m in $order; do echo "$m"; done | sed -n '1!G;h;$p')
     for m in $order; do
       case $m in
         parallel) bench_parallel $r; continue ;;
@@ -190,14 +190,14 @@ bench_parallel() {
     case $g in BENCHHUB*) disk_by_serial BENCHHUB01 > /dev/null || continue ;; esac
     i=$((i + 1)); c=/tmp/bench-lane$i.yaml
     awk -v pat="$g" '!/^  - [{]select:/ || $0 ~ pat' /etc/usbperf/e2e/bench-schedule.yaml > $c
-    usbperf-matrix run --config $c --report-dir $dir/lane$i --lock-file /run/bench-lane$i.lock \
-      > $E/bench-r$1-parallel-lane$i.log 2>&1 &
+    usbperf-matrix run --config "$c" --report-dir "$dir/lane$i" --lock-file "/run/bench-lane$i.lock" \
+      > "$E/bench-r$1-parallel-lane$i.log" 2>&1 &
     pids="$pids $!"
   done
   rc=0
-  for p in $pids; do wait $p || rc=$?; done
-  echo $rc > $E/bench-r$1-parallel.rc
-  cat $E/bench-r$1-parallel-lane*.log | grep -v ': running '
+  for p in $pids; do wait "$p" || rc=$?; done
+  echo $rc > "$E/bench-r$1-parallel.rc"
+  cat "$E/bench-r$1-parallel-lane"*.log | grep -v ': running '
   ts "E2E-SCENARIO bench-r$1-parallel done rc=$rc"
   sync
 }
