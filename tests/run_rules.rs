@@ -1238,3 +1238,39 @@ fn auto_falls_back_to_one_cell_at_a_time_when_the_cpus_saturate() {
     let p = play(&tree, s);
     assert!(p.outcome.report.schedule.as_ref().unwrap().alone.is_empty());
 }
+
+/// `shared_lanes:` joins lanes a board comparison found to interfere: the EHCI stick and the
+/// SATA disk then run one after another, the SD card still beside them.
+#[test]
+fn shared_lanes_run_one_after_another() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(&format!(
+        "schedule: auto\nshared_lanes: [[usb:usb1, ata:ata1]]\n{}",
+        raw(&["sda", "sdc", "mmcblk0"])
+    ));
+    s.script = vec![
+        ("sda", SeqRead, Act::Meet("mmcblk0")),
+        ("sdc", SeqRead, Act::Meet("mmcblk0")),
+        ("mmcblk0", SeqRead, Act::Meet("sda")),
+    ];
+    let p = play(&tree, s);
+    let lanes = &p.outcome.report.schedule.as_ref().unwrap().lanes;
+    assert!(
+        lanes
+            .iter()
+            .any(|l| l.key == "usb:usb1+ata:ata1" && l.disks == ["sda", "sdc"]),
+        "{lanes:?}"
+    );
+    for (d, other) in [("sda", "sdc"), ("sdc", "sda")] {
+        for c in &p.device(d).cells {
+            assert!(
+                !c.concurrent_with.iter().any(|x| x == other),
+                "{d} beside {other}"
+            );
+        }
+    }
+    assert!(p.device("sda").cells[0]
+        .concurrent_with
+        .iter()
+        .any(|x| x == "mmcblk0"));
+}

@@ -174,10 +174,13 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         .line(&format!("usbperf-matrix: {}", env.engine.reason()));
     // The lanes of the chosen disks: which run together with `schedule: auto`. Said and
     // recorded in serial runs too, so the two can be compared.
-    let lanes = schedule::lanes(
-        chosen
-            .iter()
-            .map(|c| (c.disk.name.as_str(), c.disk.devpath.as_str())),
+    let lanes = schedule::join_shared(
+        schedule::lanes(
+            chosen
+                .iter()
+                .map(|c| (c.disk.name.as_str(), c.disk.devpath.as_str())),
+        ),
+        &cfg.shared_lanes,
     );
     if !lanes.is_empty() {
         let said: Vec<String> = lanes

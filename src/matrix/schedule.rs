@@ -192,6 +192,51 @@ pub fn lane_key(name: &str, devpath: &str) -> String {
     format!("disk:{name}")
 }
 
+/// A lane key as a config names it (`shared_lanes:`), checked when the file is read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct LaneKey(pub String);
+
+/// The kinds of lane [`lane_key`] gives.
+const LANE_KINDS: [&str; 6] = ["usb:", "mmc:", "ata:", "nvme:", "host:", "disk:"];
+
+impl<'de> Deserialize<'de> for LaneKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if LANE_KINDS
+            .iter()
+            .any(|k| s.len() > k.len() && s.starts_with(k))
+        {
+            Ok(LaneKey(s))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "{s:?} is not a lane: use a key as the run prints it at its start and records \
+                 under schedule.lanes (usb:usb1, mmc:mmc0, ata:ata1, nvme:nvme-subsys0, \
+                 host:/devices/..., disk:vda)"
+            )))
+        }
+    }
+}
+
+/// Joins the lanes a config says share a limit their paths do not show (`shared_lanes:`, from
+/// a serial-versus-auto comparison on the board): each group becomes one lane, keyed by its
+/// members joined with `+`, at the place of its first member.
+pub fn join_shared(lanes: Vec<Lane>, shared: &[Vec<LaneKey>]) -> Vec<Lane> {
+    let group_of = |key: &str| shared.iter().position(|g| g.iter().any(|k| k.0 == key));
+    let mut out: Vec<(Option<usize>, Lane)> = Vec::new();
+    for lane in lanes {
+        let g = group_of(&lane.key);
+        match out.iter_mut().find(|(og, _)| g.is_some() && *og == g) {
+            Some((_, joined)) => {
+                joined.key = format!("{}+{}", joined.key, lane.key);
+                joined.disks.extend(lane.disks);
+            }
+            None => out.push((g, lane)),
+        }
+    }
+    out.into_iter().map(|(_, l)| l).collect()
+}
+
 /// The lanes of `disks` (`(name, devpath)` in run order): a lane per key, in the order of
 /// its first disk.
 pub fn lanes<'a>(disks: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Lane> {
@@ -381,5 +426,27 @@ mod tests {
             !machine_saturated(100.0, 1),
             "a cell alone is what serial measures"
         );
+    }
+
+    #[test]
+    fn shared_lanes_run_as_one_and_bad_keys_say_what_a_lane_is() {
+        let l = lanes(X86.iter().copied());
+        let shared: Vec<Vec<LaneKey>> =
+            serde_norway::from_str("[[usb:usb1, 'usb:usb4'], [mmc:mmc0, disk:nope]]").unwrap();
+        let j = join_shared(l.clone(), &shared);
+        assert_eq!(j.len(), l.len() - 1);
+        let ehci = j
+            .iter()
+            .find(|x| x.disks.contains(&"sda".to_string()))
+            .unwrap();
+        assert_eq!(ehci.key, "usb:usb1+usb:usb4");
+        assert_eq!(ehci.disks, ["sda", "sdd", "sde"]);
+        assert_eq!(
+            j[0].key, "mmc:mmc0",
+            "a group naming an absent lane changes nothing else"
+        );
+        let e = serde_norway::from_str::<Vec<LaneKey>>("[usb1]").unwrap_err();
+        assert!(e.to_string().contains("usb:usb1, mmc:mmc0"), "{e}");
+        assert!(serde_norway::from_str::<Vec<LaneKey>>("['usb:']").is_err());
     }
 }
