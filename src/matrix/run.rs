@@ -174,14 +174,7 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         .line(&format!("usbperf-matrix: {}", env.engine.reason()));
     // The lanes of the chosen disks: which run together with `schedule: auto`. Said and
     // recorded in serial runs too, so the two can be compared.
-    let lanes = schedule::join_shared(
-        schedule::lanes(
-            chosen
-                .iter()
-                .map(|c| (c.disk.name.as_str(), c.disk.devpath.as_str())),
-        ),
-        &cfg.shared_lanes,
-    );
+    let lanes = lanes_of(&chosen, cfg);
     if !lanes.is_empty() {
         let said: Vec<String> = lanes
             .iter()
@@ -403,6 +396,18 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         place,
         in_configured_dir,
     })
+}
+
+/// The lanes of the chosen disks, with the config's `shared_lanes` joined.
+pub fn lanes_of(chosen: &[Chosen], cfg: &Config) -> Vec<schedule::Lane> {
+    schedule::join_shared(
+        schedule::lanes(
+            chosen
+                .iter()
+                .map(|c| (c.disk.name.as_str(), c.disk.devpath.as_str())),
+        ),
+        &cfg.shared_lanes,
+    )
 }
 
 /// Discovers devices, waiting up to `wait_devices` for every `required` rule to match.
