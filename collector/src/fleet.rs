@@ -11,7 +11,6 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use usbperf::fleet::aggregate::{Dimension, FleetOptions, FleetSummary};
-use usbperf::fleet::extract::UnitRecord;
 use usbperf::fleet::load::{LoadOptions, Outcome, Skip};
 use usbperf::fleet::records::aggregate_outcomes;
 use usbperf::fleet::thresholds::{render_snippet, suggest, SuggestOptions};
@@ -61,11 +60,8 @@ const BATCH: usize = 2048;
 fn decode(i: u32, row: &FleetRow) -> Outcome {
     let path = PathBuf::from(&row.file);
     match row.kind.as_str() {
-        "record" => match serde_json::from_str::<UnitRecord>(&row.body) {
-            Ok(mut r) => {
-                r.file = i;
-                Outcome::Record(Box::new(r))
-            }
+        "record" => match crate::record::decode(i, &row.record) {
+            Ok(r) => Outcome::Record(Box::new(r)),
             Err(e) => Outcome::Error(FleetError::Malformed {
                 path,
                 msg: format!("its stored fleet record does not decode: {e}"),

@@ -106,7 +106,13 @@ struct GroupAcc {
     devices: u32,
     passed: u32,
     classes: BTreeSet<String>,
-    series: HashMap<String, Series>,
+    /// By metric, in order of first sight; found through `series_ids`, or through `order`
+    /// first: the series of the n-th value of the group's last device, since devices of a
+    /// group list their metrics in the same order, and comparing a name is cheaper than
+    /// hashing it (millions of values over a large fleet).
+    series: Vec<(String, Series)>,
+    series_ids: HashMap<String, u32>,
+    order: Vec<u32>,
     reasons: HashMap<String, (u32, String)>,
 }
 
@@ -219,6 +225,9 @@ fn bump(map: &mut HashMap<String, (u32, String)>, reason: &FleetReason) {
 
 impl Accumulator {
     pub fn new(opts: FleetOptions, files: Vec<PathBuf>) -> Accumulator {
+        // A report (and mostly a unit) per file: sized once, not grown (and rehashed) as
+        // they arrive.
+        let n = files.len();
         Accumulator {
             opts,
             files,
@@ -226,9 +235,9 @@ impl Accumulator {
             group_ids: HashMap::new(),
             group_hasher: RandomState::new(),
             seen_configs: Vec::new(),
-            unit_ids: HashMap::new(),
-            unit_names: Vec::new(),
-            unit_latest: Vec::new(),
+            unit_ids: HashMap::with_capacity(n),
+            unit_names: Vec::with_capacity(n),
+            unit_latest: Vec::with_capacity(n),
             devs: Vec::new(),
             reports: 0,
             boards: BTreeSet::new(),
@@ -238,7 +247,7 @@ impl Accumulator {
             thresholds: Vec::new(),
             errors: Vec::new(),
             skipped: Vec::new(),
-            seen: HashMap::new(),
+            seen: HashMap::with_capacity(n),
             duplicates: Vec::new(),
             rejected: Vec::new(),
             filtered_boards: BTreeMap::new(),
@@ -491,14 +500,30 @@ impl Accumulator {
                 e.0 += 1;
                 e.1 += u32::from(link_fail);
             }
-            for (metric, v, ok) in d.values {
+            for (n, (metric, v, ok)) in d.values.into_iter().enumerate() {
                 if !v.is_finite() {
                     continue;
                 }
-                let s = match g.series.get_mut(&metric) {
-                    Some(s) => s,
-                    None => g.series.entry(metric).or_default(),
+                let i = match g.order.get(n) {
+                    Some(&i) if g.series[i as usize].0 == metric => i,
+                    _ => {
+                        let i = match g.series_ids.get(&metric) {
+                            Some(&i) => i,
+                            None => {
+                                let i = g.series.len() as u32;
+                                g.series_ids.insert(metric.clone(), i);
+                                g.series.push((metric, Series::default()));
+                                i
+                            }
+                        };
+                        match g.order.get_mut(n) {
+                            Some(o) => *o = i,
+                            None => g.order.push(i),
+                        }
+                        i
+                    }
                 };
+                let s = &mut g.series[i as usize].1;
                 s.values.push(v);
                 s.devs.push(dev);
                 s.ok.push(ok);
