@@ -105,7 +105,10 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
         }
         w.len(values.len());
         for (m, v, ok) in values {
-            let i = names.iter().position(|n| n == m).unwrap_or_default();
+            let i = names
+                .iter()
+                .position(|n| n == m)
+                .expect("the table holds every metric name of the record");
             w.len(i);
             w.f64(*v);
             w.bool(*ok);
