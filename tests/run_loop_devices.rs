@@ -94,10 +94,12 @@ fn quick_matrix_on_ext4_xfs_and_raw_loop_devices() {
     assert_eq!(c["result"]["params"]["block_bytes"], 4096);
 }
 
-/// `--schedule auto` on real loop devices (each its own lane): the large-block tests of the
-/// two devices run at the same time, the 4 KiB tests alone (a loop device is a class whose
-/// I/O rate can outrun a core), every cell passes, the report says which ran together and
-/// is valid against the schema, and the test files are gone.
+/// `--schedule auto` on real loop devices (each its own lane): the 4 KiB tests run alone (a
+/// loop device is a class whose I/O rate can outrun a core); the large-block tests of the two
+/// run at the same time unless the CPUs saturated (a loop device is served by the CPU: on a
+/// busy two-core machine they do, and the run falls back to one test at a time, recorded as
+/// `machine_cpu` then `fell_back`). Every cell passes either way, the report is valid against
+/// the schema, and the test files are gone.
 #[test]
 fn auto_schedule_on_two_loop_devices() {
     let ext4 = Mounted::new(192 << 20, "ext4");
@@ -139,7 +141,7 @@ fn auto_schedule_on_two_loop_devices() {
                 assert!(
                     alone.iter().any(|a| a["device"] == name
                         && a["workload"] == c["workload"]
-                        && a["rule"] == "small_blocks_fast_device"),
+                        && (a["rule"] == "small_blocks_fast_device" || a["rule"] == "fell_back")),
                     "{name} {}: {alone:?}",
                     c["workload"]
                 );
@@ -148,10 +150,16 @@ fn auto_schedule_on_two_loop_devices() {
             }
         }
     }
+    let alone = rep["schedule"]["alone"].as_array().unwrap();
+    let saturated = alone.iter().any(|a| a["rule"] == "machine_cpu");
     assert!(
-        together >= 2,
-        "no large-block cell ran beside the other device: {rep:#}"
+        together >= 1 || saturated,
+        "no large-block cell ran beside the other device, and the CPUs never saturated: {rep:#}"
     );
+    if saturated {
+        // After the fallback every cell ran alone and says by which rule.
+        assert!(alone.iter().any(|a| a["rule"] == "fell_back"), "{alone:?}");
+    }
     assert!(test_files_in(ext4.path()).is_empty());
 }
 

@@ -20,8 +20,9 @@ use usbperf::engine::{EngineError, EngineRequest, OpKind};
 use usbperf::events::{parse_record, EventsError, KmsgRecord};
 use usbperf::exit::Exit;
 use usbperf::matrix::config;
-use usbperf::matrix::env::{CellEngine, Clock, Env, KernelLog, Progress};
+use usbperf::matrix::env::{CellEngine, Clock, Env, KernelLog, Progress, SystemSource};
 use usbperf::matrix::run::{self, RunOutcome, RunSettings};
+use usbperf::matrix::schedule::CpuTicks;
 use usbperf::matrix::verdict::{texts, ReasonKind};
 use usbperf::report::file::ReportPlace;
 use usbperf::report::schema::CellStatus;
@@ -282,6 +283,26 @@ impl Clock for SteppedClock {
     }
 }
 
+/// The recorded mount table, and CPUs that are `busy` % busy between any two samples.
+struct Machine {
+    facts: SystemFacts,
+    busy: Option<f64>,
+    ticks: Mutex<CpuTicks>,
+}
+
+impl SystemSource for Machine {
+    fn facts(&self) -> SystemFacts {
+        self.facts.clone()
+    }
+    fn cpu_ticks(&self) -> Option<CpuTicks> {
+        let busy = self.busy?;
+        let mut t = self.ticks.lock().unwrap();
+        t.total += 1000;
+        t.busy += (busy * 10.0) as u64;
+        Some(*t)
+    }
+}
+
 #[derive(Default)]
 struct Lines(Mutex<Vec<String>>);
 
@@ -302,6 +323,8 @@ struct Scenario<'a> {
     script: Vec<(&'a str, WorkloadKind, Act)>,
     facts: SystemFacts,
     kernel_log_unreadable: bool,
+    /// How busy the machine's CPUs look between any two samples, in %; none: unknown.
+    cpu_busy: Option<f64>,
     report_dir: Option<PathBuf>,
     fallback: Vec<PathBuf>,
 }
@@ -313,6 +336,7 @@ impl Scenario<'_> {
             script: Vec::new(),
             facts: SystemFacts::default(),
             kernel_log_unreadable: false,
+            cpu_busy: None,
             report_dir: None,
             fallback: Vec::new(),
         }
@@ -378,6 +402,11 @@ fn play(tree: &Tree, s: Scenario<'_>) -> Played {
         at: Mutex::new(Duration::ZERO),
     };
     let lines = Lines::default();
+    let system = Machine {
+        facts: s.facts.clone(),
+        busy: s.cpu_busy,
+        ticks: Mutex::new(CpuTicks::default()),
+    };
     let env = Env {
         sysfs: SysfsRoot::at(&tree.sys()),
         backend: Backend::Sysfs,
@@ -386,7 +415,7 @@ fn play(tree: &Tree, s: Scenario<'_>) -> Played {
         } else {
             Ok(Box::new(log))
         },
-        system: &s.facts,
+        system: &system,
         clock: &clock,
         engine: &engine,
         stop,
@@ -1142,4 +1171,106 @@ fn auto_stops_every_lane_on_a_signal() {
         p.outcome.report.status,
         usbperf::report::schema::RunStatus::Interrupted
     );
+}
+
+/// The machine rule: CPUs 95 % busy while the first cells ran together: the first of them to
+/// finish is measured again alone and every later cell of the run runs alone (a serial run
+/// from there on), each recorded with its rule. At 50 % nothing falls back.
+#[test]
+fn auto_falls_back_to_one_cell_at_a_time_when_the_cpus_saturate() {
+    use usbperf::matrix::schedule::AloneRule;
+    let tree = Tree::new();
+    let config = format!("schedule: auto\n{}", raw(&["sda", "sdc", "mmcblk0"]));
+    let script = vec![
+        ("sda", SeqRead, Act::Meet("sdc")),
+        ("sdc", SeqRead, Act::Meet("sda")),
+        ("mmcblk0", SeqRead, Act::Meet("sda")),
+    ];
+    let mut s = Scenario::new(&config);
+    s.script = script.clone();
+    s.cpu_busy = Some(95.0);
+    let p = play(&tree, s);
+    let sch = p.outcome.report.schedule.as_ref().unwrap();
+    let rules: Vec<AloneRule> = sch.alone.iter().map(|a| a.rule).collect();
+    assert!(rules.contains(&AloneRule::MachineCpu), "{:?}", sch.alone);
+    let first = sch
+        .alone
+        .iter()
+        .find(|a| a.rule == AloneRule::MachineCpu)
+        .unwrap();
+    assert_eq!(first.cpu_percent, Some(95.0));
+    // Every seq-write came after the fallback: alone, and recorded so.
+    for d in ["sda", "sdc", "mmcblk0"] {
+        let w = &p.device(d).cells[1];
+        assert!(
+            w.concurrent_with.is_empty(),
+            "{d} seq-write beside {:?}",
+            w.concurrent_with
+        );
+        assert!(
+            sch.alone
+                .iter()
+                .any(|a| a.device == d && a.workload == SeqWrite && a.rule == AloneRule::FellBack),
+            "{d}: {:?}",
+            sch.alone
+        );
+    }
+    let c = &p.device(&first.device).cells[0];
+    assert!(
+        c.concurrent_with.is_empty(),
+        "measured again alone: {:?}",
+        c.concurrent_with
+    );
+    assert!(c
+        .reasons
+        .iter()
+        .any(|r| r.metric.as_deref() == Some("cpu_busy_percent")));
+    assert!(p
+        .lines
+        .iter()
+        .any(|l| l.contains("the rest of the run one test at a time")));
+    assert_eq!(p.outcome.exit, Exit::Pass);
+
+    let tree = Tree::new();
+    let mut s = Scenario::new(&config);
+    s.script = script;
+    s.cpu_busy = Some(50.0);
+    let p = play(&tree, s);
+    assert!(p.outcome.report.schedule.as_ref().unwrap().alone.is_empty());
+}
+
+/// `shared_lanes:` joins lanes a board comparison found to interfere: the EHCI stick and the
+/// SATA disk then run one after another, the SD card still beside them.
+#[test]
+fn shared_lanes_run_one_after_another() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(&format!(
+        "schedule: auto\nshared_lanes: [[usb:usb1, ata:ata1]]\n{}",
+        raw(&["sda", "sdc", "mmcblk0"])
+    ));
+    s.script = vec![
+        ("sda", SeqRead, Act::Meet("mmcblk0")),
+        ("sdc", SeqRead, Act::Meet("mmcblk0")),
+        ("mmcblk0", SeqRead, Act::Meet("sda")),
+    ];
+    let p = play(&tree, s);
+    let lanes = &p.outcome.report.schedule.as_ref().unwrap().lanes;
+    assert!(
+        lanes
+            .iter()
+            .any(|l| l.key == "usb:usb1+ata:ata1" && l.disks == ["sda", "sdc"]),
+        "{lanes:?}"
+    );
+    for (d, other) in [("sda", "sdc"), ("sdc", "sda")] {
+        for c in &p.device(d).cells {
+            assert!(
+                !c.concurrent_with.iter().any(|x| x == other),
+                "{d} beside {other}"
+            );
+        }
+    }
+    assert!(p.device("sda").cells[0]
+        .concurrent_with
+        .iter()
+        .any(|x| x == "mmcblk0"));
 }

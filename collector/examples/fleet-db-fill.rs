@@ -15,10 +15,11 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use usbperf_collect::ingest::{self, Record, FLEET_RECORD_VERSION};
+use usbperf_collect::record;
 
 struct Copy {
     rec: Record,
-    body: String,
+    record: Option<Vec<u8>>,
 }
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -54,22 +55,27 @@ fn main() -> anyhow::Result<()> {
         let id = format!("{}-{i:06}", r.report_id);
         let unit = format!("{}-{i:06}", r.unit);
         let mut rec = r.clone();
-        rec.fleet.body = r
-            .fleet
-            .body
-            .replace(
-                &format!("\"unit\":\"{}\"", r.unit),
-                &format!("\"unit\":\"{unit}\""),
-            )
-            .replace(
+        if !r.fleet.record.is_empty() {
+            // The distinct record was just encoded by ingest: it decodes.
+            let mut u = record::decode(0, &r.fleet.record).expect("ingest's own record");
+            for name in
+                std::iter::once(&mut u.unit).chain(u.rejected.iter_mut().map(|f| &mut f.unit))
+            {
+                if *name == r.unit {
+                    name.clone_from(&unit);
+                }
+            }
+            u.identity = u.identity.replace(
                 &format!("report_id {}", r.report_id),
                 &format!("report_id {id}"),
             );
+            rec.fleet.record = record::encode(&u);
+        }
         rec.fleet.file = format!("{id}.{}", r.format);
         rec.report_id = id;
         rec.unit = unit;
         Copy {
-            body: rec.fleet.body.clone(),
+            record: (!rec.fleet.record.is_empty()).then(|| rec.fleet.record.clone()),
             rec,
         }
     };
@@ -97,10 +103,10 @@ fn main() -> anyhow::Result<()> {
             )?;
             let mut fl = tx.prepare(
                 "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, body, \
-                 version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 version, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?;
             for i in 0..count {
-                let Copy { rec: r, body } = copy(i);
+                let Copy { rec: r, record } = copy(i);
                 rep.execute(rusqlite::params![
                     r.report_id,
                     r.schema_version,
@@ -120,8 +126,9 @@ fn main() -> anyhow::Result<()> {
                     r.board,
                     r.fleet.started_ns,
                     r.fleet.kind,
-                    body,
-                    FLEET_RECORD_VERSION
+                    r.fleet.body,
+                    FLEET_RECORD_VERSION,
+                    record
                 ])?;
             }
         }
@@ -138,11 +145,11 @@ fn main() -> anyhow::Result<()> {
         )?;
         let fl = tx.prepare(
             "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, body, \
-             version) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+             version, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )?;
         let version = FLEET_RECORD_VERSION as i32;
         for i in 0..count {
-            let Copy { rec: r, body } = copy(i);
+            let Copy { rec: r, record } = copy(i);
             let sv = r.schema_version as i32;
             tx.execute(
                 &rep,
@@ -168,8 +175,9 @@ fn main() -> anyhow::Result<()> {
                     &r.board,
                     &r.fleet.started_ns,
                     &r.fleet.kind,
-                    &body,
+                    &r.fleet.body,
                     &version,
+                    &record,
                 ],
             )?;
         }

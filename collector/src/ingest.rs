@@ -60,10 +60,13 @@ pub struct FleetColumns {
     /// `started_at` in nanoseconds since 1970 (UTC), for `--since` on an indexed integer
     /// (RFC 3339 text with offsets and fractions does not sort as time).
     pub started_ns: i64,
-    /// `record` (body: the record as compact JSON), `unfinished` (body: the status) or
-    /// `error` (body: why the fleet's reader refused what ingest accepted).
+    /// `record` (`record`: the record, see [`crate::record`]; body empty), `unfinished`
+    /// (body: the status) or `error` (body: why the fleet's reader refused what ingest
+    /// accepted).
     pub kind: &'static str,
     pub body: String,
+    /// The encoded record of kind `record`, else empty (stored as NULL).
+    pub record: Vec<u8>,
 }
 
 /// An RFC 3339 time in ns since 1970; 0 when it is none (ingest refused those already).
@@ -74,9 +77,10 @@ pub fn rfc3339_ns(t: &str) -> i64 {
         .unwrap_or(0)
 }
 
-/// Bumped when the fleet record's shape or extraction changes: rows of an older version
-/// are extracted again from `raw` on the next fleet query.
-pub const FLEET_RECORD_VERSION: i64 = 1;
+/// Bumped when the fleet record's shape, encoding or extraction changes: rows of an older
+/// version are extracted again from `raw` on the next fleet query. 1: the record as JSON in
+/// `body`; 2: the binary record in `record` ([`crate::record`]).
+pub const FLEET_RECORD_VERSION: i64 = 2;
 
 /// Extracts the fleet's columns from a report's bytes (also used to back-fill reports
 /// stored before the fleet table existed).
@@ -84,12 +88,12 @@ pub const FLEET_RECORD_VERSION: i64 = 1;
 pub fn fleet_columns(report_id: &str, format: &str, started: i64, body: &[u8]) -> FleetColumns {
     use usbperf::fleet::records::{extract_bytes, Extracted};
     let file = format!("{report_id}.{format}");
+    let mut record = Vec::new();
     let (kind, body, started_ns) = match extract_bytes(std::path::Path::new(&file), body) {
         Ok(Extracted::Record(r)) => {
             let ns = r.started_at.timestamp_nanos_opt().unwrap_or(started);
-            // Serialising plain data to a String cannot fail.
-            let json = serde_json::to_string(&r).unwrap_or_default();
-            ("record", json, ns)
+            record = crate::record::encode(&r);
+            ("record", String::new(), ns)
         }
         Ok(Extracted::Unfinished { status }) => ("unfinished", status, started),
         Err(usbperf::fleet::FleetError::Malformed { msg, .. }) => ("error", msg, started),
@@ -100,6 +104,7 @@ pub fn fleet_columns(report_id: &str, format: &str, started: i64, body: &[u8]) -
         started_ns,
         kind,
         body,
+        record,
     }
 }
 

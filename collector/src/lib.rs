@@ -6,6 +6,7 @@
 
 pub mod fleet;
 pub mod ingest;
+pub mod record;
 pub mod server;
 pub mod store;
 pub mod tokens;

@@ -268,27 +268,57 @@ fn fleet_from_sqlite_and_postgres_is_the_fleet_from_a_directory_and_the_page_ser
     }
 }
 
-#[test]
-fn a_database_from_before_the_fleet_table_is_back_filled_on_first_use() {
+/// 30 reports uploaded to a SQLite collector, its tables then changed by `older` (SQL) into
+/// those of an older collector, and the fleet of the result beside the directory's: the
+/// first fleet query back-fills what the older collector did not store.
+fn back_filled(seed: u32, older: &str) -> (TempDir, String) {
     let tmp = TempDir::new("fleetdb-old");
-    let reports = gen(30, 23, 2, "yaml", &tmp.path().join("fleet"));
+    let reports = gen(30, seed, 2, "yaml", &tmp.path().join("fleet"));
     let db = format!("sqlite:{}", tmp.path().join("r.db").display());
     let named = tmp.path().join("named");
     {
         let c = Collector::start(&db);
         upload_all(&c.url(), &reports, &named);
     }
-    // As a collector before the table wrote it: no fleet_records at all.
-    let path = tmp.path().join("r.db");
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("DROP TABLE fleet_records").unwrap();
+    let conn = rusqlite::Connection::open(tmp.path().join("r.db")).unwrap();
+    conn.execute_batch(older).unwrap();
     drop(conn);
     let (code, json, err) = db_fleet(&db, &["--format", "json"]);
     assert_eq!(code, 0, "{err}");
-    same(
-        &json,
-        &dir_fleet(&named, &["--format", "json"]).1,
-        "back-filled",
-    );
+    same(&json, &dir_fleet(&named, &["--format", "json"]).1, older);
+    (tmp, db)
+}
+
+#[test]
+fn a_database_from_before_the_fleet_table_is_back_filled_on_first_use() {
+    // As a collector before the table wrote it: no fleet_records at all.
+    let (_tmp, db) = back_filled(23, "DROP TABLE fleet_records");
     assert_eq!(count(&db, "fleet_records"), 30);
+}
+
+/// Version 1 stored each record as JSON in `body`, in a table without the `record` column:
+/// opening such a database adds the column, and the first fleet query extracts its reports
+/// again from their raw documents (version 2, the binary record), with the same fleet.
+#[test]
+fn a_database_of_json_records_is_back_filled_to_the_binary_record() {
+    // The version 1 table, as that collector created it, with rows of its kind.
+    let (tmp, _db) = back_filled(
+        29,
+        "DROP TABLE fleet_records;
+         CREATE TABLE fleet_records (
+             report_id TEXT PRIMARY KEY REFERENCES reports (report_id) ON DELETE CASCADE,
+             file TEXT NOT NULL, board TEXT, started_ns INTEGER NOT NULL, kind TEXT NOT NULL,
+             body TEXT NOT NULL, version INTEGER NOT NULL);
+         INSERT INTO fleet_records SELECT report_id, report_id || '.yaml', board, 0,
+             'record', '{\"not\": \"a record of this version\"}', 1 FROM reports;",
+    );
+    let conn = rusqlite::Connection::open(tmp.path().join("r.db")).unwrap();
+    let (v2, with_record): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*) FILTER (WHERE version = 2), count(record) FROM fleet_records",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((v2, with_record), (30, 30));
 }

@@ -223,6 +223,7 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
         let doc = serde_json::json!({
             "config": cfg,
             "devices": plan,
+            "schedule": {"mode": cfg.schedule, "lanes": factory::lanes_of(&chosen, &cfg)},
             "missing_required": missing.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
         });
         match cfg.report_format {

@@ -3,7 +3,9 @@
 //! then summarised: count, pass rate, percentiles, robust outliers naming unit and device,
 //! ranked failure reasons and trends by production date.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -104,7 +106,13 @@ struct GroupAcc {
     devices: u32,
     passed: u32,
     classes: BTreeSet<String>,
-    series: HashMap<String, Series>,
+    /// By metric, in order of first sight; found through `series_ids`, or through `order`
+    /// first: the series of the n-th value of the group's last device, since devices of a
+    /// group list their metrics in the same order, and comparing a name is cheaper than
+    /// hashing it (millions of values over a large fleet).
+    series: Vec<(String, Series)>,
+    series_ids: HashMap<String, u32>,
+    order: Vec<u32>,
     reasons: HashMap<String, (u32, String)>,
 }
 
@@ -166,11 +174,20 @@ pub struct ModelCurves {
     pub curves: Vec<CurveTrace>,
 }
 
+/// Distinct threshold configs remembered to skip (a fleet runs a handful).
+const SEEN_CONFIGS: usize = 16;
+
 /// Folds records; `finish` summarises.
 pub struct Accumulator {
     opts: FleetOptions,
     files: Vec<PathBuf>,
-    groups: HashMap<Vec<String>, GroupAcc>,
+    /// Groups by key, found through `group_ids` (key hash -> indexes) from the record's
+    /// borrowed fields: see [`Accumulator::group_index`].
+    groups: Vec<(Vec<String>, GroupAcc)>,
+    group_ids: HashMap<u64, Vec<u32>>,
+    group_hasher: RandomState,
+    /// Threshold configs already noted: `note_thresholds` adds nothing for them again.
+    seen_configs: Vec<Vec<ThresholdLite>>,
     unit_ids: HashMap<String, u32>,
     unit_names: Vec<String>,
     /// Per unit: did its latest report (by start time) pass.
@@ -197,21 +214,30 @@ pub struct Accumulator {
 }
 
 fn bump(map: &mut HashMap<String, (u32, String)>, reason: &FleetReason) {
-    let e = map
-        .entry(reason.key.clone())
-        .or_insert_with(|| (0, reason.text.clone()));
-    e.0 += 1;
+    // Look before cloning: the key and text are only copied for a reason not seen yet.
+    match map.get_mut(&reason.key) {
+        Some(e) => e.0 += 1,
+        None => {
+            map.insert(reason.key.clone(), (1, reason.text.clone()));
+        }
+    }
 }
 
 impl Accumulator {
     pub fn new(opts: FleetOptions, files: Vec<PathBuf>) -> Accumulator {
+        // A report (and mostly a unit) per file: sized once, not grown (and rehashed) as
+        // they arrive.
+        let n = files.len();
         Accumulator {
             opts,
             files,
-            groups: HashMap::new(),
-            unit_ids: HashMap::new(),
-            unit_names: Vec::new(),
-            unit_latest: Vec::new(),
+            groups: Vec::new(),
+            group_ids: HashMap::new(),
+            group_hasher: RandomState::new(),
+            seen_configs: Vec::new(),
+            unit_ids: HashMap::with_capacity(n),
+            unit_names: Vec::with_capacity(n),
+            unit_latest: Vec::with_capacity(n),
             devs: Vec::new(),
             reports: 0,
             boards: BTreeSet::new(),
@@ -221,7 +247,7 @@ impl Accumulator {
             thresholds: Vec::new(),
             errors: Vec::new(),
             skipped: Vec::new(),
-            seen: HashMap::new(),
+            seen: HashMap::with_capacity(n),
             duplicates: Vec::new(),
             rejected: Vec::new(),
             filtered_boards: BTreeMap::new(),
@@ -414,9 +440,13 @@ impl Accumulator {
         if !self.boards.contains(&r.board) {
             self.boards.insert(r.board.clone());
         }
-        // Configs repeat across a fleet: only look at a handful of distinct ones.
-        if self.thresholds.len() < 64 {
+        // Configs repeat across a fleet: only look at a handful of distinct ones, and at
+        // each once (noting a config again adds nothing, and costs a format! per limit).
+        if self.thresholds.len() < 64 && !self.seen_configs.contains(&r.thresholds) {
             self.note_thresholds(&r.thresholds);
+            if self.seen_configs.len() < SEEN_CONFIGS {
+                self.seen_configs.push(std::mem::take(&mut r.thresholds));
+            }
         }
         let next_id = self.unit_names.len() as u32;
         let unit = match self.unit_ids.get(&r.unit) {
@@ -427,35 +457,30 @@ impl Accumulator {
             }
         };
         if unit == next_id {
-            self.unit_names.push(r.unit.clone());
+            self.unit_names.push(std::mem::take(&mut r.unit));
             self.unit_latest.push((r.started_at, r.pass));
         } else if self.unit_latest[unit as usize].0 <= r.started_at {
             // A retest replaces the unit's earlier verdict.
             self.unit_latest[unit as usize] = (r.started_at, r.pass);
         }
         let day = stats::epoch_day(r.started_at);
-        for d in r.devices {
+        for mut d in r.devices {
             let dev = self.devs.len() as u32;
+            let gi = self.group_index(|dim| match dim {
+                Dimension::Board => &r.board,
+                Dimension::DeviceClass => &d.class,
+                Dimension::Port => &d.port,
+                Dimension::DeviceModel => &d.model,
+                Dimension::ToolVersion => &r.tool_version,
+            });
             self.devs.push(DevRef {
                 unit,
-                label: d.label.clone(),
+                label: std::mem::take(&mut d.label),
                 file: r.file,
                 day,
                 pass: d.pass,
             });
-            let key: Vec<String> = self
-                .opts
-                .group_by
-                .iter()
-                .map(|dim| match dim {
-                    Dimension::Board => r.board.clone(),
-                    Dimension::DeviceClass => d.class.clone(),
-                    Dimension::Port => d.port.clone(),
-                    Dimension::DeviceModel => d.model.clone(),
-                    Dimension::ToolVersion => r.tool_version.clone(),
-                })
-                .collect();
-            let g = self.groups.entry(key).or_default();
+            let g = &mut self.groups[gi].1;
             g.units.insert(unit);
             g.devices += 1;
             g.passed += u32::from(d.pass);
@@ -475,14 +500,30 @@ impl Accumulator {
                 e.0 += 1;
                 e.1 += u32::from(link_fail);
             }
-            for (metric, v, ok) in d.values {
+            for (n, (metric, v, ok)) in d.values.into_iter().enumerate() {
                 if !v.is_finite() {
                     continue;
                 }
-                let s = match g.series.get_mut(&metric) {
-                    Some(s) => s,
-                    None => g.series.entry(metric).or_default(),
+                let i = match g.order.get(n) {
+                    Some(&i) if g.series[i as usize].0 == metric => i,
+                    _ => {
+                        let i = match g.series_ids.get(&metric) {
+                            Some(&i) => i,
+                            None => {
+                                let i = g.series.len() as u32;
+                                g.series_ids.insert(metric.clone(), i);
+                                g.series.push((metric, Series::default()));
+                                i
+                            }
+                        };
+                        match g.order.get_mut(n) {
+                            Some(o) => *o = i,
+                            None => g.order.push(i),
+                        }
+                        i
+                    }
                 };
+                let s = &mut g.series[i as usize].1;
                 s.values.push(v);
                 s.devs.push(dev);
                 s.ok.push(ok);
@@ -493,8 +534,8 @@ impl Accumulator {
                 let full = list.len() >= keep;
                 if keep > 0 && (!full || list.last().is_some_and(|l| l.0 > r.file)) {
                     let trace = CurveTrace {
-                        unit: r.unit.clone(),
-                        device: d.label,
+                        unit: self.unit_names[unit as usize].clone(),
+                        device: self.devs[dev as usize].label.clone(),
                         file: self.files.get(r.file as usize).cloned().unwrap_or_default(),
                         samples: c.samples.iter().map(|s| (s.t_s, s.mib_per_s)).collect(),
                         knee: c
@@ -507,6 +548,30 @@ impl Accumulator {
                 }
             }
         }
+    }
+
+    /// The index in `groups` of the group whose key is `part` of each dimension, made if
+    /// new. Found by the borrowed parts: a key cloned for each device test was hundreds of
+    /// thousands of allocations over a large fleet (issue 15).
+    fn group_index<'a>(&mut self, part: impl Fn(Dimension) -> &'a str) -> usize {
+        let dims = &self.opts.group_by;
+        let mut h = self.group_hasher.build_hasher();
+        for &dim in dims {
+            part(dim).hash(&mut h);
+        }
+        let bucket = self.group_ids.entry(h.finish()).or_default();
+        let groups = &mut self.groups;
+        let same = |i: &&u32| {
+            let key = &groups[**i as usize].0;
+            dims.iter().zip(key).all(|(&dim, v)| part(dim) == v)
+        };
+        if let Some(&i) = bucket.iter().find(same) {
+            return i as usize;
+        }
+        bucket.push(groups.len() as u32);
+        let key = dims.iter().map(|&dim| part(dim).to_string()).collect();
+        groups.push((key, GroupAcc::default()));
+        groups.len() - 1
     }
 
     /// Boards seen, for `--suggest-thresholds`' one-board rule.
@@ -528,25 +593,36 @@ impl Accumulator {
                 .map(|d| d.to_string())
                 .unwrap_or_default()
         };
-        let mut groups: Vec<GroupSummary> = self
-            .groups
-            .into_iter()
-            .map(|(key, g)| {
-                let mut metrics: Vec<MetricSummary> = g
-                    .series
+        // Every (group, metric) series is summarised on its own (sorts of up to a value per
+        // device test each): spread over the CPUs, then put back in place; the order
+        // comes from the sorts below, never from the threads.
+        let mut jobs: Vec<(usize, String, Series)> = Vec::new();
+        let mut keyed: Vec<(Vec<String>, GroupAcc)> = self.groups;
+        for (gi, (_, g)) in keyed.iter_mut().enumerate() {
+            jobs.extend(
+                std::mem::take(&mut g.series)
                     .into_iter()
-                    .map(|(metric, s)| {
-                        summarise_metric(
-                            metric,
-                            &s,
-                            &self.devs,
-                            &self.unit_names,
-                            |i| self.files.get(i as usize).cloned().unwrap_or_default(),
-                            bucket_days,
-                            &date,
-                        )
-                    })
-                    .collect();
+                    .map(|(m, s)| (gi, m, s)),
+            );
+        }
+        let summarised = {
+            let (devs, units, files) = (&self.devs, &self.unit_names, &self.files);
+            parallel_map(jobs, |(gi, metric, s)| {
+                let file = |i: u32| files.get(i as usize).cloned().unwrap_or_default();
+                (
+                    gi,
+                    summarise_metric(metric, &s, devs, units, file, bucket_days, &date),
+                )
+            })
+        };
+        let mut per_group: Vec<Vec<MetricSummary>> = keyed.iter().map(|_| Vec::new()).collect();
+        for (gi, m) in summarised {
+            per_group[gi].push(m);
+        }
+        let mut groups: Vec<GroupSummary> = keyed
+            .into_iter()
+            .zip(per_group)
+            .map(|((key, g), mut metrics)| {
                 metrics.sort_by_key(|m| metric_rank(&m.metric));
                 let name = self
                     .opts
@@ -676,6 +752,46 @@ fn metric_rank(m: &str) -> (usize, String) {
     (rank, m.to_string())
 }
 
+/// `f` of every item, in the items' order, computed on up to one thread per CPU (items
+/// taken in turn, so one large item does not hold up the rest).
+fn parallel_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len());
+    if threads <= 1 {
+        return items.into_iter().map(f).collect();
+    }
+    let n = items.len();
+    let queue = std::sync::Mutex::new(items.into_iter().enumerate());
+    let mut out: Vec<(usize, R)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        // A worker that panicked poisons the queue; its panic is re-raised
+                        // by join below, so the others only need to stop.
+                        let next = match queue.lock() {
+                            Ok(mut q) => q.next(),
+                            Err(_) => None,
+                        };
+                        let Some((i, item)) = next else { break };
+                        done.push((i, f(item)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    debug_assert_eq!(out.len(), n);
+    out.sort_unstable_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
 fn summarise_metric(
     metric: String,
     s: &Series,
@@ -683,7 +799,7 @@ fn summarise_metric(
     units: &[String],
     file: impl Fn(u32) -> PathBuf,
     bucket_days: i32,
-    date: &dyn Fn(i32) -> String,
+    date: &(dyn Fn(i32) -> String + Sync),
 ) -> MetricSummary {
     let mut sorted = s.values.clone();
     stats::sort_f64(&mut sorted);

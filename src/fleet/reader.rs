@@ -62,7 +62,7 @@ pub struct ConfigLite {
 }
 
 /// A threshold the factory run applied, for drawing it on the fleet's charts.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct ThresholdLite {
     #[serde(default)]
     pub select: SelectLite,
@@ -78,7 +78,7 @@ pub struct ThresholdLite {
     pub min_link_mbps: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct SelectLite {
     #[serde(default)]
     pub all_non_system: bool,

@@ -459,6 +459,10 @@ pub struct ConfigFile {
     /// same time; `matrix::schedule`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<super::schedule::ScheduleMode>,
+    /// Groups of lanes that share a limit their paths do not show (found by comparing
+    /// `--schedule serial` and `auto` on the board): each group runs as one lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_lanes: Option<Vec<Vec<super::schedule::LaneKey>>>,
 }
 
 /// An integer in `min..=max`, checked inside the visitor so the error points at the value.
@@ -560,6 +564,8 @@ pub struct Config {
     /// Absent in reports written before issue 17: those ran serially.
     #[serde(default)]
     pub schedule: super::schedule::ScheduleMode,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_lanes: Vec<Vec<super::schedule::LaneKey>>,
 }
 
 pub const DEFAULT_REPORT_DIR: &str = "/var/lib/usbperf/reports";
@@ -718,6 +724,7 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         thresholds: Vec::new(),
         upload: None,
         schedule: super::schedule::ScheduleMode::default(),
+        shared_lanes: Vec::new(),
     };
     for (source, l) in layers {
         c.sources.push(source);
@@ -753,6 +760,9 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         }
         if let Some(v) = l.schedule {
             c.schedule = v;
+        }
+        if let Some(v) = l.shared_lanes {
+            c.shared_lanes = v;
         }
     }
     c
@@ -794,6 +804,14 @@ mod tests {
             ),
             // Broken YAML itself (mapping in a plain scalar).
             ("headroom_percent: 10\nreport_dir: a: b\n", "t.yaml:2:14"),
+            (
+                "schedule: parallel\n",
+                "t.yaml:1:11: schedule: unknown variant `parallel`, expected `serial` or `auto`",
+            ),
+            (
+                "schedule: auto\nshared_lanes:\n  - [usb:usb1, ehci]\n",
+                "t.yaml:3:5: shared_lanes[0]: \"ehci\" is not a lane",
+            ),
             (
                 "headroom_percent: 150\n",
                 "t.yaml:1:19: headroom_percent: 150 is out of range",

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
+use super::schedule::CpuTicks;
 use crate::discover::{Backend, SysfsRoot};
 use crate::engine;
 use crate::events::{EventsError, KmsgRecord, KmsgWatcher};
@@ -34,6 +35,11 @@ impl KernelLog for KmsgWatcher {
 /// waits for them may be mounted by then.
 pub trait SystemSource: Sync {
     fn facts(&self) -> SystemFacts;
+    /// The machine's CPU time so far (`/proc/stat`), for the schedule's machine rule; `None`
+    /// where it cannot be read (then that rule never applies).
+    fn cpu_ticks(&self) -> Option<CpuTicks> {
+        None
+    }
 }
 
 /// This machine's `/proc/self/mountinfo` and `/proc/swaps`.
@@ -42,6 +48,9 @@ pub struct LiveSystem;
 impl SystemSource for LiveSystem {
     fn facts(&self) -> SystemFacts {
         SystemFacts::live()
+    }
+    fn cpu_ticks(&self) -> Option<CpuTicks> {
+        CpuTicks::parse(&std::fs::read_to_string("/proc/stat").ok()?)
     }
 }
 

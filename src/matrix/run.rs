@@ -116,8 +116,12 @@ struct Lanes<'s, 'a> {
     engine: &'a dyn super::env::CellEngine,
     stop: &'s crate::safety::signals::StopFlag,
     progress: &'a dyn super::env::Progress,
+    system: &'a dyn super::env::SystemSource,
     cpus: usize,
     mode: ScheduleMode,
+    /// Set when the machine's CPUs saturated while cells ran together: every later cell of
+    /// the run runs alone.
+    fell_back: std::sync::atomic::AtomicBool,
     book: Mutex<Book>,
     kmsg: KmsgHub<'a>,
     gate: Gate,
@@ -170,11 +174,7 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         .line(&format!("usbperf-matrix: {}", env.engine.reason()));
     // The lanes of the chosen disks: which run together with `schedule: auto`. Said and
     // recorded in serial runs too, so the two can be compared.
-    let lanes = schedule::lanes(
-        chosen
-            .iter()
-            .map(|c| (c.disk.name.as_str(), c.disk.devpath.as_str())),
-    );
+    let lanes = lanes_of(&chosen, cfg);
     if !lanes.is_empty() {
         let said: Vec<String> = lanes
             .iter()
@@ -326,7 +326,9 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         engine: env.engine,
         stop: &env.stop,
         progress: env.progress,
+        system: env.system,
         cpus: env.cpus.max(1),
+        fell_back: std::sync::atomic::AtomicBool::new(false),
         mode: cfg.schedule,
         book: Mutex::new(book),
         kmsg: KmsgHub::new(kernel_log),
@@ -396,6 +398,18 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
     })
 }
 
+/// The lanes of the chosen disks, with the config's `shared_lanes` joined.
+pub fn lanes_of(chosen: &[Chosen], cfg: &Config) -> Vec<schedule::Lane> {
+    schedule::join_shared(
+        schedule::lanes(
+            chosen
+                .iter()
+                .map(|c| (c.disk.name.as_str(), c.disk.devpath.as_str())),
+        ),
+        &cfg.shared_lanes,
+    )
+}
+
 /// Discovers devices, waiting up to `wait_devices` for every `required` rule to match.
 fn wait_for_devices(env: &Env<'_>, cfg: &Config) -> Result<Inventory, DiscoverError> {
     let deadline = env.clock.elapsed() + cfg.wait_devices.0;
@@ -447,16 +461,39 @@ fn run_device(
             keys: &keys,
             placement: &placement,
         };
+        let fell_back = r.fell_back.load(std::sync::atomic::Ordering::SeqCst);
         let mut alone = match r.mode {
             ScheduleMode::Serial => None,
+            ScheduleMode::Auto if fell_back => Some(Some((AloneRule::FellBack, None))),
             ScheduleMode::Auto => Some(None),
         };
         let ran = loop {
             let ran = run_cell(r, &cell, alone);
+            if alone != Some(None) || !ran.clean {
+                break ran;
+            }
+            // The machine's CPUs saturated while it ran beside others: every figure measured
+            // then may be the CPU's. Measured again alone, and the rest of the run is serial.
+            if let Some(busy) = ran.machine_busy {
+                if schedule::machine_saturated(busy, ran.together) {
+                    if !r.fell_back.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                        r.progress.line(&format!(
+                            "usbperf-matrix: {} {}: the CPUs were {busy:.0} % busy while {} \
+                             device(s) ran together: measuring it again alone, and the rest of \
+                             the run one test at a time",
+                            c.disk.name,
+                            verdict::workload_name(spec.workload),
+                            ran.together
+                        ));
+                    }
+                    alone = Some(Some((AloneRule::MachineCpu, Some(busy))));
+                    continue;
+                }
+            }
             // Beside others it used more CPU than its share: the CPU, not the device, may have
             // set its figure. Measured again alone, once; that figure is the one kept.
-            if let (Some(None), Some(cpu)) = (alone, ran.cpu_percent) {
-                if ran.clean && schedule::cpu_limited(cpu, r.cpus, ran.together) {
+            if let Some(cpu) = ran.cpu_percent {
+                if schedule::cpu_limited(cpu, r.cpus, ran.together) {
                     r.progress.line(&format!(
                         "usbperf-matrix: {} {}: beside {} other device(s) it used {cpu:.0} % of a                          CPU: measuring it again alone",
                         c.disk.name,
@@ -499,6 +536,8 @@ struct Ran {
     cpu_percent: Option<f64>,
     /// Cells that overlapped it, itself included (1: it ran alone).
     together: usize,
+    /// How busy the machine's CPUs were while it ran, in % of all of them.
+    machine_busy: Option<f64>,
 }
 
 /// Places, runs and judges one cell, and rewrites the report. `alone`: `None` in a serial run;
@@ -516,6 +555,7 @@ fn run_cell(
         clean: false,
         cpu_percent: None,
         together: 1,
+        machine_busy: None,
     };
     let plan = match cell::place_cell(spec, at.cfg.engine, at.placement, &c.disk, r.engine) {
         CellPlan::NotRun { status, reason } => {
@@ -554,6 +594,25 @@ fn run_cell(
                 cpu_percent: cpu,
             });
         }
+        if let (AloneRule::MachineCpu, Some(busy)) = (rule, cpu) {
+            notes.push(
+                Reason::new(
+                    ReasonKind::Note,
+                    format!(
+                        "{w}: measured alone: while it ran beside other devices the CPUs were \
+                         {busy:.0} % busy, so the CPU may have set that figure; the rest of the \
+                         run ran one test at a time"
+                    ),
+                )
+                .workload(spec.workload)
+                .figure(
+                    "cpu_busy_percent",
+                    Some(busy),
+                    schedule::SATURATED_PERCENT,
+                    "%",
+                ),
+            );
+        }
         if let (AloneRule::MeasuredCpu, Some(cpu)) = (rule, cpu) {
             notes.push(
                 Reason::new(
@@ -590,7 +649,11 @@ fn run_cell(
     let ticket = r.overlap.start(&c.disk.name);
     let engine = r.engine;
     let params = &plan.params;
+    let ticks0 = r.system.cpu_ticks();
     let outcome = run_with_progress(r, &c.disk.name, &w, || engine.run(params, &opts));
+    let machine_busy = ticks0
+        .zip(r.system.cpu_ticks())
+        .and_then(|(a, b)| schedule::busy_percent(a, b));
     let beside = r.overlap.finish(ticket);
     // A test file that cannot be removed (the filesystem went read-only, the device is
     // gone) is named in the report: it may still be on the medium.
@@ -647,6 +710,7 @@ fn run_cell(
             .as_ref()
             .map(|res| res.cpu.usr_percent + res.cpu.sys_percent),
         together: cell.concurrent_with.len() + 1,
+        machine_busy,
     };
     b.save();
     ran

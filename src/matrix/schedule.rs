@@ -44,6 +44,11 @@ pub enum AloneRule {
     /// Run beside others, it used more CPU than [`cpu_limited`] allows: measured again alone,
     /// and that figure is the one kept.
     MeasuredCpu,
+    /// Run beside others, the machine's CPUs were saturated ([`machine_saturated`]): measured
+    /// again alone, and the rest of the run fell back to one cell at a time.
+    MachineCpu,
+    /// After a [`AloneRule::MachineCpu`] fallback: every later cell runs alone.
+    FellBack,
 }
 
 /// A cell that ran alone in an `auto` run, and why.
@@ -52,9 +57,59 @@ pub struct AloneCell {
     pub device: String,
     pub workload: crate::workload::WorkloadKind,
     pub rule: AloneRule,
-    /// For [`AloneRule::MeasuredCpu`]: the CPU it used beside the others, in % of one CPU.
+    /// For [`AloneRule::MeasuredCpu`]: the CPU it used beside the others, in % of one CPU;
+    /// for [`AloneRule::MachineCpu`]: how busy the machine's CPUs were, in % of all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_percent: Option<f64>,
+}
+
+/// The machine's CPU time so far, from the first line of `/proc/stat`, in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuTicks {
+    /// user, nice, system, irq, softirq, steal: time the CPUs could not give an I/O thread.
+    pub busy: u64,
+    /// busy plus idle and iowait (waiting for I/O is idle CPU).
+    pub total: u64,
+}
+
+impl CpuTicks {
+    /// Parses `/proc/stat`'s `cpu` line (`cpu  user nice system idle iowait irq softirq steal
+    /// guest guest_nice`; guest time is already in user). `None` when it is not there.
+    pub fn parse(stat: &str) -> Option<CpuTicks> {
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|f| f.parse().ok())
+            .collect::<Option<_>>()?;
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        if v.len() < 4 {
+            return None;
+        }
+        let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+        Some(CpuTicks {
+            busy,
+            total: busy + at(3) + at(4),
+        })
+    }
+}
+
+/// How busy the machine's CPUs were between two samples, in % of all of them.
+pub fn busy_percent(before: CpuTicks, after: CpuTicks) -> Option<f64> {
+    let total = after.total.checked_sub(before.total)?;
+    let busy = after.busy.checked_sub(before.busy)?;
+    (total > 0).then(|| 100.0 * busy as f64 / total as f64)
+}
+
+/// Above this, the machine's CPUs were the limit of whatever ran at the time.
+pub const SATURATED_PERCENT: f64 = 90.0;
+
+/// The machine rule, measured after a cell ran beside others: the CPUs were busy at least
+/// [`SATURATED_PERCENT`] of its wall time (interrupts, softirqs and other processes count:
+/// on a small SoC the USB and SD interrupt load of several buses at once can saturate the
+/// CPUs without any test thread using much CPU itself).
+pub fn machine_saturated(busy_percent: f64, together: usize) -> bool {
+    together > 1 && busy_percent >= SATURATED_PERCENT
 }
 
 /// Blocks this large cost so little CPU per byte that any device class is the limit.
@@ -135,6 +190,51 @@ pub fn lane_key(name: &str, devpath: &str) -> String {
     }
     // virtio-blk, loop, zram, dm: nothing shared with another disk's bus.
     format!("disk:{name}")
+}
+
+/// A lane key as a config names it (`shared_lanes:`), checked when the file is read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct LaneKey(pub String);
+
+/// The kinds of lane [`lane_key`] gives.
+const LANE_KINDS: [&str; 6] = ["usb:", "mmc:", "ata:", "nvme:", "host:", "disk:"];
+
+impl<'de> Deserialize<'de> for LaneKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if LANE_KINDS
+            .iter()
+            .any(|k| s.len() > k.len() && s.starts_with(k))
+        {
+            Ok(LaneKey(s))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "{s:?} is not a lane: use a key as the run prints it at its start and records \
+                 under schedule.lanes (usb:usb1, mmc:mmc0, ata:ata1, nvme:nvme-subsys0, \
+                 host:/devices/..., disk:vda)"
+            )))
+        }
+    }
+}
+
+/// Joins the lanes a config says share a limit their paths do not show (`shared_lanes:`, from
+/// a serial-versus-auto comparison on the board): each group becomes one lane, keyed by its
+/// members joined with `+`, at the place of its first member.
+pub fn join_shared(lanes: Vec<Lane>, shared: &[Vec<LaneKey>]) -> Vec<Lane> {
+    let group_of = |key: &str| shared.iter().position(|g| g.iter().any(|k| k.0 == key));
+    let mut out: Vec<(Option<usize>, Lane)> = Vec::new();
+    for lane in lanes {
+        let g = group_of(&lane.key);
+        match out.iter_mut().find(|(og, _)| g.is_some() && *og == g) {
+            Some((_, joined)) => {
+                joined.key = format!("{}+{}", joined.key, lane.key);
+                joined.disks.extend(lane.disks);
+            }
+            None => out.push((g, lane)),
+        }
+    }
+    out.into_iter().map(|(_, l)| l).collect()
 }
 
 /// The lanes of `disks` (`(name, devpath)` in run order): a lane per key, in the order of
@@ -297,5 +397,56 @@ mod tests {
                 "{cpu} % on {cpus} CPUs, {together} together"
             );
         }
+    }
+
+    #[test]
+    fn proc_stat_gives_busy_and_total_ticks() {
+        // /proc/stat of this machine's kernel (6.1), first lines
+        let stat = "cpu  48215 312 20116 1204339 3355 0 1187 0 0 0\n\
+                    cpu0 24059 151 10093 602158 1677 0 772 0 0 0\n";
+        let t = CpuTicks::parse(stat).unwrap();
+        assert_eq!(t.busy, 48215 + 312 + 20116 + 1187);
+        assert_eq!(t.total, t.busy + 1204339 + 3355);
+        assert_eq!(CpuTicks::parse("intr 1 2 3\n"), None);
+        assert_eq!(CpuTicks::parse("cpu  1 x 3 4\n"), None);
+        let a = CpuTicks {
+            busy: 100,
+            total: 1000,
+        };
+        let b = CpuTicks {
+            busy: 190,
+            total: 1100,
+        };
+        assert_eq!(busy_percent(a, b), Some(90.0));
+        assert_eq!(busy_percent(b, a), None, "a counter that went back");
+        assert_eq!(busy_percent(a, a), None);
+        assert!(machine_saturated(90.0, 2));
+        assert!(!machine_saturated(89.9, 2));
+        assert!(
+            !machine_saturated(100.0, 1),
+            "a cell alone is what serial measures"
+        );
+    }
+
+    #[test]
+    fn shared_lanes_run_as_one_and_bad_keys_say_what_a_lane_is() {
+        let l = lanes(X86.iter().copied());
+        let shared: Vec<Vec<LaneKey>> =
+            serde_norway::from_str("[[usb:usb1, 'usb:usb4'], [mmc:mmc0, disk:nope]]").unwrap();
+        let j = join_shared(l.clone(), &shared);
+        assert_eq!(j.len(), l.len() - 1);
+        let ehci = j
+            .iter()
+            .find(|x| x.disks.contains(&"sda".to_string()))
+            .unwrap();
+        assert_eq!(ehci.key, "usb:usb1+usb:usb4");
+        assert_eq!(ehci.disks, ["sda", "sdd", "sde"]);
+        assert_eq!(
+            j[0].key, "mmc:mmc0",
+            "a group naming an absent lane changes nothing else"
+        );
+        let e = serde_norway::from_str::<Vec<LaneKey>>("[usb1]").unwrap_err();
+        assert!(e.to_string().contains("usb:usb1, mmc:mmc0"), "{e}");
+        assert!(serde_norway::from_str::<Vec<LaneKey>>("['usb:']").is_err());
     }
 }

@@ -7,10 +7,12 @@
 //! started_at, finished_at, status, pass, exit_code, schema_version, format, raw,
 //! received_at), `devices` (report_id, idx, name, class, port, model, serial, pass) and
 //! `metrics` (report_id, device_idx, cell_idx, workload, status, mib_per_s, iops, p99_ns),
-//! and `fleet_records` (report_id, file, board, started_ns, kind, body, version): each
+//! and `fleet_records` (report_id, file, board, started_ns, kind, body, record, version): each
 //! report as the fleet reads it, extracted at ingest (see `ingest::FleetColumns`), indexed
 //! by time and by board and time. Databases from before that table get it when opened and
-//! their reports' rows on the first fleet query ([`Store::fleet_backfill`]).
+//! their reports' rows on the first fleet query ([`Store::fleet_backfill`]); those from before
+//! the `record` column (records as JSON, version 1) get the column when opened and their rows
+//! again the same way.
 
 pub mod postgres;
 pub mod sqlite;
@@ -54,6 +56,8 @@ pub struct FleetRow {
     pub file: String,
     pub kind: String,
     pub body: String,
+    /// The encoded record of kind `record` (empty for the other kinds).
+    pub record: Vec<u8>,
 }
 
 /// Reports stored before `fleet_records` existed (or with an older record version), taken
