@@ -141,7 +141,8 @@ fn auto_schedule_on_two_loop_devices() {
                 assert!(
                     alone.iter().any(|a| a["device"] == name
                         && a["workload"] == c["workload"]
-                        && (a["rule"] == "small_blocks_fast_device" || a["rule"] == "fell_back")),
+                        && ["small_blocks_fast_device", "predicted_cpu", "fell_back"]
+                            .contains(&a["rule"].as_str().unwrap_or(""))),
                     "{name} {}: {alone:?}",
                     c["workload"]
                 );

@@ -108,6 +108,7 @@ struct Figures {
     iops: Option<f64>,
     p99_ms: Option<f64>,
     stalls_over_1s: Option<u64>,
+    cpu_ns_per_io: Option<f64>,
 }
 
 /// The kernel log the fake engine writes to and the run drains.
@@ -261,6 +262,10 @@ impl CellEngine for FakeEngine {
         };
         res.cpu.usr_percent = cpu * 0.8;
         res.cpu.sys_percent = cpu * 0.2;
+        res.cpu.cpu_ns_per_io = match act {
+            Some(Act::Figures(f)) => f.cpu_ns_per_io.unwrap_or(0.0),
+            _ => 0.0,
+        };
         Ok(res)
     }
 }
@@ -1056,50 +1061,64 @@ fn auto_runs_independent_buses_together_and_a_shared_root_hub_in_sequence() {
     assert_eq!(p.outcome.exit, Exit::VerdictFailed);
 }
 
-/// The rules that keep CPU-bound cells alone: 4 KiB blocks on the SATA SSD (a fast class) run
-/// alone from the start while the same test on a USB stick runs beside others; a cell that
-/// used more than half its share of the CPUs beside others is measured again alone.
+/// The rules that keep CPU-bound cells alone. 4 KiB blocks on the SATA SSD (a fast class):
+/// alone when the run has not measured it yet; alone when its measured 500 MiB/s at 20 us of
+/// CPU per I/O predicts 256 % of a CPU; beside the others when it streamed only 10 MiB/s
+/// (5 %). The same test on a USB stick and an SD card runs beside the others. A cell that used
+/// more than half its share of the CPUs beside others is measured again alone.
 #[test]
 fn auto_runs_small_blocks_on_fast_devices_and_cpu_heavy_cells_alone() {
     use usbperf::matrix::schedule::AloneRule;
-    let tree = Tree::new();
-    let mut s = Scenario::new(&format!(
-        "schedule: auto\n{}tests:\n  \
-         - {{workload: seq-read, size: 1M, runtime: 1s}}\n  \
-         - {{workload: rand-read, size: 1M, runtime: 1s}}\n",
-        raw(&["sda", "sdc", "mmcblk0"])
-    ));
-    s.script = vec![
-        // 150 % of a CPU beside one other cell on 2 CPUs: over half its share (50 %).
-        ("sda", SeqRead, Act::MeetCpu("mmcblk0", 150.0)),
-        ("mmcblk0", SeqRead, Act::MeetCpu("sda", 20.0)),
-    ];
-    let p = play(&tree, s);
-    let sch = p.outcome.report.schedule.as_ref().unwrap();
-    let rule = |d: &str, w: WorkloadKind| {
+    let play_with = |tests: &str, sdc_mib: f64| {
+        let tree = Tree::new();
+        let mut s = Scenario::new(&format!(
+            "schedule: auto\n{}tests:\n{tests}",
+            raw(&["sda", "sdc", "mmcblk0"])
+        ));
+        s.script = vec![
+            // 150 % of a CPU beside one other cell on 2 CPUs: over half its share (50 %).
+            ("sda", SeqRead, Act::MeetCpu("mmcblk0", 150.0)),
+            ("mmcblk0", SeqRead, Act::MeetCpu("sda", 20.0)),
+            (
+                "sdc",
+                SeqRead,
+                Act::Figures(Figures {
+                    mib_per_s: Some(sdc_mib),
+                    cpu_ns_per_io: Some(20_000.0),
+                    ..Figures::default()
+                }),
+            ),
+        ];
+        play(&tree, s)
+    };
+    let seq_then_rand = "  - {workload: seq-read, size: 1M, runtime: 1s}\n  \
+                         - {workload: rand-read, size: 1M, runtime: 1s}\n";
+    let rule = |p: &Played, d: &str, w: WorkloadKind| {
+        let sch = p.outcome.report.schedule.as_ref().unwrap();
         sch.alone
             .iter()
             .find(|a| a.device == d && a.workload == w)
-            .map(|a| a.rule)
+            .map(|a| (a.rule, a.cpu_percent))
     };
+    use WorkloadKind::RandRead;
+
+    let p = play_with(seq_then_rand, 500.0);
+    let (r, cpu) = rule(&p, "sdc", RandRead).expect("the SSD's 4 KiB test ran alone");
+    assert_eq!(r, AloneRule::PredictedCpu);
+    assert!((cpu.unwrap() - 256.0).abs() < 0.01, "{cpu:?}");
+    assert_eq!(rule(&p, "sdc", SeqRead), None);
     assert_eq!(
-        rule("sdc", WorkloadKind::RandRead),
-        Some(AloneRule::SmallBlocksFastDevice)
-    );
-    assert_eq!(rule("sdc", SeqRead), None);
-    assert_eq!(
-        rule("sda", WorkloadKind::RandRead),
+        rule(&p, "sda", RandRead),
         None,
         "a USB stick is device-bound"
     );
+    assert_eq!(rule(&p, "mmcblk0", RandRead), None, "so is an SD card");
     assert_eq!(
-        rule("mmcblk0", WorkloadKind::RandRead),
-        None,
-        "so is an SD card"
+        rule(&p, "sda", SeqRead).map(|r| r.0),
+        Some(AloneRule::MeasuredCpu)
     );
-    assert_eq!(rule("sda", SeqRead), Some(AloneRule::MeasuredCpu));
     assert_eq!(
-        rule("mmcblk0", SeqRead),
+        rule(&p, "mmcblk0", SeqRead),
         None,
         "20 % of a CPU is within its share"
     );
@@ -1127,6 +1146,24 @@ fn auto_runs_small_blocks_on_fast_devices_and_cpu_heavy_cells_alone() {
         .iter()
         .any(|l| l.contains("measuring it again alone")));
     assert_eq!(p.outcome.exit, Exit::Pass, "{:?}", p.lines);
+
+    let p = play_with(seq_then_rand, 10.0);
+    assert_eq!(
+        rule(&p, "sdc", RandRead),
+        None,
+        "10 MiB/s of 4 KiB blocks is 5 % of a CPU"
+    );
+
+    let p = play_with(
+        "  - {workload: rand-read, size: 1M, runtime: 1s}\n  \
+         - {workload: seq-read, size: 1M, runtime: 1s}\n",
+        10.0,
+    );
+    assert_eq!(
+        rule(&p, "sdc", RandRead),
+        Some((AloneRule::SmallBlocksFastDevice, None)),
+        "nothing measured yet: the class decides"
+    );
 }
 
 /// The serial schedule (the default) never runs two cells at once: the cell meeting another

@@ -118,6 +118,8 @@ struct Lanes<'s, 'a> {
     progress: &'a dyn super::env::Progress,
     system: &'a dyn super::env::SystemSource,
     cpus: usize,
+    /// How many lanes the run has: the most cells that can run together.
+    lanes: usize,
     mode: ScheduleMode,
     /// Set when the machine's CPUs saturated while cells ran together: every later cell of
     /// the run runs alone.
@@ -328,6 +330,7 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         progress: env.progress,
         system: env.system,
         cpus: env.cpus.max(1),
+        lanes: order.len(),
         fell_back: std::sync::atomic::AtomicBool::new(false),
         mode: cfg.schedule,
         book: Mutex::new(book),
@@ -571,7 +574,10 @@ fn run_cell(
     // The gate: a serial run has one lane and nothing to wait for; in an auto run a cell the
     // CPU could limit waits for the others to finish and keeps them out while it runs.
     let alone = alone.map(|a| {
-        a.or_else(|| schedule::must_run_alone(&plan.params, &c.disk).map(|rule| (rule, None)))
+        a.or_else(|| {
+            let measured = measured_so_far(&r.book().report, di, plan.params.block_bytes);
+            schedule::must_run_alone(&plan.params, &c.disk, measured, r.cpus, r.lanes)
+        })
     });
     let _gate = match alone {
         None => None,
@@ -714,6 +720,40 @@ fn run_cell(
     };
     b.save();
     ran
+}
+
+/// What the run measured before a cell of device `di` with blocks of `block_bytes`: the
+/// device's fastest figure, and the CPU per I/O of the cells with blocks no larger (any
+/// device), else of this device's cells. `None` until the device has a figure.
+fn measured_so_far(report: &Report, di: usize, block_bytes: u64) -> Option<schedule::Measured> {
+    let own: Vec<&crate::workload::BenchResult> = report
+        .devices
+        .get(di)?
+        .cells
+        .iter()
+        .filter_map(|c| c.result.as_ref())
+        .filter(|r| r.all.ios > 0)
+        .collect();
+    let max_bytes_per_s = own
+        .iter()
+        .map(|r| r.mib_per_s * 1048576.0)
+        .fold(0.0, f64::max);
+    let max_cpu = |rs: &mut dyn Iterator<Item = &crate::workload::BenchResult>| {
+        rs.map(|r| r.cpu.cpu_ns_per_io)
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
+    let small = max_cpu(
+        &mut report
+            .devices
+            .iter()
+            .flat_map(|d| d.cells.iter().filter_map(|c| c.result.as_ref()))
+            .filter(|r| r.all.ios > 0 && r.params.block_bytes <= block_bytes),
+    );
+    let cpu_ns_per_io = small.or_else(|| max_cpu(&mut own.iter().copied()))?;
+    (max_bytes_per_s > 0.0).then_some(schedule::Measured {
+        max_bytes_per_s,
+        cpu_ns_per_io,
+    })
 }
 
 /// Runs one cell's workload while reporting live throughput from the kernel's own counters

@@ -41,6 +41,10 @@ pub enum AloneRule {
     /// Blocks under [`SMALL_BLOCK`] on a device class whose I/O rate a core may not keep up
     /// with: the CPU, not the device, can be the limit.
     SmallBlocksFastDevice,
+    /// Blocks under [`SMALL_BLOCK`] on a fast device whose figures this run measured: the
+    /// CPU it could take (its fastest figure over the block, times the CPU per I/O measured)
+    /// is over half its share.
+    PredictedCpu,
     /// Run beside others, it used more CPU than [`cpu_limited`] allows: measured again alone,
     /// and that figure is the one kept.
     MeasuredCpu,
@@ -127,12 +131,49 @@ fn device_bound_class(disk: &Disk) -> bool {
     }
 }
 
-/// The rule decided before a cell runs: small blocks on a fast device (NVMe, UFS, a SATA or
-/// SCSI SSD, virtio, loop, zram) run alone, whatever the queue depth. `None`: it may run
-/// beside other lanes.
-pub fn must_run_alone(params: &WorkloadParams, disk: &Disk) -> Option<AloneRule> {
-    (params.block_bytes < SMALL_BLOCK && !device_bound_class(disk))
-        .then_some(AloneRule::SmallBlocksFastDevice)
+/// What the run measured before a cell, for [`must_run_alone`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    /// The device's fastest figure so far in this run, in bytes/s: no device does small
+    /// random blocks faster than it streams, so over the block it bounds the cell's I/O rate.
+    pub max_bytes_per_s: f64,
+    /// CPU per I/O measured in this run (usr + sys of the job threads over the I/Os): the
+    /// largest of the cells with blocks no larger than this one's, else of this device's
+    /// cells (larger blocks cost more per I/O: an upper bound).
+    pub cpu_ns_per_io: f64,
+}
+
+impl Measured {
+    /// The most CPU the cell can take, in % of one CPU: its highest possible I/O rate times
+    /// the CPU each I/O costs.
+    pub fn predicted_cpu_percent(&self, block_bytes: u64) -> f64 {
+        let ios_per_s = self.max_bytes_per_s / block_bytes.max(1) as f64;
+        ios_per_s * self.cpu_ns_per_io / 1e9 * 100.0
+    }
+}
+
+/// The rule decided before a cell runs. Small blocks on a fast device (NVMe, UFS, a SATA or
+/// SCSI SSD, virtio, loop, zram), whatever the queue depth, run alone unless the run already
+/// measured the device and the CPU: then they run alone only when the CPU they could take
+/// ([`Measured::predicted_cpu_percent`]) is over half their share of `cpus` among `lanes`
+/// (the rule [`cpu_limited`] applies after the fact). `None`: it may run beside other lanes.
+pub fn must_run_alone(
+    params: &WorkloadParams,
+    disk: &Disk,
+    measured: Option<Measured>,
+    cpus: usize,
+    lanes: usize,
+) -> Option<(AloneRule, Option<f64>)> {
+    if params.block_bytes >= SMALL_BLOCK || device_bound_class(disk) {
+        return None;
+    }
+    match measured {
+        None => Some((AloneRule::SmallBlocksFastDevice, None)),
+        Some(m) => {
+            let cpu = m.predicted_cpu_percent(params.block_bytes);
+            cpu_limited(cpu, cpus, lanes).then_some((AloneRule::PredictedCpu, Some(cpu)))
+        }
+    }
 }
 
 /// The rule measured after a cell ran beside others: its own CPU (usr + sys of its job
@@ -371,7 +412,7 @@ mod tests {
             let mut p = WorkloadParams::defaults(w, "/dev/x".into());
             p.block_bytes = bs;
             assert_eq!(
-                must_run_alone(&p, &disk).is_some(),
+                must_run_alone(&p, &disk, None, 2, 4).is_some(),
                 alone,
                 "{class:?} rotational {rotational:?} {w:?} bs {bs}"
             );
@@ -448,5 +489,49 @@ mod tests {
         let e = serde_norway::from_str::<Vec<LaneKey>>("[usb1]").unwrap_err();
         assert!(e.to_string().contains("usb:usb1, mmc:mmc0"), "{e}");
         assert!(serde_norway::from_str::<Vec<LaneKey>>("['usb:']").is_err());
+    }
+
+    #[test]
+    fn a_measured_device_and_cpu_predict_whether_small_blocks_run_alone() {
+        let disk = Disk {
+            class: DeviceClass::Sata,
+            rotational: Some(false),
+            ..Disk::default()
+        };
+        let mut p =
+            WorkloadParams::defaults(crate::workload::WorkloadKind::RandRead, "/dev/x".into());
+        p.block_bytes = 4096;
+        // (fastest figure MiB/s, CPU ns per I/O, cpus, lanes, runs alone)
+        let rows = [
+            // a SATA SSD streaming 500 MiB/s: 128,000 IOPS of 4 KiB at 20 us = 256 % of a CPU
+            (500.0, 20_000.0, 2, 4, true),
+            // a board's SATA link held to 10 MiB/s: 2,560 IOPS at 20 us = 5 %: beside others
+            (10.0, 20_000.0, 2, 4, false),
+            // the same on one CPU among 4 lanes: half of 25 % is 12.5 %: still beside
+            (10.0, 20_000.0, 1, 4, false),
+            // 40 us per I/O on that CPU: 10 %... and 80 us: 20 %, over 12.5 %
+            (10.0, 80_000.0, 1, 4, true),
+        ];
+        for (mib, ns, cpus, lanes, alone) in rows {
+            let m = Measured {
+                max_bytes_per_s: mib * 1048576.0,
+                cpu_ns_per_io: ns,
+            };
+            let got = must_run_alone(&p, &disk, Some(m), cpus, lanes);
+            assert_eq!(
+                got.is_some(),
+                alone,
+                "{mib} MiB/s {ns} ns {cpus} cpus {lanes} lanes: {got:?}"
+            );
+            if let Some((rule, cpu)) = got {
+                assert_eq!(rule, AloneRule::PredictedCpu);
+                assert!((cpu.unwrap() - m.predicted_cpu_percent(4096)).abs() < 1e-9);
+            }
+        }
+        let m = Measured {
+            max_bytes_per_s: 10.0 * 1048576.0,
+            cpu_ns_per_io: 20_000.0,
+        };
+        assert!((m.predicted_cpu_percent(4096) - 5.12).abs() < 1e-9);
     }
 }
