@@ -1144,7 +1144,7 @@ fn auto_runs_small_blocks_on_fast_devices_and_cpu_heavy_cells_alone() {
     assert!(p
         .lines
         .iter()
-        .any(|l| l.contains("measuring it again alone")));
+        .any(|l| l.contains("it used 150 % of a CPU: measuring it again alone")));
     assert_eq!(p.outcome.exit, Exit::Pass, "{:?}", p.lines);
 
     let p = play_with(seq_then_rand, 10.0);

@@ -498,7 +498,8 @@ fn run_device(
             if let Some(cpu) = ran.cpu_percent {
                 if schedule::cpu_limited(cpu, r.cpus, ran.together) {
                     r.progress.line(&format!(
-                        "usbperf-matrix: {} {}: beside {} other device(s) it used {cpu:.0} % of a                          CPU: measuring it again alone",
+                        "usbperf-matrix: {} {}: beside {} other device(s) it used {cpu:.0} % of a \
+                         CPU: measuring it again alone",
                         c.disk.name,
                         verdict::workload_name(spec.workload),
                         ran.together - 1
