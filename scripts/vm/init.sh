@@ -18,7 +18,9 @@ ts() { echo "E2E T+$(cut -d' ' -f1 /proc/uptime)s $*"; }
 ts "init start, kernel $(uname -r) $(uname -m)"
 hostname vm-e2e-unit
 while read -r m; do
-  case $m in *usb-storage.ko) insmod "$m" delay_use=0 ;; *) insmod "$m" ;; esac 2>/dev/null || echo "insmod FAILED $m"
+  # null_blk (the schedule benchmark's control) makes its disks itself, through configfs
+  case $m in *usb-storage.ko) insmod "$m" delay_use=0 ;; *null_blk.ko) insmod "$m" nr_devices=0 ;;
+             *) insmod "$m" ;; esac 2>/dev/null || echo "insmod FAILED $m"
 done < /modlist
 ndisks() { ls /sys/block | grep -cvE '^(loop|ram|zram)'; }
 N=${EXPECT:-1}; i=0
@@ -180,6 +182,31 @@ bench_schedule() {
     r=$((r + 1))
   done
 }
+# The control without QEMU's device models (issue 17): four null_blk disks made in the guest
+# kernel (configfs: 64 MiB, memory backed, 10 MiB/s each), the same rounds of
+# bench-nullb.yaml, reports under $R/nullb/bench/r<N>-<mode>/, exit codes in
+# $E/nullb-r<N>-<mode>.rc.
+bench_nullb() {
+  [ -d /sys/module/null_blk ] || { ts "E2E-WARN: no null_blk module: no null_blk control"; return; }
+  [ -d /sys/kernel/config/nullb ] || mount -t configfs none /sys/kernel/config
+  for i in 0 1 2 3; do
+    d=/sys/kernel/config/nullb/nb$i
+    mkdir "$d" && echo 64 > "$d/size" && echo 1 > "$d/memory_backed" && echo 10 > "$d/mbps" &&
+      echo 1 > "$d/power" || ts "E2E-WARN: null_blk device $i not made"
+  done
+  udevadm settle --timeout=30
+  ls /sys/block | tr '\n' ' '; echo
+  r=1
+  while [ $r -le "${ROUNDS:-3}" ]; do
+    order="serial auto"; [ $((r % 2)) = 1 ] || order="auto serial"
+    for m in $order; do
+      f="--schedule $m"
+      # shellcheck disable=SC2086 # $f is the flag and its value
+      run_scen nullb-r$r-$m "" act_none --config /etc/usbperf/e2e/bench-nullb.yaml --report-dir $R/nullb/bench/r$r-$m $f
+    done
+    r=$((r + 1))
+  done
+}
 # Mode "parallel" (BENCH_MODES): one usbperf-matrix process per lane at once, each on a copy of
 # the config with only its lane's device rules: the schedule the topology allows, without the
 # product's scheduler (a reference for auto, and a concurrent run before --schedule exists).
@@ -205,7 +232,7 @@ bench_parallel() {
 for s in ${SCENARIOS:-baseline}; do
   case $s in
     emmc)     run_scen emmc "" act_none ;;       # the eMMC board's boot-service run
-    bench-schedule) bench_schedule ;;
+    bench-schedule) bench_schedule; bench_nullb ;;
     health)   run_scen health "" act_none --config /etc/usbperf/e2e/health.yaml --report-dir $R/health ;;
     baseline) # a test file left by a run the power was cut under (an earlier boot)
               [ -n "$SATA" ] && head -c 65536 /dev/zero > /media/sata/.usbperf-testfile-4242-0.tmp
