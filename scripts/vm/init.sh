@@ -190,7 +190,7 @@ bench_nullb() {
   [ -d /sys/module/null_blk ] || { ts "E2E-WARN: no null_blk module: no null_blk control"; return; }
   [ -d /sys/kernel/config/nullb ] || mount -t configfs none /sys/kernel/config
   for i in 0 1 2 3; do
-    d=/sys/kernel/config/nullb/nb$i
+    d=/sys/kernel/config/nullb/nullb$i   # 6.1 names the disk after its directory
     mkdir "$d" && echo 64 > "$d/size" && echo 1 > "$d/memory_backed" && echo 10 > "$d/mbps" &&
       echo 1 > "$d/power" || ts "E2E-WARN: null_blk device $i not made"
   done
