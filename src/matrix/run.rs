@@ -592,10 +592,11 @@ fn run_cell(
     if let Some(Some((rule, cpu))) = alone {
         let mut b = r.book();
         if let Some(sch) = b.report.schedule.as_mut() {
-            sch.alone
-                .retain(|a| !(a.device == c.disk.name && a.workload == spec.workload));
+            // One record per cell that ran alone: a cell measured again alone ran beside the
+            // others first, with no record.
             sch.alone.push(AloneCell {
                 device: c.disk.name.clone(),
+                cell: ci,
                 workload: spec.workload,
                 rule,
                 cpu_percent: cpu,

@@ -59,6 +59,8 @@ pub enum AloneRule {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AloneCell {
     pub device: String,
+    /// Its index in the device's `cells` (a matrix may list a workload twice).
+    pub cell: usize,
     pub workload: crate::workload::WorkloadKind,
     pub rule: AloneRule,
     /// For [`AloneRule::MeasuredCpu`]: the CPU it used beside the others, in % of one CPU;
