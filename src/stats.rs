@@ -41,7 +41,7 @@ pub struct OpFigures {
     pub stalls: Stalls,
 }
 
-/// CPU time of the run's job threads (getrusage RUSAGE_THREAD, summed), and per I/O.
+/// CPU time of the threads that ran the jobs (getrusage RUSAGE_THREAD, summed), and per I/O.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuFigures {
     pub usr_s: f64,

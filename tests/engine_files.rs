@@ -208,3 +208,24 @@ fn write_curve_samples_until_its_time_bound() {
     let last = curve.samples.last().unwrap();
     assert!((last.cumulative_mib * 1048576.0 - r.bytes as f64).abs() < 1.0);
 }
+
+/// The `sync` engine's I/O runs on its pool's threads, one per queue slot: their CPU is the
+/// test's. Buffered 4 KiB reads of a cached file keep every slot busy on the CPU, so the
+/// figure is most of a CPU; counting only the job's own thread (which waits) gave ~0 %.
+#[test]
+fn the_sync_pools_threads_count_in_the_cpu_figure() {
+    let scratch = Scratch::new("sync-cpu");
+    let path = scratch.path("t.dat");
+    let mut p = params(WorkloadKind::RandRead, &path);
+    p.size_bytes = Some(8 << 20);
+    p.block_bytes = 4096;
+    p.queue_depth = 4;
+    p.jobs = 1;
+    p.cache = CacheMode::Buffered;
+    p.time_based = true;
+    p.runtime_ms = Some(300);
+    let r = run(&p, EngineRequest::Sync).unwrap();
+    let cpu = r.cpu.usr_percent + r.cpu.sys_percent;
+    assert!(cpu > 40.0, "CPU {cpu:.1} % of one CPU over {} I/Os", r.ios);
+    assert!(r.cpu.cpu_ns_per_io > 0.0);
+}

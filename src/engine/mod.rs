@@ -302,6 +302,10 @@ pub struct JobStats {
     pub stopped_by: StopReason,
     /// I/Os the kernel completed with -EAGAIN and the engine submitted again (never an error).
     pub eagain_retries: u64,
+    /// CPU of the threads that ran the job (the job's own, and a pool's such as the `sync`
+    /// engine's), in ns; kernel workers (io_uring's io-wq) are not counted.
+    pub cpu_usr_ns: u64,
+    pub cpu_sys_ns: u64,
 }
 
 impl JobStats {
@@ -311,7 +315,16 @@ impl JobStats {
             write: OpStats::new(),
             stopped_by: StopReason::Size,
             eagain_retries: 0,
+            cpu_usr_ns: 0,
+            cpu_sys_ns: 0,
         }
+    }
+
+    /// Adds the CPU the calling thread used since `since`, a [`thread_cpu_ns`] sample.
+    pub(crate) fn add_thread_cpu(&mut self, since: (u64, u64)) {
+        let (usr, sys) = thread_cpu_ns();
+        self.cpu_usr_ns += usr.saturating_sub(since.0);
+        self.cpu_sys_ns += sys.saturating_sub(since.1);
     }
 
     #[inline]
@@ -486,8 +499,9 @@ pub fn now_ns() -> u64 {
 }
 
 /// User and system CPU time of the calling thread so far, in ns. A run's CPU figures are the
-/// sum over its job threads (fio's convention, `getrusage(RUSAGE_THREAD)`): the process's
-/// own total would also count the cells of other devices running beside it (issue 17).
+/// sum over the threads that ran its jobs (`getrusage(RUSAGE_THREAD)` per thread, as fio
+/// counts per job): the process's own total would also count the cells of other devices
+/// running beside it (issue 17).
 pub fn thread_cpu_ns() -> (u64, u64) {
     // SAFETY: zeroed rusage is a valid out-parameter for getrusage.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -520,7 +534,7 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
     let start_ns = now_ns();
     let deadline_ns = spec.runtime.map(|d| start_ns + d.as_nanos() as u64);
     let abort = AtomicBool::new(false);
-    let results: Vec<Result<(JobStats, u64, u64), EngineError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<JobStats, EngineError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = spec
             .jobs
             .iter()
@@ -539,15 +553,16 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
                 std::thread::Builder::new()
                     .name(format!("usbperf-job{index}"))
                     .spawn_scoped(scope, move || {
-                        let (usr0, sys0) = thread_cpu_ns();
+                        let cpu0 = thread_cpu_ns();
                         let result = engine.run_job(&ctx);
                         if result.is_err() {
                             // One failed job stops the others: their figures would be partial.
                             ctx.abort.store(true, Ordering::Relaxed);
                         }
-                        let (usr1, sys1) = thread_cpu_ns();
-                        result
-                            .map(|job| (job, usr1.saturating_sub(usr0), sys1.saturating_sub(sys0)))
+                        result.map(|mut job| {
+                            job.add_thread_cpu(cpu0);
+                            job
+                        })
                     })
             })
             .collect();
@@ -569,9 +584,9 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
     let mut stopped_by = StopReason::Size;
     let mut eagain_retries = 0;
     for result in results {
-        let (job, usr, sys) = result?;
-        cpu_usr_ns += usr;
-        cpu_sys_ns += sys;
+        let job = result?;
+        cpu_usr_ns += job.cpu_usr_ns;
+        cpu_sys_ns += job.cpu_sys_ns;
         eagain_retries += job.eagain_retries;
         read.merge(&job.read);
         write.merge(&job.write);

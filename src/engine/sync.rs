@@ -27,7 +27,14 @@ impl Engine for SyncEngine {
                     let next_index = &next_index;
                     let job_bytes = &job_bytes;
                     let time_up = &time_up;
-                    scope.spawn(move || worker(ctx, slot, next_index, job_bytes, time_up))
+                    scope.spawn(move || {
+                        // The pool's threads do the I/O: their CPU is the job's.
+                        let cpu0 = super::thread_cpu_ns();
+                        worker(ctx, slot, next_index, job_bytes, time_up).map(|mut stats| {
+                            stats.add_thread_cpu(cpu0);
+                            stats
+                        })
+                    })
                 })
                 .collect();
             handles
@@ -40,6 +47,8 @@ impl Engine for SyncEngine {
             let stats = result?;
             total.read.merge(&stats.read);
             total.write.merge(&stats.write);
+            total.cpu_usr_ns += stats.cpu_usr_ns;
+            total.cpu_sys_ns += stats.cpu_sys_ns;
             total.stopped_by = match (total.stopped_by, stats.stopped_by) {
                 (StopReason::Interrupted, _) | (_, StopReason::Interrupted) => {
                     StopReason::Interrupted
