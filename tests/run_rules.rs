@@ -1049,7 +1049,7 @@ fn auto_runs_independent_buses_together_and_a_shared_root_hub_in_sequence() {
         .all(|c| c.kernel_events.is_empty()));
     assert_eq!(p.statuses("sdh"), [Failed, Passed], "{}", p.reasons("sdh"));
     let sch = p.outcome.report.schedule.as_ref().unwrap();
-    assert_eq!(sch.mode, "auto");
+    assert_eq!(sch.mode, usbperf::matrix::schedule::ScheduleMode::Auto);
     assert!(sch.alone.is_empty(), "{:?}", sch.alone);
     assert!(
         p.lines
@@ -1176,7 +1176,10 @@ fn serial_runs_one_cell_at_a_time() {
     let p = play(&tree, s);
     let all = p.outcome.report.devices.iter().flat_map(|d| &d.cells);
     assert!(all.clone().all(|c| c.concurrent_with.is_empty()));
-    assert_eq!(p.outcome.report.schedule.as_ref().unwrap().mode, "serial");
+    assert_eq!(
+        p.outcome.report.schedule.as_ref().unwrap().mode,
+        usbperf::matrix::schedule::ScheduleMode::Serial
+    );
 }
 
 /// SIGTERM while three lanes run: every running cell ends interrupted, no lane starts

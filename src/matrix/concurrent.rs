@@ -5,6 +5,7 @@
 //! run's behaviour: each cell sees the kernel lines logged while it ran, and nothing waits.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::events::KmsgRecord;
@@ -171,7 +172,7 @@ impl Drop for GateGuard<'_> {
 #[derive(Default)]
 pub struct Overlap {
     running: Mutex<Vec<Running>>,
-    next: Mutex<u64>,
+    next: AtomicU64,
 }
 
 struct Running {
@@ -186,11 +187,7 @@ pub struct Ticket(u64);
 
 impl Overlap {
     pub fn start(&self, device: &str) -> Ticket {
-        let id = {
-            let mut n = lock(&self.next);
-            *n += 1;
-            *n
-        };
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut r = lock(&self.running);
         let mut beside = BTreeSet::new();
         for other in r.iter_mut() {
@@ -221,7 +218,7 @@ impl Overlap {
 mod tests {
     use super::*;
     use crate::events::EventsError;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
     use std::time::Duration;
 

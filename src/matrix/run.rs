@@ -267,7 +267,7 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         verdict: Verdict::default(),
         warnings,
         schedule: Some(Schedule {
-            mode: cfg.schedule.as_str().into(),
+            mode: cfg.schedule,
             lanes: lanes.clone(),
             alone: Vec::new(),
         }),
@@ -740,18 +740,15 @@ fn measured_so_far(report: &Report, di: usize, block_bytes: u64) -> Option<sched
         .iter()
         .map(|r| r.mib_per_s * 1048576.0)
         .fold(0.0, f64::max);
-    let max_cpu = |rs: &mut dyn Iterator<Item = &crate::workload::BenchResult>| {
-        rs.map(|r| r.cpu.cpu_ns_per_io)
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
-    };
-    let small = max_cpu(
-        &mut report
-            .devices
-            .iter()
-            .flat_map(|d| d.cells.iter().filter_map(|c| c.result.as_ref()))
-            .filter(|r| r.all.ios > 0 && r.params.block_bytes <= block_bytes),
-    );
-    let cpu_ns_per_io = small.or_else(|| max_cpu(&mut own.iter().copied()))?;
+    let small = report
+        .devices
+        .iter()
+        .flat_map(|d| d.cells.iter().filter_map(|c| c.result.as_ref()))
+        .filter(|r| r.all.ios > 0 && r.params.block_bytes <= block_bytes)
+        .map(|r| r.cpu.cpu_ns_per_io)
+        .reduce(f64::max);
+    let cpu_ns_per_io =
+        small.or_else(|| own.iter().map(|r| r.cpu.cpu_ns_per_io).reduce(f64::max))?;
     (max_bytes_per_s > 0.0).then_some(schedule::Measured {
         max_bytes_per_s,
         cpu_ns_per_io,

@@ -96,7 +96,7 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
     /// `serial` (one device after another) or `auto` (lanes at the same time).
-    pub mode: String,
+    pub mode: crate::matrix::schedule::ScheduleMode,
     pub lanes: Vec<crate::matrix::schedule::Lane>,
     /// `auto`: the cells that ran alone, and by which rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
