@@ -2,7 +2,7 @@
 """The schedule benchmark's summary (issue 17): serial against auto from the reports of
 alternate runs of one config (scripts/vm-e2e --bench-schedule, scripts/bench-schedule-host).
 
-usage: bench-schedule.py --out DIR [--rounds N] [--read-bps B --write-bps B --read-iops N --write-iops N
+usage: bench-schedule.py --out DIR [--prefix NAME] [--rounds N] [--read-bps B --write-bps B --read-iops N --write-iops N
                           [--unthrottled NAME]]
 DIR holds bench/r<N>-<mode>/usbperf-*.json (one report per run, mode serial or auto; for mode
 parallel, one per lane process in bench/r<N>-parallel/lane<I>/, taken together as one run from
@@ -26,6 +26,9 @@ from datetime import datetime, timedelta
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", required=True)
+ap.add_argument("--prefix", default="bench",
+                help="the runs' name: reports in DIR/PREFIX/r<N>-<mode>/, exit codes in "
+                     "DIR/e2e/PREFIX-r<N>-<mode>.rc (vm-e2e's null_blk control: nullb)")
 ap.add_argument("--rounds", type=int, help="rounds expected (default: as many as found)")
 ap.add_argument("--read-bps", type=float)
 ap.add_argument("--write-bps", type=float)
@@ -44,7 +47,7 @@ def ts(s):
 
 
 def rc_of(r, m):
-    p = os.path.join(a.out, "e2e", f"bench-r{r}-{m}.rc")
+    p = os.path.join(a.out, "e2e", f"{a.prefix}-r{r}-{m}.rc")
     try:
         return int(open(p).read().strip())
     except (OSError, ValueError):
@@ -62,7 +65,7 @@ def load_one(path):
 
 
 def load(r, m):
-    d = os.path.join(a.out, "bench", f"r{r}-{m}")
+    d = os.path.join(a.out, a.prefix, f"r{r}-{m}")
     if m != "parallel":
         files = sorted(glob.glob(os.path.join(d, "usbperf-*.json")))
         return load_one(files[-1]) if files else (None, "no report")
@@ -139,15 +142,15 @@ def beside(rep):
 
 rounds = a.rounds
 if rounds is None:
-    rounds = len(glob.glob(os.path.join(a.out, "bench", "r*-serial")))
+    rounds = len(glob.glob(os.path.join(a.out, a.prefix, "r*-serial")))
 flag = None
 fp = os.path.join(a.out, "e2e", "bench-schedule-flag.txt")
 if os.path.exists(fp):
     flag = open(fp).read().strip()
 
 # the modes that were run: those with a report directory or an exit code
-ran = [m for m in MODES if glob.glob(os.path.join(a.out, "bench", f"r*-{m}"))
-       or glob.glob(os.path.join(a.out, "e2e", f"bench-r*-{m}.rc"))]
+ran = [m for m in MODES if glob.glob(os.path.join(a.out, a.prefix, f"r*-{m}"))
+       or glob.glob(os.path.join(a.out, "e2e", f"{a.prefix}-r*-{m}.rc"))]
 runs = {m: [] for m in MODES}  # mode -> [(round, report, wall seconds)]
 problems = []
 print(f"{'run':<10} {'exit':>4} {'wall s':>7}  schedule")

@@ -184,7 +184,7 @@ bench_schedule() {
 }
 # The control without QEMU's device models (issue 17): four null_blk disks made in the guest
 # kernel (configfs: 64 MiB, memory backed, 10 MiB/s each), the same rounds of
-# bench-nullb.yaml, reports under $R/nullb/bench/r<N>-<mode>/, exit codes in
+# bench-nullb.yaml, reports under $R/nullb/r<N>-<mode>/, exit codes in
 # $E/nullb-r<N>-<mode>.rc.
 bench_nullb() {
   [ -d /sys/module/null_blk ] || { ts "E2E-WARN: no null_blk module: no null_blk control"; return; }
@@ -202,7 +202,7 @@ bench_nullb() {
     for m in $order; do
       f="--schedule $m"
       # shellcheck disable=SC2086 # $f is the flag and its value
-      run_scen nullb-r$r-$m "" act_none --config /etc/usbperf/e2e/bench-nullb.yaml --report-dir $R/nullb/bench/r$r-$m $f
+      run_scen nullb-r$r-$m "" act_none --config /etc/usbperf/e2e/bench-nullb.yaml --report-dir $R/nullb/r$r-$m $f
     done
     r=$((r + 1))
   done
