@@ -157,9 +157,22 @@ fn auto_schedule_on_two_loop_devices() {
         together >= 1 || saturated,
         "no large-block cell ran beside the other device, and the CPUs never saturated: {rep:#}"
     );
-    if saturated {
-        // After the fallback every cell ran alone and says by which rule.
-        assert!(alone.iter().any(|a| a["rule"] == "fell_back"), "{alone:?}");
+    // After the fallback, every later cell of the device whose cell set it off ran alone and
+    // says so (the other device's cells may have been under way already).
+    for m in alone.iter().filter(|a| a["rule"] == "machine_cpu") {
+        let (dev, k) = (&m["device"], m["cell"].as_u64().unwrap());
+        let cells = device(&rep, dev.as_str().unwrap())["cells"]
+            .as_array()
+            .unwrap()
+            .len();
+        for later in k + 1..cells as u64 {
+            assert!(
+                alone
+                    .iter()
+                    .any(|a| a["device"] == *dev && a["cell"] == later && a["rule"] == "fell_back"),
+                "{dev} cell {later} after the fallback at cell {k}: {alone:?}"
+            );
+        }
     }
     assert!(test_files_in(ext4.path()).is_empty());
 }
