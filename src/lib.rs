@@ -4,6 +4,7 @@
 //! and says so in its first line.
 
 pub mod cli;
+pub mod config;
 pub mod discover;
 pub mod engine;
 pub mod events;

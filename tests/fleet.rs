@@ -333,8 +333,8 @@ fn suggested_thresholds_are_a_profile_the_factory_run_accepts() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let text = std::fs::read_to_string(&out).unwrap();
-    let cf = usbperf::matrix::config::parse(&text, "thresholds.yaml")
-        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let cf =
+        usbperf::config::parse(&text, "thresholds.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
     let ts = cf.thresholds.expect("a thresholds list");
     use usbperf::discover::DeviceClass;
     use usbperf::workload::WorkloadKind;

@@ -10,8 +10,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use usbperf::config::{self, BUILTIN_PROFILES};
 use usbperf::engine::EngineRequest;
-use usbperf::matrix::config::{self, BUILTIN_PROFILES};
 use usbperf::workload::check_params;
 
 use common::Rng;

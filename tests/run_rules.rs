@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use common::{require_tool, tools, TempDir};
+use usbperf::config;
 use usbperf::discover::{Backend, SysfsRoot};
 use usbperf::engine::{EngineError, EngineRequest, OpKind};
 use usbperf::events::{parse_record, EventsError, KmsgRecord};
 use usbperf::exit::Exit;
-use usbperf::matrix::config;
 use usbperf::matrix::env::{CellEngine, Clock, Env, KernelLog, Progress, SystemSource};
 use usbperf::matrix::run::{self, RunOutcome, RunSettings};
 use usbperf::matrix::schedule::CpuTicks;

@@ -11,7 +11,6 @@ use super::{Format, UsageError};
 use crate::discover::{self, Backend, SysfsRoot};
 use crate::engine::{self, EngineRequest, StopReason};
 use crate::exit::Exit;
-use crate::matrix::verdict;
 use crate::safety::{self, signals, SystemFacts};
 use crate::stats::OpFigures;
 use crate::units::{format_size, parse_duration, parse_size};
@@ -227,7 +226,7 @@ fn check_command(params: &WorkloadParams) -> anyhow::Result<()> {
                 "{} is a block device and {} writes to it, destroying its data: add \
                  --allow-write-device if that is intended",
                 path.display(),
-                verdict::workload_name(params.workload)
+                params.workload.as_str()
             ))
             .into());
         }
@@ -284,7 +283,7 @@ pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
     check_command(&params)?;
     let selected = engine::select(params.engine)?;
     crate::errln!("usbperf-matrix: engine: {}", selected.reason);
-    let name = verdict::workload_name(params.workload);
+    let name = params.workload.as_str().to_string();
     let result = with_progress(&params, || workload::run(&params, &selected, &options))
         .with_context(|| format!("{name} on {}", params.target.display()))?;
     if result.engine_reason != selected.reason {
@@ -323,7 +322,7 @@ fn with_progress<T: Send>(params: &WorkloadParams, f: impl FnOnce() -> T + Send)
     bar.enable_steady_tick(Duration::from_millis(200));
     let what = format!(
         "{} on {}",
-        verdict::workload_name(params.workload),
+        params.workload.as_str(),
         params.target.display()
     );
     std::thread::scope(|scope| {
@@ -376,7 +375,7 @@ pub fn table(r: &BenchResult) -> String {
     let p = &r.params;
     let mut out = format!(
         "{} on {} ({}): bs {} qd {} jobs {} engine {}, stopped by {}\n",
-        verdict::workload_name(r.workload),
+        r.workload.as_str(),
         r.target.path.display(),
         crate::units::human_bytes(r.target.region_bytes),
         format_size(p.block_bytes),

@@ -9,11 +9,11 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::UsageError;
+use crate::config::{self, Config, ConfigError, Dur, ReportFormat};
 use crate::discover::{self, Backend, SysfsRoot};
 use crate::engine::{self, EngineRequest};
 use crate::events;
 use crate::exit::Exit;
-use crate::matrix::config::{self, Config, ConfigError, Dur, ReportFormat};
 use crate::matrix::env::{self, Env, LiveEngine, LiveSystem, SystemClock};
 use crate::matrix::run::{self as factory, RunSettings};
 use crate::matrix::schedule::ScheduleMode;

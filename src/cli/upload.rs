@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::UsageError;
+use crate::config::{self, Config, ReportFormat};
 use crate::exit::Exit;
-use crate::matrix::config::{self, Config, ReportFormat};
 use crate::report::decode;
 use crate::report::schema::Report;
 use crate::upload::{self, Client, DrainOptions, Spool, UploadConfig};

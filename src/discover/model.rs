@@ -58,6 +58,20 @@ pub enum EmmcArea {
     General(u8),
 }
 
+impl EmmcArea {
+    /// The name the report spells it with (a general-purpose area is `general`, whatever
+    /// its number).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmmcArea::User => "user",
+            EmmcArea::Boot0 => "boot0",
+            EmmcArea::Boot1 => "boot1",
+            EmmcArea::Rpmb => "rpmb",
+            EmmcArea::General(_) => "general",
+        }
+    }
+}
+
 /// The complete inventory of one system.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Inventory {

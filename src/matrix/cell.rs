@@ -13,10 +13,10 @@ use crate::safety::testfile::TestFile;
 use crate::units;
 use crate::workload::{self, BenchResult, WorkloadKind, WorkloadParams};
 
-use super::config::{TestSpec, Threshold};
 use super::env::CellEngine;
 use super::select::Placement;
 use super::verdict::{self, Reason, ReasonKind};
+use crate::config::{TestSpec, Threshold};
 
 /// Test file size for a test that names none.
 pub const DEFAULT_FILE_BYTES: u64 = 64 << 20;
@@ -50,7 +50,7 @@ pub fn place_cell(
     disk: &Disk,
     engine: &dyn CellEngine,
 ) -> CellPlan {
-    let w = verdict::workload_name(spec.workload);
+    let w = spec.workload.as_str().to_string();
     // The workload's own rule (mixed at 100 % reads, verify read phase only do not write).
     let wants_write = spec.params(PathBuf::new(), engine_request).writes();
     if wants_write && !placement.writable() {
@@ -180,7 +180,7 @@ pub fn judge_outcome(
     rules: &[(usize, &Threshold)],
     stop_requested: bool,
 ) {
-    let w = verdict::workload_name(cell.workload);
+    let w = cell.workload.as_str().to_string();
     cell.reasons = notes;
     match outcome {
         Ok(res) => {
@@ -243,7 +243,7 @@ pub fn vanished(removed: Option<&KernelEvent>, kernel: &[KernelEvent]) -> bool {
 /// that vanished is an error.
 pub fn judge_aftermath(cell: &mut Cell, disk_name: &str, after: Aftermath) {
     let wk = cell.workload;
-    let w = verdict::workload_name(wk);
+    let w = wk.as_str().to_string();
     if let Some(e) = after.leftover {
         cell.reasons.push(
             Reason::new(
@@ -269,7 +269,7 @@ pub fn judge_aftermath(cell: &mut Cell, disk_name: &str, after: Aftermath) {
         .map(|e| {
             let r = Reason::new(ReasonKind::KernelEvent, format!("{w}: kernel: {}", e.line))
                 .workload(wk)
-                .event(verdict::status_name(e.kind));
+                .event(e.kind.as_str().to_string());
             // The USB port the line names, when it names one (a reset, a disconnect).
             match e.keys.iter().find_map(|k| match k {
                 events::EventKey::UsbPort(p) => Some(p.clone()),

@@ -5,7 +5,6 @@
 
 pub mod cell;
 pub mod concurrent;
-pub mod config;
 pub mod env;
 pub mod run;
 pub mod schedule;

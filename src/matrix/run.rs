@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use super::cell::{self, Aftermath, CellPlan};
 use super::concurrent::{Gate, KmsgHub, Overlap};
-use super::config::{Config, ReportFormat};
 use super::env::Env;
 use super::schedule::{self, AloneCell, AloneRule, ScheduleMode};
 use super::select::{self, Chosen, Placement};
 use super::verdict::{self, Reason, ReasonKind, Verdict};
+use crate::config::{Config, ReportFormat};
 use crate::discover::usbpower::UsbAwake;
 use crate::discover::{self, DiscoverError, Inventory};
 use crate::events;
@@ -485,7 +485,7 @@ fn run_device(
                              device(s) ran together: measuring it again alone, and the rest of \
                              the run one test at a time",
                             c.disk.name,
-                            verdict::workload_name(spec.workload),
+                            spec.workload.as_str(),
                             ran.together
                         ));
                     }
@@ -501,7 +501,7 @@ fn run_device(
                         "usbperf-matrix: {} {}: beside {} other device(s) it used {cpu:.0} % of a \
                          CPU: measuring it again alone",
                         c.disk.name,
-                        verdict::workload_name(spec.workload),
+                        spec.workload.as_str(),
                         ran.together - 1
                     ));
                     alone = Some(Some((AloneRule::MeasuredCpu, Some(cpu))));
@@ -524,9 +524,9 @@ struct CellAt<'c> {
     c: &'c Chosen,
     di: usize,
     ci: usize,
-    spec: &'c super::config::TestSpec,
+    spec: &'c crate::config::TestSpec,
     cfg: &'c Config,
-    rules: &'c [(usize, &'c super::config::Threshold)],
+    rules: &'c [(usize, &'c crate::config::Threshold)],
     keys: &'c events::DeviceKeys,
     placement: &'c Placement,
 }
@@ -553,7 +553,7 @@ fn run_cell(
     alone: Option<Option<(AloneRule, Option<f64>)>>,
 ) -> Ran {
     let (c, di, ci, spec) = (at.c, at.di, at.ci, at.spec);
-    let w = verdict::workload_name(spec.workload);
+    let w = spec.workload.as_str().to_string();
     let skipped = Ran {
         vanished: false,
         clean: false,
@@ -693,7 +693,7 @@ fn run_cell(
         (Some(res), None) => r.progress.line(&format!(
             "usbperf-matrix: {} {w}: {} {:.1} MiB/s {:.0} IOPS p99 {:.2} ms, engine {}",
             c.disk.name,
-            verdict::status_name(cell.status),
+            cell.status.as_str(),
             res.mib_per_s,
             res.iops,
             res.all.latency.p99_ns as f64 / 1e6,
@@ -813,7 +813,7 @@ pub fn own_dirs(cfg: &Config) -> Vec<&Path> {
     cfg.devices
         .iter()
         .filter_map(|d| match &d.target {
-            super::config::TargetSpec::Dir(dir) => Some(dir.as_path()),
+            crate::config::TargetSpec::Dir(dir) => Some(dir.as_path()),
             _ => None,
         })
         .filter(|dir| {

@@ -7,67 +7,10 @@
 //! than the device could limit runs alone ([`must_run_alone`], [`cpu_limited`]). Pure: sysfs
 //! device paths, classes and measured CPU in, decisions out; `matrix::run` does the running.
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::config::{LaneKey, ScheduleMode};
 use crate::discover::{DeviceClass, Disk};
+pub use crate::report::schedule::{AloneCell, AloneRule, Lane};
 use crate::workload::WorkloadParams;
-
-/// How the run orders its devices.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum ScheduleMode {
-    /// One device after another, one cell at a time.
-    #[default]
-    Serial,
-    /// Lanes at the same time; CPU-bound cells alone.
-    Auto,
-}
-
-impl ScheduleMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScheduleMode::Serial => "serial",
-            ScheduleMode::Auto => "auto",
-        }
-    }
-}
-
-/// Why a cell of an `auto` run ran alone: a record in the report's `schedule.alone`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AloneRule {
-    /// Blocks under [`SMALL_BLOCK`] on a device class whose I/O rate a core may not keep up
-    /// with: the CPU, not the device, can be the limit.
-    SmallBlocksFastDevice,
-    /// Blocks under [`SMALL_BLOCK`] on a fast device whose figures this run measured: the
-    /// CPU it could take (its fastest figure over the block, times the CPU per I/O measured)
-    /// is over half its share.
-    PredictedCpu,
-    /// Run beside others, it used more CPU than [`cpu_limited`] allows: measured again alone,
-    /// and that figure is the one kept.
-    MeasuredCpu,
-    /// Run beside others, the machine's CPUs were saturated ([`machine_saturated`]): measured
-    /// again alone, and the rest of the run fell back to one cell at a time.
-    MachineCpu,
-    /// After a [`AloneRule::MachineCpu`] fallback: every later cell runs alone.
-    FellBack,
-}
-
-/// A cell that ran alone in an `auto` run, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AloneCell {
-    pub device: String,
-    /// Its index in the device's `cells` (a matrix may list a workload twice).
-    pub cell: usize,
-    pub workload: crate::workload::WorkloadKind,
-    pub rule: AloneRule,
-    /// For [`AloneRule::MeasuredCpu`]: the CPU it used beside the others, in % of one CPU;
-    /// for [`AloneRule::MachineCpu`]: how busy the machine's CPUs were, in % of all of them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_percent: Option<f64>,
-}
 
 /// The machine's CPU time so far, from the first line of `/proc/stat`, in clock ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -187,15 +130,6 @@ pub fn cpu_limited(cpu_percent: f64, cpus: usize, together: usize) -> bool {
     together > 1 && cpu_percent > share / 2.0
 }
 
-/// Disks that share what limits their throughput, in the order the run meets them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Lane {
-    /// What they share: `usb:usb3` (a root hub), `mmc:mmc0`, `ata:ata1`, `nvme:nvme-subsys0`,
-    /// `host:/devices/.../0000:00:07.0` (a SCSI host adapter), `disk:vda` (nothing shared).
-    pub key: String,
-    pub disks: Vec<String>,
-}
-
 /// The lane of one disk, from its sysfs device path (`/devices/pci0000:00/.../block/sda`).
 pub fn lane_key(name: &str, devpath: &str) -> String {
     let comps: Vec<&str> = devpath.split('/').filter(|c| !c.is_empty()).collect();
@@ -233,32 +167,6 @@ pub fn lane_key(name: &str, devpath: &str) -> String {
     }
     // virtio-blk, loop, zram, dm: nothing shared with another disk's bus.
     format!("disk:{name}")
-}
-
-/// A lane key as a config names it (`shared_lanes:`), checked when the file is read.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-#[serde(transparent)]
-pub struct LaneKey(pub String);
-
-/// The kinds of lane [`lane_key`] gives.
-const LANE_KINDS: [&str; 6] = ["usb:", "mmc:", "ata:", "nvme:", "host:", "disk:"];
-
-impl<'de> Deserialize<'de> for LaneKey {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        if LANE_KINDS
-            .iter()
-            .any(|k| s.len() > k.len() && s.starts_with(k))
-        {
-            Ok(LaneKey(s))
-        } else {
-            Err(serde::de::Error::custom(format!(
-                "{s:?} is not a lane: use a key as the run prints it at its start and records \
-                 under schedule.lanes (usb:usb1, mmc:mmc0, ata:ata1, nvme:nvme-subsys0, \
-                 host:/devices/..., disk:vda)"
-            )))
-        }
-    }
 }
 
 /// Joins the lanes a config says share a limit their paths do not show (`shared_lanes:`, from

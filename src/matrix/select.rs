@@ -4,11 +4,10 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
-use super::config::{DeviceRule, Selector, TargetSpec};
+use crate::config::{DeviceRule, Selector, TargetSpec};
 use crate::discover::{DeviceClass, Disk, Inventory, SysfsRoot};
-use crate::safety::{self, FileTarget, Refusal, SystemFacts, SYSTEM_MOUNTS};
+pub use crate::report::schema::Placement;
+use crate::safety::{self, Refusal, SystemFacts, SYSTEM_MOUNTS};
 
 /// Does `sel` match `disk`? Every field given must match.
 pub fn matches(sel: &Selector, disk: &Disk, facts: &SystemFacts) -> bool {
@@ -114,26 +113,6 @@ pub fn choose(
         .map(|(i, r)| (i, r.clone()))
         .collect();
     (chosen, missing)
-}
-
-/// Where a disk's tests go.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "kebab-case")]
-pub enum Placement {
-    /// Test files in a directory of the disk's filesystem.
-    File(FileTarget),
-    /// Read tests on the raw device; write tests are not run (`why`).
-    RawRead { why: String },
-    /// Read and write tests on the raw device (every safety check passed).
-    RawWrite,
-    /// Writing was asked for and refused; read tests still run on the raw device.
-    Refused { refusals: Vec<String> },
-}
-
-impl Placement {
-    pub fn writable(&self) -> bool {
-        matches!(self, Placement::File(_) | Placement::RawWrite)
-    }
 }
 
 /// Decides the placement of a chosen disk. `min_file_bytes` is the largest test file the

@@ -5,202 +5,16 @@
 //! the figure measured and the limit with its unit, the device and port, and the sentence for
 //! people beside them, so nothing downstream parses English.
 
-use serde::{Deserialize, Serialize};
-
-use super::config::Threshold;
 use super::select::matches;
+use crate::config::Threshold;
 use crate::discover::linkcheck::{self, check_links, PortExpectation};
 use crate::discover::parse::speed_label;
 use crate::discover::Disk;
 use crate::report::schema::{Cell, CellStatus, DeviceReport};
+pub use crate::report::verdict::{texts, Reason, ReasonKind, Verdict};
 use crate::safety::SystemFacts;
 use crate::units::format_size;
-use crate::workload::{BenchResult, WorkloadKind};
-
-/// What kind of failure (or note) a reason is: the key a program groups reasons by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReasonKind {
-    /// A measured figure beyond a threshold (`metric`, `measured`, `limit`, `unit`).
-    Threshold,
-    /// A USB link below `min_link_mbps`, or that cannot be verified.
-    Link,
-    /// A SATA link below `min_sata_gbps`, or of unknown speed.
-    SataLink,
-    /// A health figure beyond its limit (flash life, pre-EOL, media or CRC errors, PCIe link,
-    /// USB over-current), or unknown where a limit is set.
-    Health,
-    /// Blocks read back wrong (`verify`): fake capacity or failing flash.
-    Verify,
-    /// The test could not run to its end: an I/O error, ENOSPC, EROFS, a refused open.
-    IoError,
-    /// A fatal kernel line attributed to the device (`event`: its kind).
-    KernelEvent,
-    /// The kernel log could not be read around the test.
-    KernelLog,
-    /// The disk vanished during a test, or a test did not run because it had.
-    Vanished,
-    /// A `required: true` device rule matched no disk.
-    MissingDevice,
-    /// Tests did not run to their end because of a signal.
-    Interrupted,
-    /// Nothing was tested (no device, or every test of a device skipped).
-    NoTest,
-    /// The configuration gives nothing to test (an empty matrix).
-    Config,
-    /// A write test on a device whose writes were asked for and refused by a safety rule.
-    Refused,
-    /// A write test not applicable: the device has no writable target.
-    NotApplicable,
-    /// A test file could not be removed and may still be on the medium.
-    TestFileLeft,
-    /// How a test was placed (size reduced, measured on a file): not a failure.
-    Note,
-    /// The unit's reason for one failed device (its own reasons are on the device).
-    DeviceFailed,
-    /// A schema 1 reason read back: a sentence with no record.
-    Unclassified,
-}
-
-/// One reason of a verdict or a cell, as data with its sentence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "ReasonRepr")]
-pub struct Reason {
-    pub kind: ReasonKind,
-    /// The rule that produced it: `thresholds[1]`, `devices[0]`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
-    /// The test it concerns (`seq-write`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload: Option<String>,
-    /// `mib_per_s`, `iops`, `p99_latency_ms`, `stalls_over_1s`, `mismatched_blocks`,
-    /// `link_mbps`, `sata_gbps`, `capacity_bytes`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metric: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub measured: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<f64>,
-    /// The unit of `measured` and `limit`: `MiB/s`, `IOPS`, `ms`, `count`, `blocks`,
-    /// `Mbit/s`, `Gbit/s`, `bytes`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unit: Option<String>,
-    /// The kernel name of the disk it concerns.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-    /// The port it concerns: `usb:1-1`, `ata1`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<String>,
-    /// A kernel event's kind (`io_error`, `usb_disconnect`), for `kernel_event`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub event: Option<String>,
-    /// For people; programs read the fields above.
-    pub text: String,
-}
-
-/// A reason as stored: a record (schema 2), or a sentence (schema 1).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ReasonRepr {
-    Text(String),
-    Record(Box<ReasonRecord>),
-}
-
-#[derive(Deserialize)]
-struct ReasonRecord {
-    kind: ReasonKind,
-    #[serde(default)]
-    rule: Option<String>,
-    #[serde(default)]
-    workload: Option<String>,
-    #[serde(default)]
-    metric: Option<String>,
-    #[serde(default)]
-    measured: Option<f64>,
-    #[serde(default)]
-    limit: Option<f64>,
-    #[serde(default)]
-    unit: Option<String>,
-    #[serde(default)]
-    device: Option<String>,
-    #[serde(default)]
-    port: Option<String>,
-    #[serde(default)]
-    event: Option<String>,
-    text: String,
-}
-
-impl From<ReasonRepr> for Reason {
-    fn from(r: ReasonRepr) -> Reason {
-        match r {
-            ReasonRepr::Text(text) => Reason::new(ReasonKind::Unclassified, text),
-            ReasonRepr::Record(r) => Reason {
-                kind: r.kind,
-                rule: r.rule,
-                workload: r.workload,
-                metric: r.metric,
-                measured: r.measured,
-                limit: r.limit,
-                unit: r.unit,
-                device: r.device,
-                port: r.port,
-                event: r.event,
-                text: r.text,
-            },
-        }
-    }
-}
-
-impl Reason {
-    pub fn new(kind: ReasonKind, text: impl Into<String>) -> Reason {
-        Reason {
-            kind,
-            rule: None,
-            workload: None,
-            metric: None,
-            measured: None,
-            limit: None,
-            unit: None,
-            device: None,
-            port: None,
-            event: None,
-            text: text.into(),
-        }
-    }
-    pub fn rule(mut self, rule: impl Into<String>) -> Reason {
-        self.rule = Some(rule.into());
-        self
-    }
-    pub fn workload(mut self, w: WorkloadKind) -> Reason {
-        self.workload = Some(workload_name(w));
-        self
-    }
-    /// The figure measured (if known) against its limit.
-    pub fn figure(mut self, metric: &str, measured: Option<f64>, limit: f64, unit: &str) -> Reason {
-        self.metric = Some(metric.to_string());
-        self.measured = measured;
-        self.limit = Some(limit);
-        self.unit = Some(unit.to_string());
-        self
-    }
-    pub fn device(mut self, name: &str) -> Reason {
-        self.device = Some(name.to_string());
-        self
-    }
-    pub fn port(mut self, port: impl Into<String>) -> Reason {
-        self.port = Some(port.into());
-        self
-    }
-    pub fn event(mut self, kind: impl Into<String>) -> Reason {
-        self.event = Some(kind.into());
-        self
-    }
-}
-
-/// The sentences of reasons, for people.
-pub fn texts(reasons: &[Reason]) -> Vec<String> {
-    reasons.iter().map(|r| r.text.clone()).collect()
-}
+use crate::workload::BenchResult;
 
 /// The unit's reason when the run tested no device at all: a unit whose sticks were never
 /// plugged in must not pass.
@@ -233,23 +47,6 @@ pub fn untested_reason(cells: &[Cell]) -> Option<Reason> {
         ));
     }
     None
-}
-
-/// Pass or fail, with every reason for a failure.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    pub pass: bool,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasons: Vec<Reason>,
-}
-
-impl Verdict {
-    pub fn from_reasons(reasons: Vec<Reason>) -> Verdict {
-        Verdict {
-            pass: reasons.is_empty(),
-            reasons,
-        }
-    }
 }
 
 fn rule_name(i: usize, t: &Threshold) -> String {
@@ -530,7 +327,7 @@ fn pre_eol_level(p: crate::health::PreEol) -> f64 {
 /// Checks one test's figures against the thresholds for its workload.
 pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Reason> {
     let mut out = Vec::new();
-    let w = workload_name(r.workload);
+    let w = r.workload.as_str().to_string();
     for (i, t) in rules {
         if t.workload.is_some_and(|tw| tw != r.workload) {
             continue;
@@ -697,18 +494,6 @@ pub fn judge_unit(
         ));
     }
     Verdict::from_reasons(reasons)
-}
-
-pub fn workload_name(w: WorkloadKind) -> String {
-    status_name(w)
-}
-
-/// The status as the report spells it (`passed`, `failed`).
-pub fn status_name<T: Serialize>(s: T) -> String {
-    serde_json::to_value(s)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -909,7 +694,8 @@ mod tests {
         // A real result from the null engine (no device I/O) over a real file.
         let dir = std::env::temp_dir().join(format!("usbperf-verdict-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut p = WorkloadParams::defaults(WorkloadKind::RandRead, dir.join("f"));
+        let mut p =
+            WorkloadParams::defaults(crate::workload::WorkloadKind::RandRead, dir.join("f"));
         p.engine = EngineRequest::Null;
         p.size_bytes = Some(1 << 20);
         p.cache = crate::workload::CacheMode::Buffered;

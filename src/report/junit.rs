@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 use super::schema::{CellStatus, Report, RunStatus};
 use super::station::cell_names;
-use crate::matrix::verdict::{texts, Reason};
+use super::verdict::{texts, Reason};
 
 /// How one test case ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -391,7 +391,7 @@ mod tests {
         r.devices.clear();
         r.missing_devices = vec!["devices[0] \"rear\": required, not found".into()];
         r.verdict.reasons = vec![Reason::new(
-            crate::matrix::verdict::ReasonKind::NoTest,
+            crate::report::verdict::ReasonKind::NoTest,
             "no device was tested: <none>",
         )];
         r.status = RunStatus::Interrupted;

@@ -5,17 +5,18 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::schedule::{AloneCell, Lane, ScheduleMode};
 use super::unit::UnitIdentity;
+pub use super::verdict::{Reason, Verdict};
+use crate::config::Config;
 use crate::discover::linkcheck::LinkFinding;
 use crate::discover::Disk;
 use crate::events::KernelEvent;
-use crate::matrix::config::Config;
-use crate::matrix::select::Placement;
-use crate::matrix::verdict::{Reason, Verdict};
+use crate::safety::FileTarget;
 use crate::workload::{BenchResult, WorkloadKind, WorkloadParams};
 
 /// Bump on any change a reader must know about; readers accept every version up to theirs.
-/// 2: every reason is a record (`matrix::verdict::Reason`), `report_id` is a UUID and
+/// 2: every reason is a record (`report::verdict::Reason`), `report_id` is a UUID and
 /// always present. 1: reasons are sentences, `report_id` 16 hex digits or absent.
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -29,6 +30,17 @@ pub enum RunStatus {
     Complete,
     /// Stopped by SIGINT/SIGTERM: cells not run are `pending`.
     Interrupted,
+}
+
+impl RunStatus {
+    /// The name the report spells it with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,11 +108,11 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
     /// `serial` (one device after another) or `auto` (lanes at the same time).
-    pub mode: crate::matrix::schedule::ScheduleMode,
-    pub lanes: Vec<crate::matrix::schedule::Lane>,
+    pub mode: ScheduleMode,
+    pub lanes: Vec<Lane>,
     /// `auto`: the cells that ran alone, and by which rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub alone: Vec<crate::matrix::schedule::AloneCell>,
+    pub alone: Vec<AloneCell>,
 }
 
 /// One tested device.
@@ -135,6 +147,20 @@ pub enum CellStatus {
     Skipped,
     /// Stopped by a signal; figures cover the part that ran.
     Interrupted,
+}
+
+impl CellStatus {
+    /// The name the report spells it with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellStatus::Pending => "pending",
+            CellStatus::Passed => "passed",
+            CellStatus::Failed => "failed",
+            CellStatus::Error => "error",
+            CellStatus::Skipped => "skipped",
+            CellStatus::Interrupted => "interrupted",
+        }
+    }
 }
 
 /// One (device, test) cell of the matrix.
@@ -213,6 +239,26 @@ impl Report {
                 .map(String::into_bytes)
                 .map_err(|e| e.to_string())
         }
+    }
+}
+
+/// Where a disk's tests go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+pub enum Placement {
+    /// Test files in a directory of the disk's filesystem.
+    File(FileTarget),
+    /// Read tests on the raw device; write tests are not run (`why`).
+    RawRead { why: String },
+    /// Read and write tests on the raw device (every safety check passed).
+    RawWrite,
+    /// Writing was asked for and refused; read tests still run on the raw device.
+    Refused { refusals: Vec<String> },
+}
+
+impl Placement {
+    pub fn writable(&self) -> bool {
+        matches!(self, Placement::File(_) | Placement::RawWrite)
     }
 }
 

@@ -97,12 +97,16 @@ pub fn result_line(r: &Report, exit_code: u8, report_path: Option<&Path>) -> Str
 pub fn cell_names(cells: &[Cell]) -> Vec<String> {
     let mut out = Vec::with_capacity(cells.len());
     for (i, c) in cells.iter().enumerate() {
-        let w = crate::matrix::verdict::workload_name(c.workload);
+        let w = c.workload.as_str();
         let n = cells[..i]
             .iter()
             .filter(|p| p.workload == c.workload)
             .count();
-        out.push(if n == 0 { w } else { format!("{w}-{}", n + 1) });
+        out.push(if n == 0 {
+            w.to_string()
+        } else {
+            format!("{w}-{}", n + 1)
+        });
     }
     out
 }
@@ -170,9 +174,9 @@ pub fn lava_signals(r: &Report, exit_code: u8) -> Vec<String> {
 pub(crate) mod tests {
     use super::*;
     use crate::discover::{DeviceClass, Disk};
-    use crate::matrix::select::Placement;
-    use crate::matrix::verdict::{Reason, ReasonKind, Verdict};
+    use crate::report::schema::Placement;
     use crate::report::schema::{DeviceReport, RunStatus};
+    use crate::report::verdict::{Reason, ReasonKind, Verdict};
     use crate::workload::{BenchResult, WorkloadKind};
     use std::collections::BTreeMap;
 
@@ -285,7 +289,7 @@ pub(crate) mod tests {
                 serial: Some("SN 42=x".into()),
                 ..Default::default()
             },
-            config: crate::matrix::config::resolve(Vec::new()),
+            config: crate::config::resolve(Vec::new()),
             inventory_backend: "sysfs".into(),
             devices,
             missing_devices: Vec::new(),

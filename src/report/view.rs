@@ -15,7 +15,6 @@ use serde::Deserialize;
 use crate::report::decode::{decode, is_json, Probe};
 
 use super::schema::{Report, SCHEMA_VERSION};
-use crate::matrix::verdict::status_name;
 
 /// Why a file could not be shown as a report. The CLI maps every variant to exit code 2
 /// (the file is wrong, not the tool).
@@ -291,7 +290,7 @@ impl ReportView {
     pub fn from_report(r: &Report) -> ReportView {
         ReportView {
             schema_version: r.schema_version,
-            status: Some(status_name(r.status)),
+            status: Some(r.status.as_str().to_string()),
             interrupted_by: r.interrupted_by.clone(),
             started_at: Some(
                 r.started_at
@@ -309,7 +308,7 @@ impl ReportView {
                     .tests
                     .iter()
                     .map(|t| TestView {
-                        workload: status_name(t.workload),
+                        workload: t.workload.as_str().to_string(),
                     })
                     .collect(),
             },
@@ -338,8 +337,8 @@ impl ReportView {
                         .cells
                         .iter()
                         .map(|c| CellView {
-                            workload: status_name(c.workload),
-                            status: status_name(c.status),
+                            workload: c.workload.as_str().to_string(),
+                            status: c.status.as_str().to_string(),
                             result: c.result.as_ref().map(|res| ResultView {
                                 mib_per_s: Some(res.mib_per_s),
                                 iops: Some(res.iops),
@@ -356,14 +355,14 @@ impl ReportView {
                         .collect(),
                     verdict: VerdictView {
                         pass: d.verdict.pass,
-                        reasons: crate::matrix::verdict::texts(&d.verdict.reasons),
+                        reasons: super::verdict::texts(&d.verdict.reasons),
                     },
                 })
                 .collect(),
             missing_devices: r.missing_devices.clone(),
             verdict: VerdictView {
                 pass: r.verdict.pass,
-                reasons: crate::matrix::verdict::texts(&r.verdict.reasons),
+                reasons: super::verdict::texts(&r.verdict.reasons),
             },
         }
     }

@@ -365,10 +365,7 @@ pub fn check_file_dir(
     if let Some(d) = disk {
         if let Some(area) = d.mmc.as_ref().and_then(|x| x.area) {
             if area != EmmcArea::User {
-                return Err(Refusal::EmmcArea(
-                    d.name.clone(),
-                    crate::matrix::verdict::status_name(area),
-                ));
+                return Err(Refusal::EmmcArea(d.name.clone(), area.as_str().to_string()));
             }
         }
     }

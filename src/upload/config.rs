@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::matrix::config::Dur;
+use crate::config::Dur;
 
 /// How long `run` waits for the collector when the section sets no `timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,7 +44,7 @@ impl UploadConfig {
 
 #[cfg(test)]
 mod tests {
-    use crate::matrix::config::{parse, resolve};
+    use crate::config::{parse, resolve};
     use std::time::Duration;
 
     #[test]

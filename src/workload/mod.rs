@@ -47,6 +47,22 @@ pub enum WorkloadKind {
     Verify,
 }
 
+impl WorkloadKind {
+    /// The name the report spells it with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::ReadBuffered => "read-buffered",
+            WorkloadKind::SeqWrite => "seq-write",
+            WorkloadKind::SeqRead => "seq-read",
+            WorkloadKind::RandRead => "rand-read",
+            WorkloadKind::RandWrite => "rand-write",
+            WorkloadKind::Mixed => "mixed",
+            WorkloadKind::WriteCurve => "write-curve",
+            WorkloadKind::Verify => "verify",
+        }
+    }
+}
+
 /// How writes reach the medium and how reads avoid the page cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]

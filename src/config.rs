@@ -16,9 +16,57 @@ use crate::workload::{
 };
 
 /// Built-in profiles: the name `profile:` takes, and the YAML shipped in the binary.
+/// How the run orders its devices.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScheduleMode {
+    /// One device after another, one cell at a time.
+    #[default]
+    Serial,
+    /// Lanes at the same time; CPU-bound cells alone.
+    Auto,
+}
+
+impl ScheduleMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleMode::Serial => "serial",
+            ScheduleMode::Auto => "auto",
+        }
+    }
+}
+
+/// A lane key as a config names it (`shared_lanes:`), checked when the file is read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct LaneKey(pub String);
+
+/// The kinds of lane `matrix::schedule::lane_key` gives.
+const LANE_KINDS: [&str; 6] = ["usb:", "mmc:", "ata:", "nvme:", "host:", "disk:"];
+
+impl<'de> Deserialize<'de> for LaneKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if LANE_KINDS
+            .iter()
+            .any(|k| s.len() > k.len() && s.starts_with(k))
+        {
+            Ok(LaneKey(s))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "{s:?} is not a lane: use a key as the run prints it at its start and records \
+                 under schedule.lanes (usb:usb1, mmc:mmc0, ata:ata1, nvme:nvme-subsys0, \
+                 host:/devices/..., disk:vda)"
+            )))
+        }
+    }
+}
+
 pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
-    ("quick", include_str!("../../profiles/quick.yaml")),
-    ("full", include_str!("../../profiles/full.yaml")),
+    ("quick", include_str!("../profiles/quick.yaml")),
+    ("full", include_str!("../profiles/full.yaml")),
 ];
 
 /// A byte count written with a unit (`64M`, `1G`, `4k`) or as a plain integer of bytes.
@@ -458,11 +506,11 @@ pub struct ConfigFile {
     /// `serial` (one device after another) or `auto` (devices on independent buses at the
     /// same time; `matrix::schedule`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<super::schedule::ScheduleMode>,
+    pub schedule: Option<ScheduleMode>,
     /// Groups of lanes that share a limit their paths do not show (found by comparing
     /// `--schedule serial` and `auto` on the board): each group runs as one lane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shared_lanes: Option<Vec<Vec<super::schedule::LaneKey>>>,
+    pub shared_lanes: Option<Vec<Vec<LaneKey>>>,
 }
 
 /// An integer in `min..=max`, checked inside the visitor so the error points at the value.
@@ -563,9 +611,9 @@ pub struct Config {
     pub upload: Option<crate::upload::UploadConfig>,
     /// Absent in reports written before issue 17: those ran serially.
     #[serde(default)]
-    pub schedule: super::schedule::ScheduleMode,
+    pub schedule: ScheduleMode,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shared_lanes: Vec<Vec<super::schedule::LaneKey>>,
+    pub shared_lanes: Vec<Vec<LaneKey>>,
 }
 
 pub const DEFAULT_REPORT_DIR: &str = "/var/lib/usbperf/reports";
@@ -723,7 +771,7 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         tests: Vec::new(),
         thresholds: Vec::new(),
         upload: None,
-        schedule: super::schedule::ScheduleMode::default(),
+        schedule: ScheduleMode::default(),
         shared_lanes: Vec::new(),
     };
     for (source, l) in layers {
