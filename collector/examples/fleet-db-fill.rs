@@ -43,8 +43,8 @@ fn main() -> anyhow::Result<()> {
     for p in &paths {
         let raw = std::fs::read(p)?;
         let json = p.extension().is_some_and(|e| e == "json");
-        let rec =
-            ingest::parse(&raw, json, None).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        let rec = ingest::parse(&raw, json, None, &usbperf::report::decode::LIMITS)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         distinct.push((rec, raw));
     }
     if distinct.is_empty() {

@@ -6,8 +6,10 @@
 //! structured verdict reasons (and later additions) decode here unchanged; the version
 //! number alone decides what is refused.
 
+use chrono::{DateTime, FixedOffset};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use usbperf::report::decode::{self, capped, Limits};
 
 /// The schema versions this collector stores.
 pub const SCHEMA_VERSIONS: std::ops::RangeInclusive<u32> = 1..=2;
@@ -25,12 +27,18 @@ pub enum IngestError {
     Version(u32),
     #[error("the X-Usbperf-Report-Id header says {header:?} but the report says {body:?}")]
     IdMismatch { header: String, body: String },
+    /// Refused by a limit before any parser ran.
+    #[error("refused before decoding: {0} (send the YAML or JSON file usbperf-matrix run wrote)")]
+    Limit(usbperf::report::decode::Refusal),
 }
 
 /// The indexed columns of one report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     pub report_id: String,
+    /// The SHA-256 of the body as sent (lowercase hex): a re-send with other bytes under the
+    /// same id is a conflict, never a duplicate.
+    pub sha256: String,
     pub schema_version: u32,
     /// The unit's serial, else its machine-id, else its hostname (as `fleet` names units).
     pub unit: String,
@@ -143,6 +151,7 @@ struct Lite {
     #[serde(default)]
     exit_code: Option<i32>,
     unit: UnitLite,
+    #[serde(deserialize_with = "capped::<_, _, { decode::MAX_DEVICES }>")]
     devices: Vec<DeviceLite>,
     verdict: VerdictLite,
 }
@@ -173,7 +182,7 @@ struct VerdictLite {
 struct DeviceLite {
     name: String,
     disk: DiskLite,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "capped::<_, _, { decode::MAX_CELLS }>")]
     cells: Vec<CellLite>,
     verdict: VerdictLite,
 }
@@ -246,14 +255,6 @@ pub fn is_json(content_type: Option<&str>, body: &[u8]) -> bool {
     }
 }
 
-fn decode<'a, T: Deserialize<'a>>(json: bool, body: &'a [u8]) -> Result<T, String> {
-    if json {
-        serde_json::from_slice(body).map_err(|e| e.to_string())
-    } else {
-        serde_norway::from_slice(body).map_err(|e| e.to_string())
-    }
-}
-
 /// A report id usable as a key: what units write (16 hex digits), or any short token of
 /// letters, digits, `-` and `_`.
 fn valid_id(id: &str) -> bool {
@@ -264,27 +265,44 @@ fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// RFC 3339's shape (`2026-11-30T10:23:45.912Z`), enough that PostgreSQL's cast never fails
-/// on an accepted report.
-fn valid_time(t: &str) -> bool {
-    let b = t.as_bytes();
-    b.len() >= 20
-        && b[..4].iter().all(u8::is_ascii_digit)
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && (b[10] == b'T' || b[10] == b't' || b[10] == b' ')
-        && b[13] == b':'
-        && b[16] == b':'
-        && (t.ends_with('Z') || t.ends_with('z') || t[19..].contains(['+', '-']))
+/// The earliest and latest times a report may carry: a unit without a clock starts at
+/// 1970; after 2262 the time has no nanosecond count (`--since` compares those).
+fn valid_time(t: &str) -> Result<DateTime<FixedOffset>, String> {
+    let parsed = DateTime::parse_from_rfc3339(t.trim())
+        .map_err(|e| format!("{t:?} is not an RFC 3339 time ({e})"))?;
+    match parsed.timestamp_nanos_opt() {
+        Some(ns) if ns >= 0 => Ok(parsed),
+        _ => Err(format!(
+            "{t:?} is outside 1970-01-01 .. 2262-04-11, the times a report may carry"
+        )),
+    }
 }
 
-/// Decodes and checks a body; `header_id` is the `X-Usbperf-Report-Id` the unit sent.
-pub fn parse(body: &[u8], json: bool, header_id: Option<&str>) -> Result<Record, IngestError> {
-    let lite: Lite = match decode(json, body) {
+/// The text columns cannot hold NUL (PostgreSQL refuses it; a JSON `\u0000` escape gets
+/// past the byte check).
+fn no_nul<'a>(what: &str, s: impl IntoIterator<Item = &'a str>) -> Result<(), IngestError> {
+    match s.into_iter().find(|s| s.contains('\0')) {
+        Some(_) => Err(IngestError::Malformed(format!(
+            "{what} holds a NUL character: a report's text has none"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Decodes and checks a body within `limits`; `header_id` is the `X-Usbperf-Report-Id` the
+/// unit sent.
+pub fn parse(
+    body: &[u8],
+    json: bool,
+    header_id: Option<&str>,
+    limits: &Limits,
+) -> Result<Record, IngestError> {
+    decode::check(json, body, limits).map_err(IngestError::Limit)?;
+    let lite: Lite = match decode::parse(json, body) {
         Ok(l) => l,
         Err(e) => {
             // A newer (or wrong) version is said as such, not as a field error.
-            if let Ok(p) = decode::<VersionProbe>(json, body) {
+            if let Ok(p) = decode::parse::<VersionProbe>(json, body) {
                 if !SCHEMA_VERSIONS.contains(&p.schema_version) {
                     return Err(IngestError::Version(p.schema_version));
                 }
@@ -306,11 +324,7 @@ pub fn parse(body: &[u8], json: bool, header_id: Option<&str>) -> Result<Record,
         ("finished_at", lite.finished_at.as_ref()),
     ] {
         if let Some(t) = t {
-            if !valid_time(t) {
-                return Err(IngestError::Malformed(format!(
-                    "{what} {t:?} is not an RFC 3339 time"
-                )));
-            }
+            valid_time(t).map_err(|e| IngestError::Malformed(format!("{what} {e}")))?;
         }
     }
     // Reports before report_id existed get one from their bytes: a re-send of the same
@@ -337,6 +351,31 @@ pub fn parse(body: &[u8], json: bool, header_id: Option<&str>) -> Result<Record,
         }
     }
     let u = lite.unit;
+    no_nul(
+        "the unit",
+        [&u.hostname, &u.machine_id, &u.model, &u.serial]
+            .into_iter()
+            .flatten()
+            .map(String::as_str),
+    )?;
+    no_nul("status", [lite.status.as_str()])?;
+    for d in &lite.devices {
+        let disk = &d.disk;
+        no_nul(
+            "a device",
+            [&disk.class, &disk.vendor, &disk.model, &disk.serial]
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+                .chain([d.name.as_str()])
+                .chain(disk.usb.iter().map(|u| u.port_path.as_str()))
+                .chain(
+                    d.cells
+                        .iter()
+                        .flat_map(|c| [c.workload.as_str(), c.status.as_str()]),
+                ),
+        )?;
+    }
     let hostname = clean(u.hostname);
     let unit = clean(u.serial)
         .or_else(|| clean(u.machine_id))
@@ -390,6 +429,7 @@ pub fn parse(body: &[u8], json: bool, header_id: Option<&str>) -> Result<Record,
     let fleet = fleet_columns(&report_id, format, rfc3339_ns(&lite.started_at), body);
     Ok(Record {
         report_id,
+        sha256: crate::store::sha256_hex(body),
         schema_version: lite.schema_version,
         unit,
         board: clean(u.model),
@@ -413,7 +453,13 @@ mod tests {
 
     #[test]
     fn a_v1_report_becomes_its_columns() {
-        let r = parse(V1.as_bytes(), false, Some("fae37a7d3302b159")).unwrap();
+        let r = parse(
+            V1.as_bytes(),
+            false,
+            Some("fae37a7d3302b159"),
+            &decode::LIMITS,
+        )
+        .unwrap();
         assert_eq!(r.report_id, "fae37a7d3302b159");
         assert_eq!(r.unit, "3d1219c7");
         assert_eq!(r.board.as_deref(), Some("Toradex Apalis"));
@@ -433,6 +479,14 @@ mod tests {
         let other_tool = V1.replace("name: usbperf-matrix", "name: fio");
         let bad_time = V1.replace("2026-11-30T10:23:45.912Z", "yesterday");
         let bad_id = V1.replace("fae37a7d3302b159", "'../x'");
+        let bad_month = V1.replace("2026-11-30T10:23:45.912Z", "2026-99-99T99:99:99Z");
+        let year_zero = V1.replace("2026-11-30T10:23:45.912Z", "0000-01-01T00:00:00Z");
+        let year_9999 = V1.replace("2026-11-30T10:23:45.912Z", "9999-01-01T00:00:00Z");
+        let nul_escape = V1.replace("hostname: vm", "hostname: \"v\\0m\"");
+        let alias = V1.replace(
+            "devices:\n- name: sda",
+            "spare: &d {a: 1}\ndevices:\n- name: sda",
+        );
         let table: Vec<(&str, Option<&str>, Result<(), &str>)> = vec![
             (&v2, None, Ok(())),
             (&v99, None, Err("schema_version 99")),
@@ -442,10 +496,15 @@ mod tests {
             (&other_tool, None, Err("tool.name")),
             (&bad_time, None, Err("RFC 3339")),
             (&bad_id, None, Err("report_id")),
+            (&bad_month, None, Err("not an RFC 3339 time")),
+            (&year_zero, None, Err("outside 1970-01-01")),
+            (&year_9999, None, Err("outside 1970-01-01")),
+            (&nul_escape, None, Err("NUL")),
+            (&alias, None, Err("anchor")),
             (V1, Some("0000000000000000"), Err("header says")),
         ];
         for (body, header, want) in table {
-            let got = parse(body.as_bytes(), false, header)
+            let got = parse(body.as_bytes(), false, header, &decode::LIMITS)
                 .map(|_| ())
                 .map_err(|e| e.to_string());
             match (want, got) {
@@ -459,8 +518,8 @@ mod tests {
     #[test]
     fn a_report_without_id_is_keyed_by_its_bytes() {
         let no_id = V1.replace("report_id: fae37a7d3302b159\n", "");
-        let a = parse(no_id.as_bytes(), false, None).unwrap();
-        let b = parse(no_id.as_bytes(), false, None).unwrap();
+        let a = parse(no_id.as_bytes(), false, None, &decode::LIMITS).unwrap();
+        let b = parse(no_id.as_bytes(), false, None, &decode::LIMITS).unwrap();
         assert!(a.report_id.starts_with("sha256-"));
         assert_eq!(a.report_id, b.report_id);
     }

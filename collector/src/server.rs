@@ -3,9 +3,12 @@
 //! within the limit is read and dropped first, so the client sees the answer), the declared
 //! length before the body is read (413, so a 100 MB body is refused without being
 //! buffered; a chunked one is cut off at the limit), then the whole body (400 when it ends
-//! early), the report itself (400), and the database (503 when it fails, so the unit keeps
-//! the report and retries). The answer is 201 (stored now) or 200 (already stored), with
-//! `{"report_id": …, "stored": "new"|"duplicate"}`, only after the commit.
+//! early), a re-send under a stored id (answered from the index, before decoding), the
+//! report itself within `report::decode`'s limits (400, 413 for size), and the database
+//! (503 when it fails, so the unit keeps the report and retries). The answer is 201 (stored
+//! now) or 200 (already stored with the same bytes), with `{"report_id": …, "sha256": …,
+//! "stored": "new"|"duplicate"}`, only after the commit; 409 when the id is stored with other
+//! bytes (nothing is replaced, and the unit must not take it for delivered).
 //!
 //! Plain HTTP: TLS is terminated by a reverse proxy in front (README, "Collector").
 //!
@@ -258,26 +261,59 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
         }
     };
     let json = ingest::is_json(header_str(h, "content-type"), &bytes);
-    let header_id = header_str(h, REPORT_ID_HEADER).map(str::to_string);
+    let header_id = header_str(h, REPORT_ID_HEADER).map(|s| s.trim().to_string());
     let store = app.store.clone();
-    // Decoding and the committing transaction block: off the async workers.
+    let limits = usbperf::report::decode::Limits {
+        max_bytes: usize::try_from(app.max_body_bytes).unwrap_or(usize::MAX),
+        ..usbperf::report::decode::LIMITS
+    };
+    // Decoding and the committing transaction block: off the async workers. A re-send under
+    // a stored id is answered from the index before anything is decoded.
     let res = tokio::task::spawn_blocking(move || {
-        let rec = ingest::parse(&bytes, json, header_id.as_deref())?;
+        let sha256 = crate::store::sha256_hex(&bytes);
+        if let Some(id) = header_id.as_deref().filter(|h| !h.is_empty()) {
+            if let Some(stored) = store.lookup(id, &sha256).map_err(Failure::Store)? {
+                return Ok::<_, Failure>((id.to_string(), sha256, stored));
+            }
+        }
+        let rec = ingest::parse(&bytes, json, header_id.as_deref(), &limits)?;
         let stored = store.insert(&rec, &bytes).map_err(Failure::Store)?;
-        Ok::<_, Failure>((rec.report_id, stored))
+        Ok((rec.report_id, sha256, stored))
     })
     .await;
     match res {
-        Ok(Ok((id, stored))) => {
-            let (status, word) = match stored {
-                Stored::New => (StatusCode::CREATED, "new"),
-                Stored::Duplicate => (StatusCode::OK, "duplicate"),
-            };
-            answer(
-                status,
-                serde_json::json!({ "report_id": id, "stored": word }),
-            )
-        }
+        Ok(Ok((id, sha256, stored))) => match stored {
+            Stored::New => answer(
+                StatusCode::CREATED,
+                serde_json::json!({ "report_id": id, "sha256": sha256, "stored": "new" }),
+            ),
+            Stored::Duplicate => answer(
+                StatusCode::OK,
+                serde_json::json!({ "report_id": id, "sha256": sha256, "stored": "duplicate" }),
+            ),
+            Stored::Conflict { stored_sha256 } => {
+                eprintln!(
+                    "usbperf-collect: report {id} sent again with other content (sha256 \
+                     {sha256}, stored {stored_sha256}): refused with 409"
+                );
+                answer(
+                    StatusCode::CONFLICT,
+                    serde_json::json!({
+                        "error": format!(
+                            "report {id} is already stored with other content: the stored \
+                             version is kept, and this one is not; a unit must never reuse a \
+                             report_id (look at both copies before deleting either)"
+                        ),
+                        "report_id": id,
+                        "sha256": sha256,
+                        "stored_sha256": stored_sha256,
+                    }),
+                )
+            }
+        },
+        Ok(Err(Failure::Ingest(IngestError::Limit(
+            r @ usbperf::report::decode::Refusal::TooLarge { .. },
+        )))) => refuse(StatusCode::PAYLOAD_TOO_LARGE, r.to_string()),
         Ok(Err(Failure::Ingest(e))) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
         Ok(Err(Failure::Store(e))) => {
             eprintln!("usbperf-collect: store: {e}");

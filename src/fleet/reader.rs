@@ -8,7 +8,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::report::decode::{decode, is_json, Probe};
+use crate::report::decode::{self, is_json, parse, Probe};
 
 use super::FleetError;
 use crate::report::schema::SCHEMA_VERSION;
@@ -32,7 +32,10 @@ pub struct ReportLite {
     pub unit: UnitLite,
     #[serde(default)]
     pub config: ConfigLite,
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::report::decode::capped::<_, _, { crate::report::decode::MAX_DEVICES }>"
+    )]
     pub devices: Vec<DeviceLite>,
     pub verdict: VerdictLite,
 }
@@ -133,7 +136,10 @@ pub struct DeviceLite {
     pub label: Option<String>,
     #[serde(default)]
     pub disk: DiskLite,
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::report::decode::capped::<_, _, { crate::report::decode::MAX_CELLS }>"
+    )]
     pub cells: Vec<CellLite>,
     pub verdict: VerdictLite,
 }
@@ -347,10 +353,14 @@ pub fn prune_yaml(text: &[u8]) -> Vec<u8> {
 /// Parses one report's bytes; `path` names it in errors and picks YAML or JSON.
 pub fn parse_report(path: &Path, bytes: &[u8]) -> Result<ReportLite, FleetError> {
     let json = is_json(path, bytes);
+    decode::check(json, bytes, &decode::LIMITS).map_err(|e| FleetError::Malformed {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    })?;
     if !json {
         // The fast path; any failure falls through to the full parse, whose error is the
         // one reported.
-        if let Ok(r) = decode::<ReportLite>(false, &prune_yaml(bytes)) {
+        if let Ok(r) = parse::<ReportLite>(false, &prune_yaml(bytes)) {
             if r.schema_version == SCHEMA_VERSION {
                 return Ok(r);
             }
@@ -361,7 +371,7 @@ pub fn parse_report(path: &Path, bytes: &[u8]) -> Result<ReportLite, FleetError>
         version: v,
         supported: SCHEMA_VERSION,
     };
-    match decode::<ReportLite>(json, bytes) {
+    match parse::<ReportLite>(json, bytes) {
         Ok(r) if r.schema_version > SCHEMA_VERSION => Err(too_new(r.schema_version)),
         Ok(r) if r.schema_version == 0 => Err(FleetError::Malformed {
             path: path.to_path_buf(),
@@ -373,7 +383,7 @@ pub fn parse_report(path: &Path, bytes: &[u8]) -> Result<ReportLite, FleetError>
             // than report the field.
             if let Ok(Probe {
                 schema_version: Some(v),
-            }) = decode::<Probe>(json, bytes)
+            }) = parse::<Probe>(json, bytes)
             {
                 if v > SCHEMA_VERSION {
                     return Err(too_new(v));

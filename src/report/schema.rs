@@ -91,6 +91,9 @@ pub struct Report {
     pub unit: UnitIdentity,
     pub config: Config,
     pub inventory_backend: String,
+    #[serde(
+        deserialize_with = "crate::report::decode::capped::<_, _, { crate::report::decode::MAX_DEVICES }>"
+    )]
     pub devices: Vec<DeviceReport>,
     /// Required devices (config `required: true`) that were not found.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -129,6 +132,9 @@ pub struct DeviceReport {
     /// Link checks of thresholds with `min_link_mbps`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub link_checks: Vec<LinkFinding>,
+    #[serde(
+        deserialize_with = "crate::report::decode::capped::<_, _, { crate::report::decode::MAX_CELLS }>"
+    )]
     pub cells: Vec<Cell>,
     pub verdict: Verdict,
 }

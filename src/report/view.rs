@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::report::decode::{decode, is_json, Probe};
+use crate::report::decode::{decode, is_json, parse, DecodeError, Probe};
 
 use super::schema::{Report, SCHEMA_VERSION};
 
@@ -52,7 +52,10 @@ pub struct ReportView {
     pub unit: UnitView,
     #[serde(default)]
     pub config: ConfigView,
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::report::decode::capped::<_, _, { crate::report::decode::MAX_DEVICES }>"
+    )]
     pub devices: Vec<DeviceView>,
     #[serde(default)]
     pub missing_devices: Vec<String>,
@@ -117,7 +120,10 @@ pub struct DeviceView {
     pub label: Option<String>,
     #[serde(default)]
     pub disk: DiskView,
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::report::decode::capped::<_, _, { crate::report::decode::MAX_CELLS }>"
+    )]
     pub cells: Vec<CellView>,
     pub verdict: VerdictView,
 }
@@ -261,7 +267,11 @@ impl ReportView {
                 msg: "schema_version 0 does not exist (reports start at 1)".into(),
             }),
             Ok(r) => Ok(r),
-            Err(msg) => match decode::<Probe>(json, bytes) {
+            Err(DecodeError::Refused(r)) => Err(ViewError::NotAReport {
+                path: name,
+                msg: r.to_string(),
+            }),
+            Err(DecodeError::Malformed(msg)) => match parse::<Probe>(json, bytes) {
                 Ok(Probe {
                     schema_version: Some(v),
                 }) if v > SCHEMA_VERSION => Err(ViewError::TooNew {

@@ -5,7 +5,7 @@
 //!
 //! Tables (both databases): `reports` (report_id primary key, unit, board, hostname,
 //! started_at, finished_at, status, pass, exit_code, schema_version, format, raw,
-//! received_at), `devices` (report_id, idx, name, class, port, model, serial, pass) and
+//! body_sha256, received_at), `devices` (report_id, idx, name, class, port, model, serial, pass) and
 //! `metrics` (report_id, device_idx, cell_idx, workload, status, mib_per_s, iops, p99_ns),
 //! and `fleet_records` (report_id, file, board, started_ns, kind, body, record, version): each
 //! report as the fleet reads it, extracted at ingest (see `ingest::FleetColumns`), indexed
@@ -20,12 +20,37 @@ pub mod sqlite;
 use crate::ingest::Record;
 
 /// What an insert did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stored {
     /// Committed now.
     New,
-    /// The report_id was already stored; nothing was written.
+    /// The report_id was already stored with these very bytes; nothing was written.
     Duplicate,
+    /// The report_id was already stored with other bytes (SHA-256 of the stored body):
+    /// nothing was written, and the sender must not take this for an acknowledgement.
+    Conflict { stored_sha256: String },
+}
+
+/// The lowercase hex SHA-256 of a body, as stored in `reports.body_sha256`.
+pub fn sha256_hex(body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What a re-sent report is, given what is stored under its id.
+pub fn compare(stored_sha256: Option<String>, stored_raw: &[u8], sha256: &str) -> Stored {
+    // Rows from before the column have no hash: their raw bytes tell.
+    let stored = stored_sha256.unwrap_or_else(|| sha256_hex(stored_raw));
+    if stored == sha256 {
+        Stored::Duplicate
+    } else {
+        Stored::Conflict {
+            stored_sha256: stored,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -99,8 +124,12 @@ pub(crate) fn backfill(
 
 /// A database of reports; shared by the server's worker threads.
 pub trait Store: Send + Sync {
-    /// Stores the report once per `report_id`, durably, before returning.
+    /// Stores the report once per `report_id`, durably, before returning; a report_id
+    /// already stored is a duplicate when the bytes are the same, else a conflict.
     fn insert(&self, r: &Record, raw: &[u8]) -> Result<Stored, StoreError>;
+    /// What storing these bytes under `report_id` would be, if it is already stored: asked
+    /// before a body is decoded, so a re-send costs one indexed read.
+    fn lookup(&self, report_id: &str, sha256: &str) -> Result<Option<Stored>, StoreError>;
     /// How many reports are stored.
     fn count(&self) -> Result<u64, StoreError>;
     /// Gives every stored report its fleet row (reports from before the table, or of an

@@ -28,8 +28,11 @@ CREATE TABLE IF NOT EXISTS reports (
     exit_code integer,
     format text NOT NULL,
     raw bytea NOT NULL,
+    body_sha256 text,
     received_at timestamptz NOT NULL DEFAULT now()
 );
+-- A table from before the body hash: its rows compare by their raw bytes.
+ALTER TABLE reports ADD COLUMN IF NOT EXISTS body_sha256 text;
 CREATE INDEX IF NOT EXISTS reports_unit ON reports (unit);
 CREATE INDEX IF NOT EXISTS reports_board_time ON reports (board, started_at);
 CREATE INDEX IF NOT EXISTS reports_time ON reports (started_at);
@@ -143,9 +146,9 @@ impl Store for Postgres {
             let schema_version = r.schema_version as i32;
             let n = tx.execute(
                 "INSERT INTO reports (report_id, schema_version, unit, board, hostname, \
-                 started_at, finished_at, status, pass, exit_code, format, raw) \
+                 started_at, finished_at, status, pass, exit_code, format, raw, body_sha256) \
                  VALUES ($1, $2, $3, $4, $5, CAST($6::text AS timestamptz), \
-                 CAST($7::text AS timestamptz), $8, $9, $10, $11, $12) \
+                 CAST($7::text AS timestamptz), $8, $9, $10, $11, $12, $13) \
                  ON CONFLICT (report_id) DO NOTHING",
                 &[
                     &r.report_id,
@@ -160,11 +163,17 @@ impl Store for Postgres {
                     &r.exit_code,
                     &r.format,
                     &raw,
+                    &r.sha256,
                 ],
             )?;
             if n == 0 {
+                let row = tx.query_one(
+                    "SELECT body_sha256, raw FROM reports WHERE report_id = $1",
+                    &[&r.report_id],
+                )?;
+                let (sha, stored): (Option<String>, Vec<u8>) = (row.get(0), row.get(1));
                 tx.rollback()?;
-                return Ok(Stored::Duplicate);
+                return Ok(super::compare(sha, &stored, &r.sha256));
             }
             let version = FLEET_RECORD_VERSION as i32;
             tx.execute(
@@ -337,6 +346,17 @@ impl Store for Postgres {
                 .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
                 .collect())
         })
+    }
+
+    fn lookup(&self, report_id: &str, sha256: &str) -> Result<Option<Stored>, StoreError> {
+        let row = self.with_session(|c| {
+            c.query_opt(
+                "SELECT body_sha256, CASE WHEN body_sha256 IS NULL THEN raw ELSE ''::bytea END \
+                 FROM reports WHERE report_id = $1",
+                &[&report_id],
+            )
+        })?;
+        Ok(row.map(|row| super::compare(row.get(0), &row.get::<_, Vec<u8>>(1), sha256)))
     }
 
     fn count(&self) -> Result<u64, StoreError> {

@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS reports (
     exit_code INTEGER,
     format TEXT NOT NULL,
     raw BLOB NOT NULL,
+    body_sha256 TEXT,
     received_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE INDEX IF NOT EXISTS reports_unit ON reports (unit);
@@ -122,6 +123,18 @@ impl Sqlite {
             conn.execute_batch("ALTER TABLE fleet_records ADD COLUMN record BLOB")
                 .map_err(err)?;
         }
+        // A database from before the body hash: its rows compare by their raw bytes.
+        let has_sha: bool = conn
+            .query_row(
+                "SELECT count(*) > 0 FROM pragma_table_info('reports') WHERE name = 'body_sha256'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(err)?;
+        if !has_sha {
+            conn.execute_batch("ALTER TABLE reports ADD COLUMN body_sha256 TEXT")
+                .map_err(err)?;
+        }
         Ok(Sqlite {
             path: path.to_string(),
             conn: Mutex::new(conn),
@@ -147,8 +160,8 @@ impl Store for Sqlite {
         let n = tx
             .execute(
                 "INSERT INTO reports (report_id, schema_version, unit, board, hostname, \
-                 started_at, finished_at, status, pass, exit_code, format, raw) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+                 started_at, finished_at, status, pass, exit_code, format, raw, body_sha256) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
                  ON CONFLICT (report_id) DO NOTHING",
                 params![
                     r.report_id,
@@ -162,12 +175,20 @@ impl Store for Sqlite {
                     r.pass,
                     r.exit_code,
                     r.format,
-                    raw
+                    raw,
+                    r.sha256
                 ],
             )
             .map_err(|e| self.err(e))?;
         if n == 0 {
-            return Ok(Stored::Duplicate);
+            let (sha, stored): (Option<String>, Vec<u8>) = tx
+                .query_row(
+                    "SELECT body_sha256, raw FROM reports WHERE report_id = ?1",
+                    params![r.report_id],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .map_err(|e| self.err(e))?;
+            return Ok(super::compare(sha, &stored, &r.sha256));
         }
         tx.execute(
             PUT_FLEET,
@@ -347,6 +368,24 @@ impl Store for Sqlite {
             .query_map([], |row| Ok((row.get(0)?, row.get::<_, i64>(1)? as u64)))
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    }
+
+    fn lookup(&self, report_id: &str, sha256: &str) -> Result<Option<Stored>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let row: Option<(Option<String>, Vec<u8>)> = conn
+            .query_row(
+                "SELECT body_sha256, CASE WHEN body_sha256 IS NULL THEN raw ELSE x'' END \
+                 FROM reports WHERE report_id = ?1",
+                params![report_id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e),
+            })
+            .map_err(|e| self.err(e))?;
+        Ok(row.map(|(sha, raw)| super::compare(sha, &raw, sha256)))
     }
 
     fn count(&self) -> Result<u64, StoreError> {
