@@ -100,8 +100,14 @@ pub fn run(_cli: &super::Cli, args: &UploadArgs) -> anyhow::Result<Exit> {
     let spool = Spool::at(&spool_dir);
     // Queue first: a report given here is on disk in the spool before the network is tried,
     // so nothing depends on this process surviving the attempt.
-    for path in &args.reports {
-        queue_file(&spool, path)?;
+    // Every file is checked before any is queued: one that is not a report queues none.
+    let checked = args
+        .reports
+        .iter()
+        .map(|p| read_report(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for (json, bytes) in checked {
+        spool.enqueue(json, &bytes)?;
     }
     let token = upload::client::read_token(&token_file).map_err(|e| UsageError(e.to_string()))?;
     let client = Client {
@@ -116,13 +122,19 @@ pub fn run(_cli: &super::Cli, args: &UploadArgs) -> anyhow::Result<Exit> {
     let out = upload::drain(&spool, &client, &opts, &mut std::thread::sleep, &mut |m| {
         crate::errln!("usbperf-matrix upload: {m}")
     })?;
+    let (new, dup, rejected, queued) = out.counts();
     crate::outln!(
-        "upload: {} delivered, {} refused, {} still queued in {}",
-        out.delivered.len(),
-        out.refused.len(),
-        out.unreachable.len(),
+        "upload: {new} delivered, {dup} duplicate, {rejected} rejected, {queued} still queued \
+         in {}",
         spool_dir.display()
     );
+    if rejected > 0 {
+        crate::errln!(
+            "usbperf-matrix upload: {rejected} report(s) the collector will never store are in \
+             {}: each has a .reason file beside it",
+            spool_dir.join(upload::spool::REJECTED_DIR).display()
+        );
+    }
     Ok(if out.complete() {
         Exit::Pass
     } else {
@@ -130,26 +142,38 @@ pub fn run(_cli: &super::Cli, args: &UploadArgs) -> anyhow::Result<Exit> {
     })
 }
 
-fn queue_file(spool: &Spool, path: &Path) -> anyhow::Result<()> {
-    // A report is kilobytes; the collector refuses more than 8 MiB anyway.
-    const MAX_REPORT_BYTES: u64 = 64 << 20;
+/// A report file's bytes (and whether they are JSON), or why it is not one.
+fn read_report(path: &Path) -> anyhow::Result<(bool, Vec<u8>)> {
+    let limit = decode::LIMITS.max_bytes as u64;
     let md = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if !md.is_file() || md.len() > MAX_REPORT_BYTES {
+    if !md.is_file() {
         return Err(UsageError(format!(
-            "{}: not a report file: give the YAML or JSON file run wrote",
+            "{}: not a file: give the YAML or JSON report file run wrote",
             path.display()
+        ))
+        .into());
+    }
+    if md.len() > limit {
+        return Err(UsageError(format!(
+            "{}: {} bytes: a report may have at most {limit} bytes; give the YAML or JSON \
+             report file run wrote",
+            path.display(),
+            md.len()
         ))
         .into());
     }
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let json = decode::is_json(path, &bytes);
-    let id = upload::drain::report_id_of(json, &bytes).unwrap_or_else(|| {
-        path.file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    });
-    spool.enqueue(&id, json, &bytes)?;
-    Ok(())
+    // Checked here, with the decoder the collector uses: a file that is not a report is
+    // said now, and never sits in the spool.
+    decode::report_head(json, &bytes).map_err(|e| {
+        UsageError(format!(
+            "{}: not a usbperf report: {e}; nothing was queued (give the YAML or JSON file \
+             `usbperf-matrix run` wrote)",
+            path.display()
+        ))
+    })?;
+    Ok((json, bytes))
 }
 
 /// The end of `run`: queue the finished report and try to deliver the spool within the
@@ -168,8 +192,7 @@ pub fn after_run(cfg: &Config, report: &Report) {
         }
     };
     let spool = Spool::at(up.spool_dir());
-    let id = report.report_id.clone().unwrap_or_default();
-    if let Err(e) = spool.enqueue(&id, json, &bytes) {
+    if let Err(e) = spool.enqueue(json, &bytes) {
         return say(e.to_string());
     }
     let token = match upload::client::read_token(&up.token_file) {
@@ -196,18 +219,23 @@ pub fn after_run(cfg: &Config, report: &Report) {
     };
     match upload::drain(&spool, &client, &opts, &mut std::thread::sleep, &mut |_| {}) {
         Ok(out) if out.complete() => say(format!("{} report(s) delivered", out.delivered.len())),
-        Ok(out) => say(format!(
-            "{} delivered; {} refused and {} not delivered stay queued in {} ({}); \
-             `usbperf-matrix upload` or the next boot sends them",
-            out.delivered.len(),
-            out.refused.len(),
-            out.unreachable.len(),
-            spool.dir().display(),
-            out.last_error
-                .map(|e| e.to_string())
-                .or_else(|| out.refused.first().map(|(_, e)| e.to_string()))
-                .unwrap_or_default()
-        )),
+        Ok(out) => {
+            let (new, dup, rejected, queued) = out.counts();
+            say(format!(
+                "{} delivered; {rejected} rejected (set aside in {}, each with a .reason); \
+                 {queued} stay queued in {} ({}); `usbperf-matrix upload` or the next boot \
+                 sends them",
+                new + dup,
+                spool.dir().join(upload::spool::REJECTED_DIR).display(),
+                spool.dir().display(),
+                out.refused
+                    .first()
+                    .map(|(_, e)| e.to_string())
+                    .or_else(|| out.rejected.first().map(|(_, e)| e.to_string()))
+                    .or_else(|| out.last_error.map(|e| e.to_string()))
+                    .unwrap_or_default()
+            ))
+        }
         Err(e) => say(e.to_string()),
     }
 }

@@ -1,8 +1,11 @@
 //! Owns one delivery: POST a report's bytes to the collector with the unit's token and decide
 //! from the answer whether the collector has it. Only a 2xx whose JSON body names the same
-//! `report_id` is an acknowledgement; a 5xx, a 429, a timeout or a refused connection is
-//! worth retrying, a 400/401/403/413 is not (the same bytes would be refused again), and both
-//! leave the report queued.
+//! `report_id` and the SHA-256 of the bytes sent is an acknowledgement. Redirects are not
+//! followed: a client that follows one re-sends as a GET without the body, and whatever
+//! answers there could "acknowledge" a report it never received. A 5xx, a 429, a timeout or
+//! a refused connection is worth retrying; a 400/409/413/415/422 is about this report
+//! (the same bytes would be refused again: the drain sets it aside); a 401/403 or a redirect
+//! is about this unit's settings (the report stays queued).
 //!
 //! HTTP is `ureq` 2 (blocking, no async runtime, small; builds for armv7 and aarch64). With
 //! the `upload-tls` feature it speaks https:// through rustls and ring; without it only
@@ -21,12 +24,30 @@ pub struct Ack {
     pub new: bool,
 }
 
+/// The lowercase hex SHA-256 of bytes: the spool's entry names, and what the collector's
+/// acknowledgement must name.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
     /// Worth retrying later: no connection, a timeout, a 5xx or 429.
     #[error("the collector at {url} did not take the report: {why} (it stays queued)")]
     Retry { url: String, why: String },
-    /// The collector refused these bytes for good; they stay queued for a person to look at.
+    /// The collector cannot store this report, ever (malformed, over a limit, or its id
+    /// already stored with other content): it is set aside in the spool's `rejected/`.
+    #[error("the collector at {url} rejected the report: HTTP {status}: {body}")]
+    Rejected {
+        url: String,
+        status: u16,
+        body: String,
+    },
+    /// The unit's settings are wrong (the token, the URL): the report stays queued.
     #[error("the collector at {url} refused the report: HTTP {status}: {body} ({hint})")]
     Refused {
         url: String,
@@ -49,6 +70,11 @@ pub enum SendError {
 impl SendError {
     pub fn retryable(&self) -> bool {
         matches!(self, SendError::Retry { .. })
+    }
+
+    /// About this report alone: it will never be stored, and must not hold up the others.
+    pub fn rejects_report(&self) -> bool {
+        matches!(self, SendError::Rejected { .. })
     }
 }
 
@@ -80,6 +106,9 @@ fn parse_token(text: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// An HTTP answer: status, body, and the `Location` of a redirect.
+type Answer = (u16, String, Option<String>);
+
 /// Where and how to deliver.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -93,41 +122,59 @@ pub struct Client {
 struct AckBody {
     report_id: String,
     #[serde(default)]
+    sha256: Option<String>,
+    #[serde(default)]
     stored: Option<String>,
 }
 
-/// Decides what an HTTP answer means; pure, so its rules are a table test.
+/// Decides what an HTTP answer means; pure, so its rules are a table test. `sha256` is the
+/// hash of the bytes sent; `location` the redirect's target, for a 3xx.
 pub fn judge(
     url: &str,
     status: u16,
     body: &str,
     expected_id: Option<&str>,
+    sha256: &str,
+    location: Option<&str>,
 ) -> Result<Ack, SendError> {
     let short: String = body.trim().chars().take(300).collect();
+    let not_ack = |why: String| SendError::Retry {
+        url: url.into(),
+        why: format!("HTTP {status} is not the collector's acknowledgement: {why}"),
+    };
     match status {
         200..=299 => {
-            let ack: AckBody = serde_json::from_str(body).map_err(|e| SendError::Retry {
-                url: url.into(),
-                why: format!(
-                    "HTTP {status} without the collector's acknowledgement ({e}); is --url the \
-                     collector's /api/v1/reports endpoint?"
-                ),
+            let ack: AckBody = serde_json::from_str(body).map_err(|e| {
+                not_ack(format!(
+                    "{e}; is --url the collector's /api/v1/reports endpoint?"
+                ))
             })?;
             if expected_id.is_some_and(|id| id != ack.report_id) {
-                return Err(SendError::Retry {
-                    url: url.into(),
-                    why: format!(
-                        "HTTP {status} acknowledged report {:?}, not {:?}",
-                        ack.report_id,
-                        expected_id.unwrap_or_default()
-                    ),
-                });
+                return Err(not_ack(format!(
+                    "it names report {:?}, not {:?}",
+                    ack.report_id,
+                    expected_id.unwrap_or_default()
+                )));
+            }
+            if ack.sha256.as_deref() != Some(sha256) {
+                return Err(not_ack(format!(
+                    "it names the content {:?}, not the bytes sent ({sha256}); an \
+                     usbperf-collect older than this unit does not name it: upgrade it",
+                    ack.sha256.unwrap_or_default()
+                )));
             }
             Ok(Ack {
                 new: ack.stored.as_deref() != Some("duplicate"),
                 report_id: ack.report_id,
             })
         }
+        300..=399 => Err(SendError::Refused {
+            url: url.into(),
+            status,
+            body: format!("a redirect to {}", location.unwrap_or("(no Location)")),
+            hint: "reports are never sent on through a redirect: give the collector's own \
+                   /api/v1/reports URL with --url or upload.url",
+        }),
         401 | 403 => Err(SendError::Refused {
             url: url.into(),
             status,
@@ -135,11 +182,16 @@ pub fn judge(
             hint: "the token is wrong: put this line's token from the collector's token file \
                    into --token-file",
         }),
-        400 | 413 | 415 | 422 => Err(SendError::Refused {
+        400 | 409 | 413 | 415 | 422 => Err(SendError::Rejected {
             url: url.into(),
             status,
             body: short,
-            hint: "the collector cannot store this file; check it with scripts/validate-report",
+        }),
+        404 | 405 => Err(SendError::Refused {
+            url: url.into(),
+            status,
+            body: short,
+            hint: "is --url the collector's /api/v1/reports endpoint?",
         }),
         _ => Err(SendError::Retry {
             url: url.into(),
@@ -162,13 +214,24 @@ impl Client {
                 url: self.url.clone(),
             });
         }
-        let (status, body) = self.post(expected_id, json, bytes)?;
-        judge(&self.url, status, &body, expected_id)
+        let sha256 = sha256_hex(bytes);
+        let (status, body, location) = self.post(expected_id, json, bytes)?;
+        judge(
+            &self.url,
+            status,
+            &body,
+            expected_id,
+            &sha256,
+            location.as_deref(),
+        )
     }
 
     #[cfg(feature = "upload")]
-    fn post(&self, id: Option<&str>, json: bool, bytes: &[u8]) -> Result<(u16, String), SendError> {
-        let agent = ureq::AgentBuilder::new().timeout(self.timeout).build();
+    fn post(&self, id: Option<&str>, json: bool, bytes: &[u8]) -> Result<Answer, SendError> {
+        let agent = ureq::AgentBuilder::new()
+            .timeout(self.timeout)
+            .redirects(0)
+            .build();
         let mut req = agent
             .post(&self.url)
             .set("Authorization", &format!("Bearer {}", self.token))
@@ -194,13 +257,14 @@ impl Client {
             }
         };
         let status = resp.status();
+        let location = resp.header("location").map(str::to_string);
         // An acknowledgement is a line of JSON; ureq caps the read at 10 MB.
         let body = resp.into_string().unwrap_or_default();
-        Ok((status, body))
+        Ok((status, body, location))
     }
 
     #[cfg(not(feature = "upload"))]
-    fn post(&self, _: Option<&str>, _: bool, _: &[u8]) -> Result<(u16, String), SendError> {
+    fn post(&self, _: Option<&str>, _: bool, _: &[u8]) -> Result<Answer, SendError> {
         Err(SendError::NotBuilt)
     }
 }
@@ -212,28 +276,45 @@ mod tests {
     #[test]
     fn answers_are_judged_as_the_table_says() {
         const U: &str = "http://c/api/v1/reports";
-        let ok = r#"{"report_id":"ab12","stored":"new"}"#;
-        let dup = r#"{"report_id":"ab12","stored":"duplicate"}"#;
-        // (status, body, expected id, Ok(new) or Err(retryable))
-        type Row<'a> = (u16, &'a str, Option<&'a str>, Result<bool, bool>);
-        let table: &[Row] = &[
-            (201, ok, Some("ab12"), Ok(true)),
-            (200, dup, Some("ab12"), Ok(false)),
-            (200, ok, None, Ok(true)),
-            (200, ok, Some("ffff"), Err(true)), // someone else's acknowledgement
-            (200, "<html>proxy page</html>", Some("ab12"), Err(true)),
-            (401, "wrong token", Some("ab12"), Err(false)),
-            (400, "not a report", Some("ab12"), Err(false)),
-            (413, "too large", Some("ab12"), Err(false)),
-            (500, "db down", Some("ab12"), Err(true)),
-            (503, "", Some("ab12"), Err(true)),
-            (429, "", Some("ab12"), Err(true)),
+        const H: &str = "5d41402abc4b2a76b9719d911017c592";
+        let ok = format!(r#"{{"report_id":"ab12","sha256":"{H}","stored":"new"}}"#);
+        let dup = format!(r#"{{"report_id":"ab12","sha256":"{H}","stored":"duplicate"}}"#);
+        let no_hash = r#"{"report_id":"ab12","stored":"new"}"#.to_string();
+        let other_hash = r#"{"report_id":"ab12","sha256":"00","stored":"new"}"#.to_string();
+        #[derive(Debug)]
+        enum Want {
+            Ack(bool),
+            Retry,
+            Rejected,
+            Refused,
+        }
+        use Want::*;
+        let table: &[(u16, &str, Option<&str>, Want)] = &[
+            (201, &ok, Some("ab12"), Ack(true)),
+            (200, &dup, Some("ab12"), Ack(false)),
+            (200, &ok, None, Ack(true)),
+            (200, &ok, Some("ffff"), Retry), // someone else's acknowledgement
+            (201, &no_hash, Some("ab12"), Retry), // names no content: not an acknowledgement
+            (201, &other_hash, Some("ab12"), Retry), // other bytes
+            (200, "<html>proxy page</html>", Some("ab12"), Retry),
+            (302, "", Some("ab12"), Refused),
+            (301, "", Some("ab12"), Refused),
+            (401, "wrong token", Some("ab12"), Refused),
+            (404, "", Some("ab12"), Refused),
+            (400, "not a report", Some("ab12"), Rejected),
+            (409, "other content", Some("ab12"), Rejected),
+            (413, "too large", Some("ab12"), Rejected),
+            (500, "db down", Some("ab12"), Retry),
+            (503, "", Some("ab12"), Retry),
+            (429, "", Some("ab12"), Retry),
         ];
         for (status, body, id, want) in table {
-            let got = judge(U, *status, body, *id);
-            match (want, got) {
-                (Ok(new), Ok(ack)) => assert_eq!(ack.new, *new, "{status} {body}"),
-                (Err(retry), Err(e)) => assert_eq!(e.retryable(), *retry, "{status} {body}: {e}"),
+            let got = judge(U, *status, body, *id, H, Some("http://elsewhere/"));
+            match (want, &got) {
+                (Ack(new), Ok(ack)) => assert_eq!(ack.new, *new, "{status} {body}"),
+                (Retry, Err(e)) if e.retryable() => {}
+                (Rejected, Err(e)) if e.rejects_report() => {}
+                (Refused, Err(SendError::Refused { .. })) => {}
                 (w, g) => panic!("{status} {body}: want {w:?}, got {g:?}"),
             }
         }

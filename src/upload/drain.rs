@@ -1,22 +1,24 @@
-//! Owns emptying the spool: every entry is sent, oldest first; an acknowledged entry is
-//! removed, a refused one stays (and the drain goes on with the next), and when the collector
-//! cannot be reached the same entry is retried with backoff until the attempts or the
-//! deadline run out — then the drain stops, since the next entry would meet the same network.
-//! Sleeping and logging are the caller's, so tests run without waiting.
+//! Owns emptying the spool: every entry is sent, oldest first. An acknowledged entry is
+//! removed; one the collector can never store (a 4xx about the report) is set aside in
+//! `rejected/` with its reason and the drain goes on; when the collector cannot take an
+//! entry now (a 5xx, a timeout, no connection) the drain goes on with the others and tries
+//! the ones left again after a backoff, in rounds, until the attempts or the deadline run
+//! out — one report the database refuses never holds up the reports behind it. A wrong
+//! token or URL stops the drain: every entry would meet it. Sleeping and logging are the
+//! caller's, so tests run without waiting.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-use serde::Deserialize;
 
 use super::{Ack, Backoff, Client, Entry, SendError, Spool, SpoolError};
 use crate::report::decode;
 
 #[derive(Debug, Clone)]
 pub struct DrainOptions {
-    /// Attempts per entry while the collector is unreachable (1 = no retry).
+    /// Rounds over the entries the collector could not take (1 = no retry).
     pub attempts: u32,
     pub backoff: Backoff,
-    /// No retry is started after this instant (a request under way is bounded by the
+    /// No round is started after this instant (a request under way is bounded by the
     /// client's own timeout).
     pub deadline: Option<Instant>,
 }
@@ -34,30 +36,37 @@ impl Default for DrainOptions {
 #[derive(Debug, Default)]
 pub struct DrainOutcome {
     pub delivered: Vec<(Entry, Ack)>,
-    /// Entries the collector refused (400, 401, 413…): still queued.
+    /// Entries the collector will never store, now in `rejected/` (where, and why).
+    pub rejected: Vec<(PathBuf, SendError)>,
+    /// Entries refused for the unit's settings (token, URL): still queued.
     pub refused: Vec<(Entry, SendError)>,
-    /// Entries not delivered because the collector could not be reached: still queued.
+    /// Entries the collector could not take in time: still queued.
     pub unreachable: Vec<Entry>,
-    /// The last reason the collector could not be reached.
+    /// The last reason an entry stays queued.
     pub last_error: Option<SendError>,
 }
 
 impl DrainOutcome {
     /// Everything that was queued is delivered.
     pub fn complete(&self) -> bool {
-        self.refused.is_empty() && self.unreachable.is_empty()
+        self.rejected.is_empty() && self.refused.is_empty() && self.unreachable.is_empty()
     }
-}
 
-#[derive(Deserialize)]
-struct IdProbe {
-    #[serde(default)]
-    report_id: Option<String>,
+    /// Delivered now, delivered before (the collector had it), rejected, still queued.
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        let dup = self.delivered.iter().filter(|(_, a)| !a.new).count();
+        (
+            self.delivered.len() - dup,
+            dup,
+            self.rejected.len(),
+            self.refused.len() + self.unreachable.len(),
+        )
+    }
 }
 
 /// The `report_id` inside a report's bytes, if it has one and decodes.
 pub fn report_id_of(json: bool, bytes: &[u8]) -> Option<String> {
-    decode::decode::<IdProbe>(json, bytes)
+    decode::report_head(json, bytes)
         .ok()
         .and_then(|p| p.report_id)
         .filter(|s| !s.trim().is_empty())
@@ -79,24 +88,26 @@ pub fn drain(
     sleep: &mut dyn FnMut(Duration),
     log: &mut dyn FnMut(String),
 ) -> Result<DrainOutcome, SpoolError> {
-    let entries = spool.entries()?;
+    let mut pending = spool.entries()?;
     let mut out = DrainOutcome::default();
-    let mut iter = entries.into_iter();
-    while let Some(entry) = iter.next() {
-        let bytes = match std::fs::read(&entry.path) {
-            Ok(b) => b,
-            // Delivered and removed by a concurrent drain (the boot service beside `run`).
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(err) => {
-                return Err(SpoolError::Read {
-                    dir: entry.path.clone(),
-                    err,
-                })
-            }
-        };
-        let id = report_id_of(entry.json, &bytes);
-        let mut attempt = 0u32;
-        loop {
+    let mut round = 0u32;
+    while !pending.is_empty() {
+        let mut again = Vec::new();
+        let mut iter = pending.into_iter();
+        while let Some(entry) = iter.next() {
+            let bytes = match std::fs::read(&entry.path) {
+                Ok(b) => b,
+                // Delivered and removed by a concurrent drain (the boot service beside `run`).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(err) => {
+                    return Err(SpoolError::Read {
+                        dir: entry.path.clone(),
+                        err,
+                    })
+                }
+            };
+            let id = report_id_of(entry.json, &bytes);
+            let name = id.clone().unwrap_or_else(|| entry.id.clone());
             match client.send(id.as_deref(), entry.json, &bytes) {
                 Ok(ack) => {
                     spool.remove(&entry)?;
@@ -110,33 +121,49 @@ pub fn drain(
                         }
                     ));
                     out.delivered.push((entry, ack));
-                    break;
+                }
+                Err(e) if e.rejects_report() => {
+                    let to = spool.reject(&entry, &e.to_string())?;
+                    log(format!(
+                        "{name}: {e}; set aside as {} (never sent again: look at it and its \
+                         .reason, then delete both)",
+                        to.display()
+                    ));
+                    out.rejected.push((to, e));
                 }
                 Err(e) if e.retryable() => {
-                    attempt += 1;
-                    let delay = opts.backoff.delay(attempt - 1, random_word());
-                    let late = opts.deadline.is_some_and(|d| Instant::now() + delay >= d);
-                    if attempt >= opts.attempts || late {
-                        log(format!("{}: {e}", entry.id));
-                        out.last_error = Some(e);
-                        out.unreachable.push(entry);
-                        out.unreachable.extend(iter);
-                        return Ok(out);
-                    }
-                    log(format!(
-                        "{}: {e}; retry {attempt} in {} ms",
-                        entry.id,
-                        delay.as_millis()
-                    ));
-                    sleep(delay);
+                    log(format!("{name}: {e}"));
+                    out.last_error = Some(e);
+                    again.push(entry);
                 }
                 Err(e) => {
-                    log(format!("{}: {e}", entry.id));
+                    // The token or the URL: every other entry would meet the same answer.
+                    log(format!("{name}: {e}"));
                     out.refused.push((entry, e));
-                    break;
+                    out.unreachable.extend(again);
+                    out.unreachable.extend(iter);
+                    return Ok(out);
                 }
             }
         }
+        round += 1;
+        if again.is_empty() {
+            break;
+        }
+        let delay = opts.backoff.delay(round - 1, random_word());
+        let late = opts.deadline.is_some_and(|d| Instant::now() + delay >= d);
+        if round >= opts.attempts || late {
+            out.unreachable = again;
+            break;
+        }
+        log(format!(
+            "{} report(s) not taken; round {} in {} ms",
+            again.len(),
+            round + 1,
+            delay.as_millis()
+        ));
+        sleep(delay);
+        pending = again;
     }
     Ok(out)
 }
@@ -148,10 +175,10 @@ mod tests {
     #[test]
     fn report_ids_are_read_from_yaml_and_json() {
         let table: &[(bool, &[u8], Option<&str>)] = &[
-            (false, b"schema_version: 1\nreport_id: ab12\n", Some("ab12")),
+            (false, b"schema_version: 1\nreport_id: ab12\ntool: {name: usbperf-matrix}\nstarted_at: 2026-11-30T10:23:45Z\n", Some("ab12")),
             (
                 true,
-                b"{\"schema_version\": 2, \"report_id\": \"cd34\"}",
+                b"{\"schema_version\": 2, \"report_id\": \"cd34\", \"tool\": {\"name\": \"usbperf-matrix\"}, \"started_at\": \"2026-11-30T10:23:45Z\"}",
                 Some("cd34"),
             ),
             (false, b"schema_version: 1\n", None),
@@ -171,8 +198,8 @@ mod tests {
             crate::report::schema::new_report_id()
         ));
         let spool = Spool::at(&dir);
-        spool.enqueue("aa", false, b"report_id: aa\n").unwrap();
-        spool.enqueue("bb", false, b"report_id: bb\n").unwrap();
+        spool.enqueue(false, b"report_id: aa\n").unwrap();
+        spool.enqueue(false, b"report_id: bb\n").unwrap();
         // Port 1 on loopback: nothing listens, the connection is refused at once.
         let client = Client {
             url: "http://127.0.0.1:1/api/v1/reports".into(),
@@ -194,10 +221,10 @@ mod tests {
         assert!(out.delivered.is_empty());
         if cfg!(feature = "upload") {
             assert_eq!(out.unreachable.len(), 2, "both stay queued");
-            assert_eq!(slept.len(), 2, "three attempts, two waits: {slept:?}");
+            assert_eq!(slept.len(), 2, "three rounds, two waits: {slept:?}");
         } else {
-            // Without an HTTP client every entry is refused (NotBuilt), and still kept.
-            assert_eq!(out.refused.len(), 2);
+            // Without an HTTP client the first is refused (NotBuilt), and both are kept.
+            assert_eq!(out.refused.len() + out.unreachable.len(), 2);
         }
         assert_eq!(spool.entries().unwrap().len(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
