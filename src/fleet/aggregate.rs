@@ -739,7 +739,7 @@ fn metric_rank(m: &str) -> (usize, String) {
         "verify",
     ];
     let (w, fig) = m.split_once('.').unwrap_or((m, ""));
-    let fig_rank = ["mib_per_s", "iops", "p99_latency_ms"]
+    let fig_rank = super::extract::WORKLOAD_METRICS
         .iter()
         .position(|f| *f == fig)
         .unwrap_or(3);

@@ -10,6 +10,7 @@
 //! separate measurements, so the unit still counts in pass rates and its sane figures in the
 //! distributions.
 
+use crate::report::metric;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -23,18 +24,22 @@ use super::reader::{CurveLite, ReasonLite, ReportLite, ThresholdLite};
 /// IOPS: 1e9 (the fastest NVMe does about 1e7, the null engine about 1e8);
 /// p99 latency: one hour in ms (the kernel's SCSI and MMC timeouts are seconds);
 /// link: 1e6 Mbit/s (USB4 v2 is 8e4); capacity: 1 EiB; curve time: 1e7 s (115 days).
-pub const MAX_MIB_PER_S: f64 = 1e7;
-pub const MAX_IOPS: f64 = 1e9;
-pub const MAX_P99_LATENCY_MS: f64 = 3.6e6;
-pub const MAX_LINK_MBPS: f64 = 1e6;
-pub const MAX_CAPACITY_BYTES: f64 = (1u64 << 60) as f64;
+pub const MAX_MIB_PER_S: f64 = metric::MIB_PER_S.max;
+pub const MAX_IOPS: f64 = metric::IOPS.max;
+pub const MAX_P99_LATENCY_MS: f64 = metric::P99_LATENCY_MS.max;
+pub const MAX_LINK_MBPS: f64 = metric::LINK_MBPS.max;
+pub const MAX_CAPACITY_BYTES: f64 = metric::CAPACITY_BYTES.max;
 pub const MAX_CURVE_T_S: f64 = 1e7;
 
 /// The metrics of every workload cell, by suffix: `seq-write.mib_per_s` and so on.
-pub const WORKLOAD_METRICS: [&str; 3] = ["mib_per_s", "iops", "p99_latency_ms"];
+pub const WORKLOAD_METRICS: [&str; 3] = [
+    metric::MIB_PER_S.id,
+    metric::IOPS.id,
+    metric::P99_LATENCY_MS.id,
+];
 /// Device-level metrics.
-pub const LINK_METRIC: &str = "link_mbps";
-pub const CAPACITY_METRIC: &str = "capacity_bytes";
+pub const LINK_METRIC: &str = metric::LINK_MBPS.id;
+pub const CAPACITY_METRIC: &str = metric::CAPACITY_BYTES.id;
 /// Health metrics (issue 16): wear in % of the rated life, and error counts. Ceilings: life
 /// used can pass 100 (NVMe counts up to 255); a count of 1e12 errors is no device's.
 pub const HEALTH_METRICS: [&str; 3] = [
@@ -42,8 +47,8 @@ pub const HEALTH_METRICS: [&str; 3] = [
     "health.media_errors",
     "health.udma_crc_errors",
 ];
-pub const MAX_LIFE_USED_PERCENT: f64 = 255.0;
-pub const MAX_ERROR_COUNT: f64 = 1e12;
+pub const MAX_LIFE_USED_PERCENT: f64 = metric::LIFE_USED_PERCENT.max;
+pub const MAX_ERROR_COUNT: f64 = metric::MEDIA_ERRORS.max;
 
 /// One report, reduced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -101,17 +106,11 @@ fn show(v: f64) -> String {
 }
 
 /// The ceiling and unit of a metric by its name (`<workload>.mib_per_s` ...).
-fn limit_of(metric: &str) -> (f64, &'static str) {
-    let fig = metric.rsplit('.').next().unwrap_or(metric);
-    match fig {
-        "mib_per_s" => (MAX_MIB_PER_S, "MiB/s"),
-        "iops" => (MAX_IOPS, "IOPS"),
-        "p99_latency_ms" => (MAX_P99_LATENCY_MS, "ms"),
-        LINK_METRIC => (MAX_LINK_MBPS, "Mbit/s"),
-        CAPACITY_METRIC => (MAX_CAPACITY_BYTES, "bytes"),
-        "life_used_percent" => (MAX_LIFE_USED_PERCENT, "%"),
-        "media_errors" | "udma_crc_errors" => (MAX_ERROR_COUNT, "errors"),
-        _ => (MAX_MIB_PER_S, ""),
+fn limit_of(name: &str) -> (f64, &'static str) {
+    let fig = name.rsplit('.').next().unwrap_or(name);
+    match metric::by_id(fig) {
+        Some(m) => (m.max, m.unit),
+        None => (MAX_MIB_PER_S, ""),
     }
 }
 
@@ -120,12 +119,12 @@ fn refuse_curve(c: &CurveLite) -> Option<(f64, String)> {
     let mut figs: Vec<(f64, f64, &str)> = Vec::with_capacity(c.samples.len() * 2 + 3);
     for s in &c.samples {
         figs.push((s.t_s, MAX_CURVE_T_S, "s"));
-        figs.push((s.mib_per_s, MAX_MIB_PER_S, "MiB/s"));
+        figs.push((s.mib_per_s, MAX_MIB_PER_S, metric::MIB_PER_S.unit));
     }
     if let Some(k) = &c.knee {
         figs.push((k.t_s, MAX_CURVE_T_S, "s"));
-        figs.push((k.before_mib_per_s, MAX_MIB_PER_S, "MiB/s"));
-        figs.push((k.after_mib_per_s, MAX_MIB_PER_S, "MiB/s"));
+        figs.push((k.before_mib_per_s, MAX_MIB_PER_S, metric::MIB_PER_S.unit));
+        figs.push((k.after_mib_per_s, MAX_MIB_PER_S, metric::MIB_PER_S.unit));
     }
     figs.into_iter()
         .find_map(|(v, max, unit)| refuse(v, max, unit).map(|why| (v, why)))
@@ -224,8 +223,7 @@ impl FleetReason {
                 FleetReason {
                     key: key.join(" "),
                     link: r.kind == "link",
-                    capacity: r.kind == "threshold"
-                        && r.metric.as_deref() == Some("capacity_bytes"),
+                    capacity: r.kind == "threshold" && r.metric.as_deref() == Some(CAPACITY_METRIC),
                     text: r.text,
                 }
             }
@@ -365,28 +363,17 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
     let mut thresholds = r.config.thresholds;
     for (i, t) in thresholds.iter_mut().enumerate() {
         let fields = [
-            (
-                "min_mib_per_s",
-                &mut t.min_mib_per_s,
-                MAX_MIB_PER_S,
-                "MiB/s",
-            ),
-            ("min_iops", &mut t.min_iops, MAX_IOPS, "IOPS"),
+            ("min_mib_per_s", &mut t.min_mib_per_s, &metric::MIB_PER_S),
+            ("min_iops", &mut t.min_iops, &metric::IOPS),
             (
                 "max_p99_latency_ms",
                 &mut t.max_p99_latency_ms,
-                MAX_P99_LATENCY_MS,
-                "ms",
+                &metric::P99_LATENCY_MS,
             ),
-            (
-                "min_link_mbps",
-                &mut t.min_link_mbps,
-                MAX_LINK_MBPS,
-                "Mbit/s",
-            ),
+            ("min_link_mbps", &mut t.min_link_mbps, &metric::LINK_MBPS),
         ];
-        for (name, slot, max, u) in fields {
-            if let Some(why) = slot.and_then(|v| refuse(v, max, u)) {
+        for (name, slot, m) in fields {
+            if let Some(why) = slot.and_then(|v| refuse(v, m.max, m.unit)) {
                 let v = slot.take().unwrap_or_default();
                 reject("config", format!("thresholds[{i}].{name}"), v, why);
             }

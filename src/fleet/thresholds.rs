@@ -9,6 +9,7 @@
 //! percentile less 5 % (media of one nominal size differ by a few %). With the default margin
 //! of 20 %, a good unit at the edge of today's fleet still passes and a unit half as fast fails.
 
+use crate::report::metric;
 use std::fmt::Write;
 
 use super::aggregate::{Dimension, FleetSummary, MetricSummary};
@@ -51,9 +52,6 @@ pub struct Suggestion {
     pub basis: String,
 }
 
-const MIB_WORKLOADS: [&str; 4] = ["read-buffered", "seq-write", "seq-read", "write-curve"];
-const IOPS_WORKLOADS: [&str; 3] = ["rand-read", "rand-write", "mixed"];
-
 /// Rounds to two significant digits, down or up.
 fn round2(v: f64, up: bool) -> f64 {
     if v <= 0.0 || !v.is_finite() {
@@ -81,13 +79,13 @@ fn derive(m: &MetricSummary, o: &SuggestOptions) -> Option<(Option<String>, &'st
     };
     let wl = w.as_deref().unwrap_or("");
     let v = match fig {
-        "mib_per_s" if MIB_WORKLOADS.contains(&wl) => {
+        f if f == metric::MIB_PER_S.id && metric::MIB_PER_S.of_workload(wl) => {
             ("min_mib_per_s", round2(p.p1 * (1.0 - o.margin), false))
         }
-        "iops" if IOPS_WORKLOADS.contains(&wl) => {
+        f if f == metric::IOPS.id && metric::IOPS.of_workload(wl) => {
             ("min_iops", round2(p.p1 * (1.0 - o.margin), false))
         }
-        "p99_latency_ms" if IOPS_WORKLOADS.contains(&wl) => {
+        f if f == metric::P99_LATENCY_MS.id && metric::P99_LATENCY_MS.of_workload(wl) => {
             ("max_p99_latency_ms", round2(p.p99 * (1.0 + o.margin), true))
         }
         f if f == LINK_METRIC => ("min_link_mbps", p.p1),

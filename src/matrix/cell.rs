@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use crate::discover::Disk;
 use crate::engine::{self, EngineRequest};
 use crate::events::{self, KernelEvent};
+use crate::report::metric;
 use crate::report::schema::{Cell, CellStatus};
 use crate::safety::testfile::TestFile;
 use crate::units;
@@ -138,7 +139,7 @@ pub fn place_cell(
                     ),
                 )
                 .workload(spec.workload)
-                .figure("size_bytes", Some(s as f64), want.0 as f64, "bytes"),
+                .figure(&metric::SIZE_BYTES, Some(s as f64), want.0 as f64),
             );
         }
     }
@@ -157,10 +158,9 @@ pub fn place_cell(
             )
             .workload(spec.workload)
             .figure(
-                "block_bytes",
+                &metric::BLOCK_BYTES,
                 Some(params.block_bytes as f64),
                 old as f64,
-                "bytes",
             ),
         );
     }

@@ -20,6 +20,7 @@ use crate::discover::{self, DiscoverError, Inventory};
 use crate::events;
 use crate::exit::Exit;
 use crate::report::file::{ReportFile, ReportPlace};
+use crate::report::metric;
 use crate::report::schema::{DeviceReport, Report, RunStatus, Schedule, Tool, SCHEMA_VERSION};
 use crate::report::unit::{self, UnitIdentity};
 use crate::safety::testfile;
@@ -614,10 +615,9 @@ fn run_cell(
                 )
                 .workload(spec.workload)
                 .figure(
-                    "cpu_busy_percent",
+                    &metric::CPU_BUSY_PERCENT,
                     Some(busy),
                     schedule::SATURATED_PERCENT,
-                    "%",
                 ),
             );
         }
@@ -630,7 +630,7 @@ fn run_cell(
                     ),
                 )
                 .workload(spec.workload)
-                .figure("cpu_percent", Some(cpu), 0.0, "%"),
+                .figure(&metric::CPU_PERCENT, Some(cpu), 0.0),
             );
         }
     }

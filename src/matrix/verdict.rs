@@ -10,6 +10,7 @@ use crate::config::Threshold;
 use crate::discover::linkcheck::{self, check_links, PortExpectation};
 use crate::discover::parse::speed_label;
 use crate::discover::Disk;
+use crate::report::metric;
 use crate::report::schema::{Cell, CellStatus, DeviceReport};
 pub use crate::report::verdict::{texts, Reason, ReasonKind, Verdict};
 use crate::safety::SystemFacts;
@@ -101,7 +102,7 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                     if !cause.is_empty() {
                         out.push(
                             at(ReasonKind::Link, format!("link: {cause} [{rule}]"))
-                                .figure("link_mbps", u.speed_mbps, min, "Mbit/s")
+                                .figure(&metric::LINK_MBPS, u.speed_mbps, min)
                                 .device(&disk.name)
                                 .port(format!("usb:{}", u.port_path)),
                         );
@@ -116,7 +117,7 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                             speed_label(min)
                         ),
                     )
-                    .figure("link_mbps", None, min, "Mbit/s")
+                    .figure(&metric::LINK_MBPS, None, min)
                     .device(&disk.name),
                 ),
             }
@@ -141,7 +142,7 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                              [{rule}]"
                         ),
                     )
-                    .figure("sata_gbps", Some(g), min, "Gbit/s"),
+                    .figure(&metric::SATA_GBPS, Some(g), min),
                 )),
                 None => out.push(sata(
                     at(
@@ -152,7 +153,7 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                             disk.name
                         ),
                     )
-                    .figure("sata_gbps", None, min, "Gbit/s"),
+                    .figure(&metric::SATA_GBPS, None, min),
                 )),
             }
         }
@@ -168,7 +169,7 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                             format_size(min.0)
                         ),
                     )
-                    .figure("capacity_bytes", Some(b as f64), min.0 as f64, "bytes")
+                    .figure(&metric::CAPACITY_BYTES, Some(b as f64), min.0 as f64)
                     .device(&disk.name),
                 ),
                 None => out.push(
@@ -179,7 +180,7 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                             format_size(min.0)
                         ),
                     )
-                    .figure("capacity_bytes", None, min.0 as f64, "bytes")
+                    .figure(&metric::CAPACITY_BYTES, None, min.0 as f64)
                     .device(&disk.name),
                 ),
             }
@@ -197,80 +198,67 @@ pub fn health_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
     let mut out = Vec::new();
     for (i, t) in rules {
         let rule = rule_name(*i, t);
-        // (metric, measured, limit, unit, the limit is a maximum, words for people)
-        type Check<'a> = (&'a str, Option<f64>, f64, &'a str, bool, &'a str);
+        // (metric, measured, limit, words for people); a metric better lower has a maximum.
+        type Check<'a> = (&'static metric::Metric, Option<f64>, f64, &'a str);
         let mut checks: Vec<Check> = Vec::new();
         if let Some(max) = t.max_life_used_percent {
             checks.push((
-                "life_used_percent",
+                &metric::LIFE_USED_PERCENT,
                 h.life_time_used_percent_max.map(f64::from),
                 f64::from(max),
-                "%",
-                true,
                 "flash life used",
             ));
         }
         if let Some(max) = t.max_pre_eol {
             checks.push((
-                "pre_eol",
+                &metric::PRE_EOL,
                 h.pre_eol.map(pre_eol_level),
                 pre_eol_level(max),
-                "level", // PRE_EOL_INFO: 1 normal, 2 warning, 3 urgent
-                true,
                 "pre-EOL state",
             ));
         }
         if let Some(max) = t.max_media_errors {
             checks.push((
-                "media_errors",
+                &metric::MEDIA_ERRORS,
                 h.media_errors.map(|v| v as f64),
                 max as f64,
-                "errors",
-                true,
                 "media errors",
             ));
         }
         if let Some(max) = t.max_crc_errors {
             checks.push((
-                "udma_crc_errors",
+                &metric::UDMA_CRC_ERRORS,
                 h.udma_crc_errors.map(|v| v as f64),
                 max as f64,
-                "errors",
-                true,
                 "interface CRC errors (check the SATA cable)",
             ));
         }
         if let Some(min) = t.min_pcie_gts {
             checks.push((
-                "pcie_gts",
+                &metric::PCIE_GTS,
                 h.pcie_gts,
                 min,
-                "GT/s",
-                false,
                 "PCIe link speed (a link trained below its speed: reseat the card, check the slot)",
             ));
         }
         if let Some(min) = t.min_pcie_width {
             checks.push((
-                "pcie_width",
+                &metric::PCIE_WIDTH,
                 h.pcie_width.map(f64::from),
                 f64::from(min),
-                "lanes",
-                false,
                 "PCIe link width (lanes missing: reseat the card, check the slot)",
             ));
         }
         if let Some(max) = t.max_over_current {
             checks.push((
-                "over_current_count",
+                &metric::OVER_CURRENT_COUNT,
                 h.over_current_count.map(|v| v as f64),
                 max as f64,
-                "events",
-                true,
                 "USB port over-current events (check the port's power and the device)",
             ));
         }
-        for (metric, measured, limit, unit, is_max, words) in checks {
+        for (metric, measured, limit, words) in checks {
+            let is_max = metric.better == metric::Better::Lower;
             let text = match measured {
                 Some(v) if (is_max && v <= limit) || (!is_max && v + 1e-9 >= limit) => continue,
                 Some(v) => format!(
@@ -282,7 +270,7 @@ pub fn health_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                 ),
                 None => {
                     // The first reason the health readers gave for a field of this figure.
-                    let fields: &[&str] = match metric {
+                    let fields: &[&str] = match metric.id {
                         "life_used_percent" => &["life_time", "nvme.smart", "ufs"],
                         "pre_eol" => &["pre_eol", "ufs"],
                         "media_errors" => &["nvme.smart"],
@@ -306,7 +294,7 @@ pub fn health_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
             out.push(
                 Reason::new(ReasonKind::Health, text)
                     .rule(format!("thresholds[{i}]"))
-                    .figure(metric, measured, limit, unit)
+                    .figure(metric, measured, limit)
                     .device(&disk.name),
             );
         }
@@ -345,7 +333,7 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
                         "{w}: {:.1} MiB/s < minimum {min} MiB/s [{rule}]",
                         r.mib_per_s
                     ))
-                    .figure("mib_per_s", Some(r.mib_per_s), min, "MiB/s"),
+                    .figure(&metric::MIB_PER_S, Some(r.mib_per_s), min),
                 );
             }
         }
@@ -356,7 +344,7 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
                         "{w}: {:.0} IOPS < minimum {min} IOPS [{rule}]",
                         r.iops
                     ))
-                    .figure("iops", Some(r.iops), min, "IOPS"),
+                    .figure(&metric::IOPS, Some(r.iops), min),
                 );
             }
         }
@@ -367,7 +355,7 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
                     at(format!(
                         "{w}: p99 latency {p99_ms:.1} ms > maximum {max} ms [{rule}]"
                     ))
-                    .figure("p99_latency_ms", Some(p99_ms), max, "ms"),
+                    .figure(&metric::P99_LATENCY_MS, Some(p99_ms), max),
                 );
             }
         }
@@ -380,10 +368,9 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
                         r.all.stalls.longest_ns as f64 / 1e9
                     ))
                     .figure(
-                        "stalls_over_1s",
+                        &metric::STALLS_OVER_1S,
                         Some(r.all.stalls.over_1s as f64),
                         max as f64,
-                        "count",
                     ),
                 );
             }
@@ -404,10 +391,9 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
                 )
                 .workload(r.workload)
                 .figure(
-                    "mismatched_blocks",
+                    &metric::MISMATCHED_BLOCKS,
                     Some(v.mismatched_blocks as f64),
                     0.0,
-                    "blocks",
                 ),
             );
         }
@@ -558,10 +544,9 @@ mod tests {
         for x in r
             .iter()
             .chain(std::iter::once(&Reason::new(ReasonKind::Note, "n").figure(
-                "block_bytes",
+                &metric::BLOCK_BYTES,
                 Some(1.0),
                 2.0,
-                "bytes",
             )))
         {
             let (m, u) = (x.metric.clone().unwrap(), x.unit.clone().unwrap());

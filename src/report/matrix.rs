@@ -9,6 +9,7 @@
 //! status word, never a blank or a zero; a failed cell's figure is marked in text and
 //! Markdown. Everything here is a pure function of the reports.
 
+use crate::report::metric;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -54,24 +55,41 @@ enum Metric {
 }
 
 impl Metric {
-    /// The figures a workload is judged by (the seeds: dd and hdparm gave MB/s, fio's random
-    /// jobs IOPS and the 99th percentile completion latency). A workload this build does not
-    /// know still has a throughput: every result carries `mib_per_s`.
-    fn of(workload: &str) -> &'static [Metric] {
-        match workload {
-            "rand-read" | "rand-write" | "mixed" => &[Metric::Iops, Metric::P99Ms],
-            "verify" => &[Metric::BadBlocks],
-            _ => &[Metric::MibPerS],
+    const ALL: [Metric; 4] = [
+        Metric::MibPerS,
+        Metric::Iops,
+        Metric::P99Ms,
+        Metric::BadBlocks,
+    ];
+
+    /// Its row of the report's metric table.
+    fn def(self) -> &'static metric::Metric {
+        match self {
+            Metric::MibPerS => &metric::MIB_PER_S,
+            Metric::Iops => &metric::IOPS,
+            Metric::P99Ms => &metric::P99_LATENCY_MS,
+            Metric::BadBlocks => &metric::MISMATCHED_BLOCKS,
         }
     }
 
-    fn unit(self) -> &'static str {
-        match self {
-            Metric::MibPerS => "MiB/s",
-            Metric::Iops => "IOPS",
-            Metric::P99Ms => "p99 ms",
-            Metric::BadBlocks => "bad blocks",
+    /// The figures a workload is judged by, from the metric table (the seeds: dd and hdparm
+    /// gave MB/s, fio's random jobs IOPS and the 99th percentile completion latency). A
+    /// workload this build does not know still has a throughput: every result carries
+    /// `mib_per_s`.
+    fn of(workload: &str) -> Vec<Metric> {
+        let v: Vec<Metric> = Metric::ALL
+            .into_iter()
+            .filter(|m| m.def().of_workload(workload))
+            .collect();
+        if v.is_empty() {
+            vec![Metric::MibPerS]
+        } else {
+            v
         }
+    }
+
+    fn label(self) -> &'static str {
+        self.def().label
     }
 
     fn figure(self, r: &ResultView) -> Option<f64> {
@@ -296,7 +314,7 @@ impl MatrixView {
         let columns: Vec<Column> = tests
             .iter()
             .flat_map(|t| {
-                Metric::of(&t.workload).iter().map(|&metric| Column {
+                Metric::of(&t.workload).into_iter().map(|metric| Column {
                     test: t.clone(),
                     metric,
                 })
@@ -551,7 +569,7 @@ fn text(v: &MatrixView) -> String {
     let mut top: Vec<String> = lead.iter().map(|s| s.to_string()).collect();
     let mut units: Vec<String> = vec![String::new(); nl];
     for c in &v.columns {
-        units.push(c.metric.unit().to_string());
+        units.push(c.metric.label().to_string());
         top.push(String::new());
     }
     top.push("verdict".into());
@@ -642,7 +660,7 @@ fn md_cell(s: &str) -> String {
 }
 
 fn header(c: &Column) -> String {
-    format!("{} {}", c.test.label(), c.metric.unit())
+    format!("{} {}", c.test.label(), c.metric.label())
 }
 
 fn markdown(v: &MatrixView) -> String {

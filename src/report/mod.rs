@@ -6,6 +6,7 @@ pub mod decode;
 pub mod file;
 pub mod junit;
 pub mod matrix;
+pub mod metric;
 pub mod schedule;
 pub mod schema;
 pub mod station;

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::metric::Metric;
 use crate::workload::WorkloadKind;
 /// What kind of failure (or note) a reason is: the key a program groups reasons by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -192,12 +193,12 @@ impl Reason {
         self.workload = Some(w.as_str().to_string());
         self
     }
-    /// The figure measured (if known) against its limit.
-    pub fn figure(mut self, metric: &str, measured: Option<f64>, limit: f64, unit: &str) -> Reason {
-        self.metric = Some(metric.to_string());
+    /// The figure measured (if known) against its limit, in the metric's unit.
+    pub fn figure(mut self, metric: &Metric, measured: Option<f64>, limit: f64) -> Reason {
+        self.metric = Some(metric.id.to_string());
         self.measured = measured;
         self.limit = Some(limit);
-        self.unit = Some(unit.to_string());
+        self.unit = Some(metric.unit.to_string());
         self
     }
     pub fn device(mut self, name: &str) -> Reason {

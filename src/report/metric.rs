@@ -1,0 +1,288 @@
+//! Owns the figures a report carries, once: each metric's name as the report, the fleet and a
+//! verdict reason spell it, its unit, which direction is better, the workloads that produce
+//! it, and the ceiling beyond which no device measures it (the fleet refuses such a figure as
+//! a broken measurement). The verdicts, the fleet's extraction and learned thresholds, and
+//! the table renderers all read this table; none spells a metric on its own.
+
+/// Which way a figure is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    Higher,
+    Lower,
+}
+
+/// One figure of a report.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Metric {
+    /// The name in reasons (`metric:`) and in the fleet (`seq-write.mib_per_s`).
+    pub id: &'static str,
+    /// The unit of the figure and of its limits, as reasons write it.
+    pub unit: &'static str,
+    /// The column heading of the run's table.
+    pub label: &'static str,
+    pub better: Better,
+    /// The workloads whose cells it is the main figure of (as the report names them): the
+    /// run's table shows it for them, the fleet learns limits for it there. Empty for a
+    /// device-level figure or one any cell may carry.
+    pub workloads: &'static [&'static str],
+    /// No device measures more (a figure beyond it is a broken measurement).
+    pub max: f64,
+}
+
+/// Sequential throughput: what dd and hdparm print (MiB/s, binary megabytes).
+pub const MIB_PER_S: Metric = Metric {
+    id: "mib_per_s",
+    unit: "MiB/s",
+    label: "MiB/s",
+    better: Better::Higher,
+    workloads: &["read-buffered", "seq-write", "seq-read", "write-curve"],
+    // 10 TB/s: no storage device of this decade.
+    max: 1e7,
+};
+
+/// Random I/O rate: what fio's random jobs print.
+pub const IOPS: Metric = Metric {
+    id: "iops",
+    unit: "IOPS",
+    label: "IOPS",
+    better: Better::Higher,
+    workloads: &["rand-read", "rand-write", "mixed"],
+    max: 1e9,
+};
+
+/// The 99th percentile completion latency of the random jobs.
+pub const P99_LATENCY_MS: Metric = Metric {
+    id: "p99_latency_ms",
+    unit: "ms",
+    label: "p99 ms",
+    better: Better::Lower,
+    workloads: &["rand-read", "rand-write", "mixed"],
+    // An hour.
+    max: 3.6e6,
+};
+
+/// Blocks read back wrong by `verify`.
+pub const MISMATCHED_BLOCKS: Metric = Metric {
+    id: "mismatched_blocks",
+    unit: "blocks",
+    label: "bad blocks",
+    better: Better::Lower,
+    workloads: &["verify"],
+    max: 1e15,
+};
+
+/// I/Os that took longer than a second (any workload's cells count them).
+pub const STALLS_OVER_1S: Metric = Metric {
+    id: "stalls_over_1s",
+    unit: "count",
+    label: "stalls",
+    better: Better::Lower,
+    workloads: &[],
+    max: 1e9,
+};
+
+/// The negotiated USB link.
+pub const LINK_MBPS: Metric = Metric {
+    id: "link_mbps",
+    unit: "Mbit/s",
+    label: "link",
+    better: Better::Higher,
+    workloads: &[],
+    // USB4 v2 is 8e4.
+    max: 1e6,
+};
+
+/// The negotiated SATA link.
+pub const SATA_GBPS: Metric = Metric {
+    id: "sata_gbps",
+    unit: "Gbit/s",
+    label: "SATA",
+    better: Better::Higher,
+    workloads: &[],
+    max: 1e3,
+};
+
+/// The capacity the device reports.
+pub const CAPACITY_BYTES: Metric = Metric {
+    id: "capacity_bytes",
+    unit: "bytes",
+    label: "size",
+    better: Better::Higher,
+    workloads: &[],
+    // 1 EiB.
+    max: (1u64 << 60) as f64,
+};
+
+/// Flash wear in % of the rated life (NVMe counts up to 255).
+pub const LIFE_USED_PERCENT: Metric = Metric {
+    id: "life_used_percent",
+    unit: "%",
+    label: "life used",
+    better: Better::Lower,
+    workloads: &[],
+    max: 255.0,
+};
+
+/// Media errors a device counted.
+pub const MEDIA_ERRORS: Metric = Metric {
+    id: "media_errors",
+    unit: "errors",
+    label: "media errors",
+    better: Better::Lower,
+    workloads: &[],
+    max: 1e12,
+};
+
+/// SATA interface CRC errors.
+pub const UDMA_CRC_ERRORS: Metric = Metric {
+    id: "udma_crc_errors",
+    unit: "errors",
+    label: "CRC errors",
+    better: Better::Lower,
+    workloads: &[],
+    max: 1e12,
+};
+
+/// The eMMC's pre-EOL state (`PRE_EOL_INFO`: 1 normal, 2 warning, 3 urgent).
+pub const PRE_EOL: Metric = Metric {
+    id: "pre_eol",
+    unit: "level",
+    label: "pre-EOL",
+    better: Better::Lower,
+    workloads: &[],
+    max: 255.0,
+};
+
+/// The speed a PCIe link trained at.
+pub const PCIE_GTS: Metric = Metric {
+    id: "pcie_gts",
+    unit: "GT/s",
+    label: "PCIe GT/s",
+    better: Better::Higher,
+    workloads: &[],
+    max: 1e3,
+};
+
+/// The lanes a PCIe link trained with.
+pub const PCIE_WIDTH: Metric = Metric {
+    id: "pcie_width",
+    unit: "lanes",
+    label: "PCIe lanes",
+    better: Better::Higher,
+    workloads: &[],
+    max: 64.0,
+};
+
+/// USB over-current events on the device's port.
+pub const OVER_CURRENT_COUNT: Metric = Metric {
+    id: "over_current_count",
+    unit: "events",
+    label: "over-current",
+    better: Better::Lower,
+    workloads: &[],
+    max: 1e12,
+};
+
+/// A test's size, where placement reduced it (a note, not a judgement).
+pub const SIZE_BYTES: Metric = Metric {
+    id: "size_bytes",
+    unit: "bytes",
+    label: "test size",
+    better: Better::Higher,
+    workloads: &[],
+    max: (1u64 << 60) as f64,
+};
+
+/// A test's block, where it was shrunk to fit its region (a note).
+pub const BLOCK_BYTES: Metric = Metric {
+    id: "block_bytes",
+    unit: "bytes",
+    label: "block",
+    better: Better::Higher,
+    workloads: &[],
+    max: (1u64 << 40) as f64,
+};
+
+/// The CPU one test used, in % of one CPU (a note of the schedule).
+pub const CPU_PERCENT: Metric = Metric {
+    id: "cpu_percent",
+    unit: "%",
+    label: "CPU",
+    better: Better::Lower,
+    workloads: &[],
+    max: 1e5,
+};
+
+/// How busy the machine's CPUs were, in % of all of them (a note of the schedule).
+pub const CPU_BUSY_PERCENT: Metric = Metric {
+    id: "cpu_busy_percent",
+    unit: "%",
+    label: "CPUs busy",
+    better: Better::Lower,
+    workloads: &[],
+    max: 100.0,
+};
+
+/// Every metric, in the order the fleet lists a workload's figures.
+pub const ALL: [&Metric; 19] = [
+    &MIB_PER_S,
+    &IOPS,
+    &P99_LATENCY_MS,
+    &MISMATCHED_BLOCKS,
+    &STALLS_OVER_1S,
+    &LINK_MBPS,
+    &SATA_GBPS,
+    &CAPACITY_BYTES,
+    &LIFE_USED_PERCENT,
+    &MEDIA_ERRORS,
+    &UDMA_CRC_ERRORS,
+    &PRE_EOL,
+    &PCIE_GTS,
+    &PCIE_WIDTH,
+    &OVER_CURRENT_COUNT,
+    &SIZE_BYTES,
+    &BLOCK_BYTES,
+    &CPU_PERCENT,
+    &CPU_BUSY_PERCENT,
+];
+
+/// The metric a name spells, if any.
+pub fn by_id(id: &str) -> Option<&'static Metric> {
+    ALL.iter().copied().find(|m| m.id == id)
+}
+
+impl Metric {
+    /// Whether cells of `workload` are judged by it.
+    pub fn of_workload(&self, workload: &str) -> bool {
+        self.workloads.contains(&workload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_every_workload_has_a_figure() {
+        for (i, a) in ALL.iter().enumerate() {
+            assert_eq!(by_id(a.id), Some(*a));
+            assert!(ALL[i + 1..].iter().all(|b| b.id != a.id), "{} twice", a.id);
+        }
+        for w in [
+            crate::workload::WorkloadKind::ReadBuffered,
+            crate::workload::WorkloadKind::SeqWrite,
+            crate::workload::WorkloadKind::SeqRead,
+            crate::workload::WorkloadKind::RandRead,
+            crate::workload::WorkloadKind::RandWrite,
+            crate::workload::WorkloadKind::Mixed,
+            crate::workload::WorkloadKind::WriteCurve,
+            crate::workload::WorkloadKind::Verify,
+        ] {
+            assert!(
+                ALL.iter().any(|m| m.of_workload(w.as_str())),
+                "{} is judged by no metric",
+                w.as_str()
+            );
+        }
+    }
+}
