@@ -111,6 +111,21 @@ struct Serve {
     /// Seconds between the page's reloads in the browser.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     page_refresh: u32,
+    /// Connections open at once (more wait in the listen backlog); keep it under the
+    /// process's file limit (the shipped systemd unit sets LimitNOFILE=65536).
+    #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_connections: u32,
+    /// Report bodies read and stored at once; memory for bodies is at most this times
+    /// --max-body-bytes.
+    #[arg(long, value_name = "N", default_value_t = server::INGEST_SLOTS as u32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    ingest_slots: u32,
+    /// Seconds a client has to send a request's headers (and an idle keep-alive connection
+    /// stays open).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_timeout: u64,
+    /// Seconds a client has to send a report's body.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    body_timeout: u64,
 }
 
 /// A mistake in the command line (exit 2, as `usbperf-matrix fleet` has it).
@@ -220,7 +235,15 @@ fn run(args: Serve) -> anyhow::Result<()> {
         tokens,
         max_body_bytes: args.max_body_bytes,
         page: Page::new(args.page_refresh),
+        ingest_slots: tokio::sync::Semaphore::new(args.ingest_slots as usize),
+        body_timeout: std::time::Duration::from_secs(args.body_timeout),
+        auth_failures: server::AuthFailures::default(),
     });
+    let limits = server::ServeLimits {
+        max_connections: args.max_connections as usize,
+        header_timeout: std::time::Duration::from_secs(args.header_timeout),
+        ..server::ServeLimits::default()
+    };
     // The sync PostgreSQL client runs its own small runtime and must not be dropped inside
     // tokio's: this handle keeps the store alive until the server's runtime is gone.
     let keep = app.clone();
@@ -229,14 +252,12 @@ fn run(args: Serve) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let served = rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(&args.listen)
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot listen on {} (in use? a privileged port?)",
-                    args.listen
-                )
-            })?;
+        let listener = server::bind(&args.listen).await.with_context(|| {
+            format!(
+                "cannot listen on {} (in use? a privileged port?)",
+                args.listen
+            )
+        })?;
         let addr = listener.local_addr()?;
         println!(
             "usbperf-collect: listening on http://{addr}{}",
@@ -244,7 +265,7 @@ fn run(args: Serve) -> anyhow::Result<()> {
         );
         let page = match &args.page_listen {
             Some(a) => {
-                let l = tokio::net::TcpListener::bind(a)
+                let l = server::bind(a)
                     .await
                     .with_context(|| format!("cannot listen on {a} (--page-listen)"))?;
                 println!(
@@ -252,22 +273,15 @@ fn run(args: Serve) -> anyhow::Result<()> {
                     l.local_addr()?
                 );
                 let router = server::page_router(app.clone());
-                Some(tokio::spawn(async move {
-                    axum::serve(l, router)
-                        .with_graceful_shutdown(shutdown())
-                        .await
-                }))
+                Some(tokio::spawn(server::serve(l, router, limits, shutdown())))
             }
             None => None,
         };
-        let served = axum::serve(listener, server::router(app))
-            .with_graceful_shutdown(shutdown())
-            .await
-            .context("the HTTP server stopped");
+        server::serve(listener, server::router(app), limits, shutdown()).await;
         if let Some(p) = page {
             p.abort();
         }
-        served
+        anyhow::Ok(())
     });
     drop(rt);
     drop(keep);

@@ -44,6 +44,193 @@ pub struct App {
     pub tokens: Tokens,
     pub max_body_bytes: u64,
     pub page: Page,
+    /// Bodies held in memory at once: an authenticated upload waits for a slot before its
+    /// body is read, so memory is bounded by slots × `max_body_bytes`, not by the clients.
+    pub ingest_slots: tokio::sync::Semaphore,
+    /// How long a client may take to send its body.
+    pub body_timeout: Duration,
+    pub auth_failures: AuthFailures,
+}
+
+/// Ingest slots by default: enough to keep the database busy, few enough that 8 MiB bodies
+/// in all of them stay far from a small server's memory.
+pub const INGEST_SLOTS: usize = 32;
+
+/// At most this much of an unauthenticated request's body is read (and dropped), so a
+/// client with a wrong token still reads its 401 instead of a broken pipe; a longer body is
+/// not read at all, and the connection is closed.
+pub const UNAUTHENTICATED_DRAIN: u64 = 64 << 10;
+
+/// Failed authentications, counted per client address, said on standard error at most once
+/// per [`AUTH_LOG_EVERY`] and answered 429 beyond [`AUTH_FAILURES_PER_MINUTE`] a minute.
+#[derive(Default)]
+pub struct AuthFailures {
+    state: Mutex<AuthState>,
+}
+
+#[derive(Default)]
+struct AuthState {
+    window_start: Option<Instant>,
+    per_peer: HashMap<std::net::IpAddr, u32>,
+    since_log: u64,
+    last_log: Option<Instant>,
+}
+
+pub const AUTH_FAILURES_PER_MINUTE: u32 = 30;
+pub const AUTH_LOG_EVERY: Duration = Duration::from_secs(10);
+/// Addresses remembered at once; the window starts again when more have failed.
+const AUTH_PEERS: usize = 10_000;
+
+impl AuthFailures {
+    /// Counts one failure from `peer`; whether it is over the limit.
+    pub fn failed(&self, peer: Option<std::net::IpAddr>) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if st
+            .window_start
+            .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(60))
+            || st.per_peer.len() >= AUTH_PEERS
+        {
+            st.window_start = Some(now);
+            st.per_peer.clear();
+        }
+        let n = match peer {
+            Some(ip) => {
+                let n = st.per_peer.entry(ip).or_insert(0);
+                *n += 1;
+                *n
+            }
+            None => 1,
+        };
+        st.since_log += 1;
+        if st
+            .last_log
+            .map_or(true, |t| now.duration_since(t) >= AUTH_LOG_EVERY)
+        {
+            eprintln!(
+                "usbperf-collect: {} request(s) with a missing or wrong token since the last \
+                 such line (the latest from {}); each was answered 401",
+                st.since_log,
+                peer.map_or("an unknown address".to_string(), |p| p.to_string())
+            );
+            st.since_log = 0;
+            st.last_log = Some(now);
+        }
+        n > AUTH_FAILURES_PER_MINUTE
+    }
+}
+
+/// How the connection loop guards the server (see [`serve`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ServeLimits {
+    /// Connections open at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// A request's headers must arrive within this, and an idle keep-alive connection is
+    /// closed after it.
+    pub header_timeout: Duration,
+    /// After SIGTERM, requests under way get this long.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        ServeLimits {
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The listen backlog: a factory line's units booting at once queue here while every
+/// connection slot is taken, instead of being reset.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds `addr` with [`LISTEN_BACKLOG`].
+pub async fn bind(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the address resolves to nothing",
+        )
+    }))
+}
+
+/// Serves `router` on `listener` until `shutdown` completes: at most
+/// `limits.max_connections` at once (a slot is taken before `accept`), hyper's header read
+/// timeout on every connection (slow headers and idle keep-alive connections are closed), and
+/// after `shutdown` the requests under way get `limits.shutdown_grace`, then the rest are
+/// dropped. Each request carries its peer's address (`ConnectInfo`).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: ServeLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors, most often: wait instead of spinning.
+                    eprintln!("usbperf-collect: accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let router = router.clone();
+        let svc =
+            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                let mut r = router.clone();
+                tower_service::Service::call(&mut r, req)
+            });
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(limits.shutdown_grace) => {
+            eprintln!(
+                "usbperf-collect: connections still open {} s after SIGTERM are closed",
+                limits.shutdown_grace.as_secs()
+            );
+        }
+    }
 }
 
 /// How long a computed page is served before the database is asked again.
@@ -98,7 +285,7 @@ pub fn page_router(app: Arc<App>) -> Router {
         .route("/fleet.json", get(|s, q| fleet_page(s, q, Format::Json)))
         .route("/fleet.txt", get(|s, q| fleet_page(s, q, Format::Text)))
         .route("/reports/:file", get(report_file))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .with_state(app)
 }
 
@@ -194,8 +381,26 @@ async fn fleet_page(
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route(REPORTS_PATH, post(ingest_report))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .with_state(app)
+}
+
+/// `GET /healthz`: `ok` only when the database takes a write now; 503 with the reason
+/// otherwise (a read-only or full database, a lost PostgreSQL server).
+async fn healthz(State(app): State<Arc<App>>) -> Response {
+    match tokio::task::spawn_blocking(move || app.store.health()).await {
+        Ok(Ok(())) => (StatusCode::OK, "ok\n").into_response(),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the database does not take writes: {e}\n"),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal error: {e}\n"),
+        )
+            .into_response(),
+    }
 }
 
 fn answer(status: StatusCode, v: serde_json::Value) -> Response {
@@ -213,21 +418,53 @@ fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
     let (parts, body) = req.into_parts();
     let h = &parts.headers;
+    let declared = header_str(h, "content-length").and_then(|v| v.trim().parse::<u64>().ok());
     if !app.tokens.allows(header_str(h, "authorization")) {
-        // Read (and drop) a body within the limit first: a client that is still sending
-        // when the connection closes sees a broken pipe instead of this answer, and would
-        // retry a wrong token forever instead of saying so.
-        let declared = header_str(h, "content-length").and_then(|v| v.trim().parse::<u64>().ok());
-        if declared.map_or(true, |n| n <= app.max_body_bytes) {
-            let _ = axum::body::to_bytes(body, app.max_body_bytes as usize).await;
+        // Decided from the headers alone: the body is not read, and `100 Continue` is never
+        // sent (hyper sends it only when the body is read). A small body without `Expect` is
+        // read and dropped, so a unit with a wrong token reads this answer rather than a
+        // broken pipe, and says so instead of retrying forever.
+        let expects = header_str(h, "expect").is_some();
+        if !expects && declared.is_some_and(|n| n <= UNAUTHENTICATED_DRAIN) {
+            let _ = axum::body::to_bytes(body, UNAUTHENTICATED_DRAIN as usize).await;
         }
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong token: send `Authorization: Bearer TOKEN` with a token of the \
-             collector's token file",
+        let over = app.auth_failures.failed(peer);
+        let (status, msg) = if over {
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "more than {AUTH_FAILURES_PER_MINUTE} requests with a missing or wrong token \
+                     from this address in a minute: fix the token, then wait a minute"
+                ),
+            )
+        } else {
+            (
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong token: send `Authorization: Bearer TOKEN` with a token of the \
+                 collector's token file"
+                    .to_string(),
+            )
+        };
+        let mut resp = refuse(status, msg);
+        let hs = resp.headers_mut();
+        hs.insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"usbperf-collect\""),
         );
+        hs.insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        if over {
+            hs.insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
+        }
+        return resp;
     }
     let too_large = || {
         refuse(
@@ -238,12 +475,28 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
             ),
         )
     };
-    if let Some(len) = header_str(h, "content-length").and_then(|v| v.trim().parse::<u64>().ok()) {
-        if len > app.max_body_bytes {
-            return too_large();
-        }
+    if declared.is_some_and(|len| len > app.max_body_bytes) {
+        return too_large();
     }
-    let bytes = match axum::body::to_bytes(Body::new(body), app.max_body_bytes as usize).await {
+    // A slot before the body is read: bodies in memory are bounded (see `App::ingest_slots`).
+    let Ok(_slot) = app.ingest_slots.acquire().await else {
+        return refuse(StatusCode::SERVICE_UNAVAILABLE, "the collector is stopping");
+    };
+    let read = tokio::time::timeout(
+        app.body_timeout,
+        axum::body::to_bytes(Body::new(body), app.max_body_bytes as usize),
+    )
+    .await;
+    let Ok(read) = read else {
+        return refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the body did not arrive within {} s; send it again",
+                app.body_timeout.as_secs()
+            ),
+        );
+    };
+    let bytes = match read {
         Ok(b) => b,
         Err(e) => {
             // to_bytes says "length limit exceeded" through its source chain.

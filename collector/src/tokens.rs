@@ -55,7 +55,11 @@ impl Tokens {
 
     /// Whether an `Authorization` header value carries an accepted token.
     pub fn allows(&self, authorization: Option<&str>) -> bool {
-        let Some(given) = authorization.and_then(|h| h.trim().strip_prefix("Bearer ")) else {
+        // The scheme is case-insensitive (RFC 9110, section 11.1); the token is not.
+        let Some(given) = authorization.map(str::trim).and_then(|h| {
+            let (scheme, rest) = h.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(rest)
+        }) else {
             return false;
         };
         let given = given.trim().as_bytes();
@@ -89,6 +93,10 @@ mod tests {
             (Some("Bearer 0123456789abcdeX"), false),
             (Some("Bearer 0123456789abcde"), false),
             (Some("Basic 0123456789abcdef"), false),
+            (Some("bearer 0123456789abcdef"), true),
+            (Some("BEARER  0123456789abcdef"), true),
+            (Some("Bearer 0123456789ABCDEF"), false),
+            (Some("Bearer"), false),
             (Some(""), false),
             (None, false),
         ];

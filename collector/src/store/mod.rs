@@ -132,6 +132,9 @@ pub trait Store: Send + Sync {
     fn lookup(&self, report_id: &str, sha256: &str) -> Result<Option<Stored>, StoreError>;
     /// How many reports are stored.
     fn count(&self) -> Result<u64, StoreError>;
+    /// Whether a report could be stored now: one small committed write (a read-only or full
+    /// database, a lost server, fail it).
+    fn health(&self) -> Result<(), StoreError>;
     /// Gives every stored report its fleet row (reports from before the table, or of an
     /// older record version); how many it extracted. Idempotent.
     fn fleet_backfill(&self) -> Result<u64, StoreError>;

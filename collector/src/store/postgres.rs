@@ -78,6 +78,7 @@ ALTER TABLE fleet_records ADD COLUMN IF NOT EXISTS record bytea;
 CREATE INDEX IF NOT EXISTS fleet_records_time ON fleet_records (started_ns);
 CREATE INDEX IF NOT EXISTS fleet_records_board_time ON fleet_records (board, started_ns);
 CREATE INDEX IF NOT EXISTS fleet_records_version ON fleet_records (version);
+CREATE TABLE IF NOT EXISTS collector_health (id integer PRIMARY KEY, checked_at timestamptz NOT NULL);
 ";
 
 const PUT_FLEET: &str = "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, \
@@ -357,6 +358,17 @@ impl Store for Postgres {
             )
         })?;
         Ok(row.map(|row| super::compare(row.get(0), &row.get::<_, Vec<u8>>(1), sha256)))
+    }
+
+    fn health(&self) -> Result<(), StoreError> {
+        self.with_session(|c| {
+            c.execute(
+                "INSERT INTO collector_health (id, checked_at) VALUES (1, now()) \
+                 ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
+                &[],
+            )
+            .map(|_| ())
+        })
     }
 
     fn count(&self) -> Result<u64, StoreError> {

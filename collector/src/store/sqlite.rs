@@ -69,6 +69,7 @@ CREATE TABLE IF NOT EXISTS fleet_records (
 CREATE INDEX IF NOT EXISTS fleet_records_time ON fleet_records (started_ns);
 CREATE INDEX IF NOT EXISTS fleet_records_board_time ON fleet_records (board, started_ns);
 CREATE INDEX IF NOT EXISTS fleet_records_version ON fleet_records (version);
+CREATE TABLE IF NOT EXISTS collector_health (id INTEGER PRIMARY KEY, checked_at TEXT NOT NULL);
 ";
 
 const PUT_FLEET: &str = "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, \
@@ -386,6 +387,18 @@ impl Store for Sqlite {
             })
             .map_err(|e| self.err(e))?;
         Ok(row.map(|(sha, raw)| super::compare(sha, &raw, sha256)))
+    }
+
+    fn health(&self) -> Result<(), StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.execute(
+            "INSERT INTO collector_health (id, checked_at) VALUES (1, \
+             strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) ON CONFLICT (id) DO UPDATE SET \
+             checked_at = excluded.checked_at",
+            [],
+        )
+        .map(|_| ())
+        .map_err(|e| self.err(e))
     }
 
     fn count(&self) -> Result<u64, StoreError> {
