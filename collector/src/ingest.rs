@@ -10,6 +10,7 @@ use chrono::{DateTime, FixedOffset};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use usbperf::report::decode::{self, capped, Limits};
+use usbperf::report::metric;
 
 /// The schema versions this collector stores.
 pub const SCHEMA_VERSIONS: std::ops::RangeInclusive<u32> = 1..=2;
@@ -242,6 +243,13 @@ struct VersionProbe {
     schema_version: u32,
 }
 
+/// A figure no device measures (negative, infinite, beyond the metric's ceiling) is kept out
+/// of the indexed columns (NULL), as the fleet keeps it out of its distributions; the raw
+/// report still holds it.
+fn plausible(v: f64, m: &metric::Metric) -> bool {
+    v.is_finite() && (0.0..=m.max).contains(&v)
+}
+
 fn clean(s: Option<String>) -> Option<String> {
     s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
@@ -411,13 +419,17 @@ pub fn parse(
                             mib_per_s: r
                                 .as_ref()
                                 .and_then(|r| r.mib_per_s)
-                                .filter(|v| v.is_finite()),
-                            iops: r.as_ref().and_then(|r| r.iops).filter(|v| v.is_finite()),
+                                .filter(|&v| plausible(v, &metric::MIB_PER_S)),
+                            iops: r
+                                .as_ref()
+                                .and_then(|r| r.iops)
+                                .filter(|&v| plausible(v, &metric::IOPS)),
                             p99_ns: r
                                 .as_ref()
                                 .and_then(|r| r.all.as_ref())
                                 .and_then(|a| a.latency.as_ref())
-                                .and_then(|l| l.p99_ns),
+                                .and_then(|l| l.p99_ns)
+                                .filter(|&ns| plausible(ns as f64 / 1e6, &metric::P99_LATENCY_MS)),
                         }
                     })
                     .collect(),
@@ -469,6 +481,21 @@ mod tests {
         assert_eq!(d.model.as_deref(), Some("Kingston DataTraveler 3.0"));
         assert_eq!(d.metrics[0].p99_ns, Some(647167));
         assert_eq!(d.metrics[1].mib_per_s, None);
+    }
+
+    #[test]
+    fn figures_no_device_measures_are_kept_out_of_the_columns() {
+        for (fig, want) in [
+            ("14.5", Some(14.5)),
+            ("1e308", None),
+            ("-5e10", None),
+            (".nan", None),
+            (".inf", None),
+        ] {
+            let body = V1.replace("mib_per_s: 14.5", &format!("mib_per_s: {fig}"));
+            let r = parse(body.as_bytes(), false, None, &decode::LIMITS).unwrap();
+            assert_eq!(r.devices[0].metrics[0].mib_per_s, want, "{fig}");
+        }
     }
 
     #[test]

@@ -258,8 +258,15 @@ impl Client {
         };
         let status = resp.status();
         let location = resp.header("location").map(str::to_string);
-        // An acknowledgement is a line of JSON; ureq caps the read at 10 MB.
-        let body = resp.into_string().unwrap_or_default();
+        // An acknowledgement is a line of JSON; ureq caps the read at 10 MB. An answer that
+        // does not arrive in time is a timeout, said as one (not "no acknowledgement").
+        let body = resp.into_string().map_err(|e| SendError::Retry {
+            url: self.url.clone(),
+            why: format!(
+                "HTTP {status}, but its body did not arrive within {} s ({e})",
+                self.timeout.as_secs_f64()
+            ),
+        })?;
         Ok((status, body, location))
     }
 
