@@ -28,6 +28,10 @@ pub enum IngestError {
     Version(u32),
     #[error("the X-Usbperf-Report-Id header says {header:?} but the report says {body:?}")]
     IdMismatch { header: String, body: String },
+    /// A field holds what no unit measures or writes: a time outside the range a report may
+    /// carry, a figure that is negative, infinite or past its metric's ceiling (422).
+    #[error("{0} (the report is kept on the unit, in its spool's rejected/)")]
+    Implausible(String),
     /// Refused by a limit before any parser ran.
     #[error("refused before decoding: {0} (send the YAML or JSON file usbperf-matrix run wrote)")]
     Limit(usbperf::report::decode::Refusal),
@@ -243,11 +247,39 @@ struct VersionProbe {
     schema_version: u32,
 }
 
-/// A figure no device measures (negative, infinite, beyond the metric's ceiling) is kept out
-/// of the indexed columns (NULL), as the fleet keeps it out of its distributions; the raw
-/// report still holds it.
+/// A figure no device measures: negative, infinite, NaN, or beyond the metric's ceiling (the
+/// same ceilings the fleet refuses figures at).
 fn plausible(v: f64, m: &metric::Metric) -> bool {
     v.is_finite() && (0.0..=m.max).contains(&v)
+}
+
+/// The first implausible figure of a report, named by its place.
+fn implausible(devices: &[DeviceLite]) -> Option<String> {
+    for (i, d) in devices.iter().enumerate() {
+        for (j, c) in d.cells.iter().enumerate() {
+            let Some(r) = &c.result else { continue };
+            let p99_ms = r
+                .all
+                .as_ref()
+                .and_then(|a| a.latency.as_ref())
+                .and_then(|l| l.p99_ns)
+                .map(|ns| ns as f64 / 1e6);
+            for (field, v, m) in [
+                ("mib_per_s", r.mib_per_s, &metric::MIB_PER_S),
+                ("iops", r.iops, &metric::IOPS),
+                ("all.latency.p99_ns", p99_ms, &metric::P99_LATENCY_MS),
+            ] {
+                if let Some(v) = v.filter(|&v| !plausible(v, m)) {
+                    return Some(format!(
+                        "devices[{i}].cells[{j}].result.{field} is {v}: no device measures \
+                         that (from 0 to {} {})",
+                        m.max, m.unit
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 fn clean(s: Option<String>) -> Option<String> {
@@ -275,15 +307,20 @@ fn valid_id(id: &str) -> bool {
 
 /// The earliest and latest times a report may carry: a unit without a clock starts at
 /// 1970; after 2262 the time has no nanosecond count (`--since` compares those).
-fn valid_time(t: &str) -> Result<DateTime<FixedOffset>, String> {
+fn valid_time(t: &str) -> Result<DateTime<FixedOffset>, TimeError> {
     let parsed = DateTime::parse_from_rfc3339(t.trim())
-        .map_err(|e| format!("{t:?} is not an RFC 3339 time ({e})"))?;
+        .map_err(|e| TimeError::Shape(format!("{t:?} is not an RFC 3339 time ({e})")))?;
     match parsed.timestamp_nanos_opt() {
         Some(ns) if ns >= 0 => Ok(parsed),
-        _ => Err(format!(
+        _ => Err(TimeError::Range(format!(
             "{t:?} is outside 1970-01-01 .. 2262-04-11, the times a report may carry"
-        )),
+        ))),
     }
+}
+
+enum TimeError {
+    Shape(String),
+    Range(String),
 }
 
 /// The text columns cannot hold NUL (PostgreSQL refuses it; a JSON `\u0000` escape gets
@@ -332,7 +369,10 @@ pub fn parse(
         ("finished_at", lite.finished_at.as_ref()),
     ] {
         if let Some(t) = t {
-            valid_time(t).map_err(|e| IngestError::Malformed(format!("{what} {e}")))?;
+            valid_time(t).map_err(|e| match e {
+                TimeError::Shape(e) => IngestError::Malformed(format!("{what} {e}")),
+                TimeError::Range(e) => IngestError::Implausible(format!("{what} {e}")),
+            })?;
         }
     }
     // Reports before report_id existed get one from their bytes: a re-send of the same
@@ -357,6 +397,9 @@ pub fn parse(
                 body: report_id,
             });
         }
+    }
+    if let Some(why) = implausible(&lite.devices) {
+        return Err(IngestError::Implausible(why));
     }
     let u = lite.unit;
     no_nul(
@@ -484,18 +527,32 @@ mod tests {
     }
 
     #[test]
-    fn figures_no_device_measures_are_kept_out_of_the_columns() {
-        for (fig, want) in [
-            ("14.5", Some(14.5)),
-            ("1e308", None),
-            ("-5e10", None),
-            (".nan", None),
-            (".inf", None),
+    fn figures_no_device_measures_are_refused_naming_the_field() {
+        for (fig, ok) in [
+            ("14.5", true),
+            ("0", true),
+            ("1e308", false),
+            ("-5e10", false),
+            (".nan", false),
+            (".inf", false),
         ] {
             let body = V1.replace("mib_per_s: 14.5", &format!("mib_per_s: {fig}"));
-            let r = parse(body.as_bytes(), false, None, &decode::LIMITS).unwrap();
-            assert_eq!(r.devices[0].metrics[0].mib_per_s, want, "{fig}");
+            match parse(body.as_bytes(), false, None, &decode::LIMITS) {
+                Ok(r) => assert!(ok, "{fig} stored as {:?}", r.devices[0].metrics[0]),
+                Err(e) => {
+                    assert!(!ok, "{fig}: {e}");
+                    assert!(matches!(e, IngestError::Implausible(_)), "{fig}: {e}");
+                    assert!(
+                        e.to_string()
+                            .contains("devices[0].cells[0].result.mib_per_s"),
+                        "{e}"
+                    );
+                }
+            }
         }
+        let late = V1.replace("2026-11-30T10:23:45.912Z", "9999-01-01T00:00:00Z");
+        let e = parse(late.as_bytes(), false, None, &decode::LIMITS).unwrap_err();
+        assert!(matches!(e, IngestError::Implausible(_)), "{e}");
     }
 
     #[test]

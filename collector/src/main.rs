@@ -115,6 +115,10 @@ struct Serve {
     /// process's file limit (the shipped systemd unit sets LimitNOFILE=65536).
     #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_connections: u32,
+    /// Connections open at once from one address (past it a new one is closed at once): one
+    /// host cannot take every slot. A NAT in front of a whole line counts as one address.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_per_address: u32,
     /// Report bodies read and stored at once; memory for bodies is at most this times
     /// --max-body-bytes.
     #[arg(long, value_name = "N", default_value_t = server::INGEST_SLOTS as u32, value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -241,6 +245,7 @@ fn run(args: Serve) -> anyhow::Result<()> {
     });
     let limits = server::ServeLimits {
         max_connections: args.max_connections as usize,
+        max_per_address: args.max_per_address as usize,
         header_timeout: std::time::Duration::from_secs(args.header_timeout),
         ..server::ServeLimits::default()
     };

@@ -52,6 +52,9 @@ pub struct App {
     pub auth_failures: AuthFailures,
 }
 
+/// How long an upload waits for an ingest slot before it is answered 503.
+pub const SLOT_WAIT: Duration = Duration::from_secs(2);
+
 /// Ingest slots by default: enough to keep the database busy, few enough that 8 MiB bodies
 /// in all of them stay far from a small server's memory.
 pub const INGEST_SLOTS: usize = 32;
@@ -125,6 +128,9 @@ impl AuthFailures {
 pub struct ServeLimits {
     /// Connections open at once; more wait in the listen backlog.
     pub max_connections: usize,
+    /// Connections open at once from one address: past it a new one is closed at once, so
+    /// one host cannot take every slot.
+    pub max_per_address: usize,
     /// A request's headers must arrive within this, and an idle keep-alive connection is
     /// closed after it.
     pub header_timeout: Duration,
@@ -136,6 +142,7 @@ impl Default for ServeLimits {
     fn default() -> Self {
         ServeLimits {
             max_connections: 512,
+            max_per_address: 64,
             header_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
         }
@@ -169,6 +176,37 @@ pub async fn bind(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
     }))
 }
 
+/// One request through the router, with its peer's address (`ConnectInfo`), and its line in
+/// the access log: address, method, path, status, body bytes declared, milliseconds, report
+/// id. Failed authentications are left to their own rate-limited line, probes to none.
+async fn access(
+    mut router: Router,
+    peer: std::net::SocketAddr,
+    mut req: hyper::Request<hyper::body::Incoming>,
+) -> Result<Response, std::convert::Infallible> {
+    req.extensions_mut()
+        .insert(axum::extract::ConnectInfo(peer));
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let id = header_str(req.headers(), REPORT_ID_HEADER)
+        .map(|v| v.chars().take(128).collect::<String>());
+    let sent = header_str(req.headers(), "content-length")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let resp = tower_service::Service::call(&mut router, req).await?;
+    let status = resp.status().as_u16();
+    if !matches!(status, 401 | 429) && path != "/healthz" && path != "/readyz" {
+        eprintln!(
+            "access: {} {method} {path} {status} {sent}B {}ms{}",
+            peer.ip(),
+            started.elapsed().as_millis(),
+            id.map(|i| format!(" report={i}")).unwrap_or_default()
+        );
+    }
+    Ok(resp)
+}
+
 /// Serves `router` on `listener` until `shutdown` completes: at most
 /// `limits.max_connections` at once (a slot is taken before `accept`), hyper's header read
 /// timeout on every connection (slow headers and idle keep-alive connections are closed), and
@@ -182,6 +220,7 @@ pub async fn serve(
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let per_address: Arc<Mutex<HashMap<std::net::IpAddr, usize>>> = Arc::default();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -207,17 +246,30 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
+        let ip = peer.ip();
+        {
+            let mut open = per_address.lock().unwrap_or_else(|e| e.into_inner());
+            let n = open.entry(ip).or_insert(0);
+            if *n >= limits.max_per_address {
+                drop(open);
+                drop(stream);
+                continue;
+            }
+            *n += 1;
+        }
         let router = router.clone();
-        let svc =
-            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                req.extensions_mut()
-                    .insert(axum::extract::ConnectInfo(peer));
-                let mut r = router.clone();
-                tower_service::Service::call(&mut r, req)
-            });
+        let svc = hyper::service::service_fn(move |req| access(router.clone(), peer, req));
         let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
+        let per_address = per_address.clone();
         tokio::spawn(async move {
             let _ = conn.await;
+            let mut open = per_address.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = open.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    open.remove(&ip);
+                }
+            }
             drop(permit);
         });
     }
@@ -285,7 +337,8 @@ pub fn page_router(app: Arc<App>) -> Router {
         .route("/fleet.json", get(|s, q| fleet_page(s, q, Format::Json)))
         .route("/fleet.txt", get(|s, q| fleet_page(s, q, Format::Text)))
         .route("/reports/:file", get(report_file))
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
         .with_state(app)
 }
 
@@ -381,13 +434,15 @@ async fn fleet_page(
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route(REPORTS_PATH, post(ingest_report))
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
         .with_state(app)
 }
 
-/// `GET /healthz`: `ok` only when the database takes a write now; 503 with the reason
-/// otherwise (a read-only or full database, a lost PostgreSQL server).
-async fn healthz(State(app): State<Arc<App>>) -> Response {
+/// `GET /readyz`: `ok` only while the database takes a write; 503 with the reason otherwise
+/// (a read-only or full database, a lost PostgreSQL server), for a load balancer or a
+/// watchdog. `GET /healthz` is liveness only: the process answers.
+async fn readyz(State(app): State<Arc<App>>) -> Response {
     match tokio::task::spawn_blocking(move || app.store.health()).await {
         Ok(Ok(())) => (StatusCode::OK, "ok\n").into_response(),
         Ok(Err(e)) => (
@@ -479,8 +534,16 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
         return too_large();
     }
     // A slot before the body is read: bodies in memory are bounded (see `App::ingest_slots`).
-    let Ok(_slot) = app.ingest_slots.acquire().await else {
-        return refuse(StatusCode::SERVICE_UNAVAILABLE, "the collector is stopping");
+    // A short wait absorbs a burst; past it the unit is told to come back (it backs off).
+    let slot = tokio::time::timeout(SLOT_WAIT, app.ingest_slots.acquire()).await;
+    let Ok(Ok(_slot)) = slot else {
+        let mut resp = refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the collector is storing as many reports as it may at once: send it again later",
+        );
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        return resp;
     };
     let read = tokio::time::timeout(
         app.body_timeout,
@@ -567,6 +630,9 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
         Ok(Err(Failure::Ingest(IngestError::Limit(
             r @ usbperf::report::decode::Refusal::TooLarge { .. },
         )))) => refuse(StatusCode::PAYLOAD_TOO_LARGE, r.to_string()),
+        Ok(Err(Failure::Ingest(e @ IngestError::Implausible(_)))) => {
+            refuse(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+        }
         Ok(Err(Failure::Ingest(e))) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
         Ok(Err(Failure::Store(e))) => {
             eprintln!("usbperf-collect: store: {e}");
