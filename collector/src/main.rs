@@ -111,6 +111,9 @@ struct Serve {
     /// Seconds between the page's reloads in the browser.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     page_refresh: u32,
+    /// Use a token file other users may read (refused by default, with a warning when used).
+    #[arg(long)]
+    allow_readable_token: bool,
     /// Connections open at once (more wait in the listen backlog); keep it under the
     /// process's file limit (the shipped systemd unit sets LimitNOFILE=65536).
     #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -229,7 +232,7 @@ fn run(args: Serve) -> anyhow::Result<()> {
         .token_file
         .clone()
         .context("--token-file is required")?;
-    let tokens = Tokens::load(&token_file)?;
+    let tokens = Tokens::load(&token_file, args.allow_readable_token)?;
     let store: Arc<dyn store::Store> = Arc::from(
         store::open(&args.db, args.db_sessions)
             .with_context(|| format!("cannot open the database {}", args.db))?,

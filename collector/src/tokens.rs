@@ -17,6 +17,12 @@ pub enum TokenError {
          -hex 32`"
     )]
     Short { path: PathBuf, line: usize },
+    #[error(
+        "the token file {path} may be read by other users (mode {mode:04o}): anyone who reads \
+         it may store reports; `chmod 0640 {path}` with the collector's group, or 0600 \
+         (--allow-readable-token to use it anyway)"
+    )]
+    Readable { path: PathBuf, mode: u32 },
 }
 
 /// The accepted tokens.
@@ -24,11 +30,33 @@ pub enum TokenError {
 pub struct Tokens(Vec<Vec<u8>>);
 
 impl Tokens {
-    pub fn load(path: &Path) -> Result<Tokens, TokenError> {
-        let text = std::fs::read_to_string(path).map_err(|err| TokenError::Read {
+    /// Reads the token file; one other users may read or write is refused unless
+    /// `allow_readable`.
+    pub fn load(path: &Path, allow_readable: bool) -> Result<Tokens, TokenError> {
+        use std::os::unix::fs::PermissionsExt;
+        let read_err = |err| TokenError::Read {
             path: path.to_path_buf(),
             err,
-        })?;
+        };
+        let mode = std::fs::metadata(path)
+            .map_err(read_err)?
+            .permissions()
+            .mode()
+            & 0o7777;
+        if mode & 0o007 != 0 {
+            if !allow_readable {
+                return Err(TokenError::Readable {
+                    path: path.to_path_buf(),
+                    mode,
+                });
+            }
+            eprintln!(
+                "usbperf-collect: warning: the token file {} may be read by other users (mode \
+                 {mode:04o}); --allow-readable-token lets it be used",
+                path.display()
+            );
+        }
+        let text = std::fs::read_to_string(path).map_err(read_err)?;
         Tokens::parse(&text, path)
     }
 

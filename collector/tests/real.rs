@@ -259,7 +259,7 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
     let port = free_port(); // nothing listens there: the network is down
     let spool = dir.path().join("outbox");
     let token = dir.path().join("token");
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    write_token_file(&token, &format!("{TOKEN}\n"));
     let url = format!("http://127.0.0.1:{port}/api/v1/reports");
     let base = format!(
         "profile: quick\ndevices:\n  - {{select: {{name: {}}}, target: raw}}\n\
@@ -391,7 +391,7 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
     // The collector comes up: the next drain delivers and empties the spool.
     let db = format!("sqlite:{}", dir.path().join("r.db").display());
     let c = Collector::start_on(&db, port);
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    write_token_file(&token, &format!("{TOKEN}\n"));
     let out = upload_cmd(&c.url(), &token, &spool).output().unwrap();
     assert!(
         out.status.success(),

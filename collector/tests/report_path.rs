@@ -248,9 +248,9 @@ fn same_id_other_content(db: &str, tag: &str) {
     let id = yaml_report_id(&first);
     let spool = dir.path().join("spool");
 
-    let u = upload(&c.url(), &c.tokens, &spool, &[&reports[0]]);
-    assert_eq!(u.code, Some(0), "{u}");
-    u.assert_counts(counts(1, 0, 0, 0));
+    let sent = upload(&c.url(), &c.tokens, &spool, &[&reports[0]]);
+    assert_eq!(sent.code, Some(0), "{sent}");
+    assert_eq!(queued(&spool), Vec::<String>::new(), "{sent}");
 
     // The same run's report edited afterwards: aborted, and its verdicts turned around.
     let edited = first
@@ -310,6 +310,7 @@ fn same_id_other_content(db: &str, tag: &str) {
     assert_eq!(u.code, Some(0), "{u}");
     u.assert_counts(counts(0, 0, 0, 0));
     assert_eq!(count(db, "reports"), 1);
+    sent.assert_counts(counts(1, 0, 0, 0));
 }
 
 /// A report sent again under the same report_id with other content is refused (409), set
@@ -531,7 +532,7 @@ fn redirect_is_not_followed_and_the_report_stays_queued() {
         )
     });
     let tokens = dir.path().join("token");
-    std::fs::write(&tokens, format!("{TOKEN}\n")).unwrap();
+    write_token_file(&tokens, &format!("{TOKEN}\n"));
     for status in [
         "301 Moved Permanently",
         "302 Found",
@@ -651,8 +652,9 @@ fn unstorable_first(db: &str, tag: &str) {
     let yaml = fleet(6, 25, "yaml", &dir.path().join("fleet"));
     let json = fleet(1, 26, "json", &dir.path().join("fleet-json"));
     let text = |p: &Path| std::fs::read_to_string(p).unwrap();
-    // (what, bytes, json, what the collector's message names)
-    let bad: Vec<(&str, String, bool, &str)> = vec![
+    // (what, bytes, json, the collector's status, what its message names): a time that is
+    // not one or a NUL is malformed (400); a real time no unit can have is implausible (422).
+    let bad: Vec<(&str, String, bool, u16, &str)> = vec![
         (
             "month 99",
             replace_line(
@@ -661,6 +663,7 @@ fn unstorable_first(db: &str, tag: &str) {
                 "started_at: 2026-99-99T99:99:99Z",
             ),
             false,
+            400,
             "not an RFC 3339 time",
         ),
         (
@@ -671,6 +674,7 @@ fn unstorable_first(db: &str, tag: &str) {
                 "started_at: 0000-01-01T00:00:00Z",
             ),
             false,
+            422,
             "outside 1970-01-01",
         ),
         (
@@ -681,12 +685,14 @@ fn unstorable_first(db: &str, tag: &str) {
                 "  hostname: \"apalis\\0nul\"",
             ),
             false,
+            400,
             "NUL",
         ),
         (
             "NUL in a JSON hostname",
             text(&json[0]).replacen("\"hostname\": \"", "\"hostname\": \"nul\\u0000", 1),
             true,
+            400,
             "NUL",
         ),
     ];
@@ -698,7 +704,7 @@ fn unstorable_first(db: &str, tag: &str) {
         bad[3].1.contains("\\u0000"),
         "the JSON report has no hostname"
     );
-    for (i, (_, bytes, is_json, _)) in bad.iter().enumerate() {
+    for (i, (_, bytes, is_json, _, _)) in bad.iter().enumerate() {
         let p = spool.join(entry_name(bytes.as_bytes(), *is_json));
         std::fs::write(&p, bytes).unwrap();
         let f = std::fs::File::options().write(true).open(&p).unwrap();
@@ -716,19 +722,20 @@ fn unstorable_first(db: &str, tag: &str) {
         good_ids,
         "the good reports behind the unstorable ones are stored: {u}"
     );
-    for (what, bytes, is_json, names) in &bad {
+    for (what, bytes, is_json, status, names) in &bad {
         let why = reason(&spool, &entry_name(bytes.as_bytes(), *is_json), &u);
-        assert!(why.contains("400"), "{what}: reason: {why}");
+        assert!(why.contains(&status.to_string()), "{what}: reason: {why}");
         assert!(why.contains(names), "{what}: reason: {why}");
     }
     assert_eq!(queued(&spool), Vec::<String>::new(), "{u}");
     assert_eq!(u.code, Some(4), "{u}");
     u.assert_counts(counts(3, 0, bad.len() as u64, 0));
 
-    // The collector's own answer to each: 400, never 503 (nothing is wrong with the database).
-    for (what, bytes, is_json, names) in &bad {
+    // The collector's own answer to each: a 4xx, never 503 (nothing is wrong with the
+    // database).
+    for (what, bytes, is_json, status, names) in &bad {
         let (s, b) = post(&c.url(), bytes.as_bytes(), *is_json);
-        assert_eq!(s, 400, "{what}: {b}");
+        assert_eq!(s, *status, "{what}: {b}");
         assert!(b.contains(names), "{what}: {b}");
     }
     assert!(

@@ -36,6 +36,9 @@ pub struct UploadArgs {
     /// Attempts per report while the collector cannot be reached, with backoff in between.
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub attempts: u32,
+    /// Use a token file that other users may read (refused by default).
+    #[arg(long)]
+    pub allow_readable_token: bool,
     /// Exit 0 quietly when no collector is configured (the boot service's drain, on images
     /// that do not upload).
     #[arg(long)]
@@ -109,7 +112,10 @@ pub fn run(_cli: &super::Cli, args: &UploadArgs) -> anyhow::Result<Exit> {
     for (json, bytes) in checked {
         spool.enqueue(json, &bytes)?;
     }
-    let token = upload::client::read_token(&token_file).map_err(|e| UsageError(e.to_string()))?;
+    let allow_readable =
+        args.allow_readable_token || section.as_ref().is_some_and(|s| s.allow_readable_token);
+    let token = upload::client::read_token(&token_file, allow_readable)
+        .map_err(|e| UsageError(e.to_string()))?;
     let client = Client {
         url,
         token,
@@ -195,7 +201,7 @@ pub fn after_run(cfg: &Config, report: &Report) {
     if let Err(e) = spool.enqueue(json, &bytes) {
         return say(e.to_string());
     }
-    let token = match upload::client::read_token(&up.token_file) {
+    let token = match upload::client::read_token(&up.token_file, up.allow_readable_token) {
         Ok(t) => t,
         Err(e) => {
             return say(format!(

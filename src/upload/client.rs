@@ -87,12 +87,29 @@ pub struct TokenError {
     pub why: String,
 }
 
-/// The first line of the token file that is neither blank nor a `#` comment, trimmed.
-pub fn read_token(path: &Path) -> Result<String, TokenError> {
-    let text = std::fs::read_to_string(path).map_err(|e| TokenError {
+/// The first line of the token file that is neither blank nor a `#` comment, trimmed. A file
+/// other users may read or write is refused unless `allow_readable` (anyone who reads the
+/// token may store reports in this unit's name).
+pub fn read_token(path: &Path, allow_readable: bool) -> Result<String, TokenError> {
+    use std::os::unix::fs::PermissionsExt;
+    let fail = |why: String| TokenError {
         path: path.to_path_buf(),
-        why: e.to_string(),
-    })?;
+        why,
+    };
+    let mode = std::fs::metadata(path)
+        .map_err(|e| fail(e.to_string()))?
+        .permissions()
+        .mode();
+    if mode & 0o007 != 0 && !allow_readable {
+        return Err(fail(format!(
+            "other users may read it (mode {:04o}): `chmod 0600 {}`, or 0640 with the group \
+             that runs the upload (--allow-readable-token, `upload: {{allow_readable_token: \
+             true}}`, to use it anyway)",
+            mode & 0o7777,
+            path.display()
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
     parse_token(&text).ok_or_else(|| TokenError {
         path: path.to_path_buf(),
         why: "it holds no token".into(),
@@ -325,6 +342,28 @@ mod tests {
                 (w, g) => panic!("{status} {body}: want {w:?}, got {g:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_token_file_others_may_read_is_refused_unless_allowed() {
+        use std::os::unix::fs::PermissionsExt;
+        let p = std::env::temp_dir().join(format!("usbperf-token-{}", std::process::id()));
+        std::fs::write(&p, "0123456789abcdef\n").unwrap();
+        for (mode, allow, ok) in [
+            (0o600, false, true),
+            (0o640, false, true),
+            (0o644, false, false),
+            (0o606, false, false),
+            (0o644, true, true),
+        ] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            let got = read_token(&p, allow);
+            assert_eq!(got.is_ok(), ok, "{mode:o} {allow}: {got:?}");
+            if let Err(e) = got {
+                assert!(e.to_string().contains("chmod 0600"), "{e}");
+            }
+        }
+        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub struct UploadConfig {
     /// then stays in the spool for the next boot's drain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
+    /// Use a token file that other users may read (refused by default: anyone who reads the
+    /// token may store reports as this unit).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_readable_token: bool,
 }
 
 impl UploadConfig {

@@ -147,7 +147,7 @@ impl Collector {
     fn start_full(db: &str, port: u16, extra: &[&str]) -> Collector {
         let dir = TempDir::new("collector");
         let tokens = dir.path().join("tokens");
-        std::fs::write(&tokens, format!("# line 3\n{TOKEN}\n")).unwrap();
+        write_token_file(&tokens, &format!("# line 3\n{TOKEN}\n"));
         let mut c = Collector {
             child: None,
             port,
@@ -187,7 +187,26 @@ impl Collector {
         self.child = Some(child);
     }
 
+    /// What the collector said on standard error besides its access log: empty when
+    /// nothing went wrong.
     pub fn stderr(&self) -> String {
+        self.stderr_all()
+            .lines()
+            .filter(|l| !l.starts_with("access: "))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
+
+    /// Its access log: one line per request.
+    pub fn access_log(&self) -> Vec<String> {
+        self.stderr_all()
+            .lines()
+            .filter(|l| l.starts_with("access: "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    pub fn stderr_all(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
     }
 
@@ -402,6 +421,14 @@ impl Drop for Pg {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A token file as the README installs it: only its owner may read it (both sides refuse one
+/// that others may read).
+pub fn write_token_file(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 /// `usbperf-matrix upload` with this collector's URL and a token file.
