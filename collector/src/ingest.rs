@@ -1,15 +1,19 @@
-//! Owns what the collector accepts: the body must decode (JSON, or YAML as units write by
-//! default) as a usbperf report of schema version 1 or 2, with the fields the indexed columns
-//! need; it becomes a `Record` (the columns) beside the raw bytes, which are stored as sent.
-//!
-//! Only the fields the columns need are read, and unknown ones are ignored, so schema 2's
-//! structured verdict reasons (and later additions) decode here unchanged; the version
-//! number alone decides what is refused.
+//! Owns what the collector accepts: the body, within `usbperf::report::decode`'s limits
+//! (checked before any parser runs), must decode as a usbperf report of schema version 1 or 2
+//! through the fleet's own reader (`usbperf::fleet::reader`, unknown fields ignored, so
+//! later additions decode here unchanged; the version number alone decides what is refused).
+//! That one decoding gives both the indexed columns (a `Record`) and the fleet record stored
+//! beside them; the raw bytes are stored as sent.
+
+use std::path::Path;
 
 use chrono::{DateTime, FixedOffset};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use usbperf::report::decode::{self, capped, Limits};
+use usbperf::fleet::reader::{parse_report, DeviceLite, ReportLite};
+use usbperf::fleet::records::{extract_bytes, extract_report, Extracted};
+use usbperf::fleet::FleetError;
+use usbperf::report::decode::{self, Limits};
 use usbperf::report::metric;
 
 /// The schema versions this collector stores.
@@ -99,17 +103,27 @@ pub const FLEET_RECORD_VERSION: i64 = 2;
 /// stored before the fleet table existed).
 /// `started` is the report's start in ns, for the rows without a record.
 pub fn fleet_columns(report_id: &str, format: &str, started: i64, body: &[u8]) -> FleetColumns {
-    use usbperf::fleet::records::{extract_bytes, Extracted};
     let file = format!("{report_id}.{format}");
+    let extracted = extract_bytes(Path::new(&file), body);
+    fleet_columns_of(file, started, extracted)
+}
+
+/// The columns of what the fleet's reader made of a report (`started`: its start in ns, for
+/// the rows without a record).
+fn fleet_columns_of(
+    file: String,
+    started: i64,
+    extracted: Result<Extracted, FleetError>,
+) -> FleetColumns {
     let mut record = Vec::new();
-    let (kind, body, started_ns) = match extract_bytes(std::path::Path::new(&file), body) {
+    let (kind, body, started_ns) = match extracted {
         Ok(Extracted::Record(r)) => {
             let ns = r.started_at.timestamp_nanos_opt().unwrap_or(started);
             record = crate::record::encode(&r);
             ("record", String::new(), ns)
         }
         Ok(Extracted::Unfinished { status }) => ("unfinished", status, started),
-        Err(usbperf::fleet::FleetError::Malformed { msg, .. }) => ("error", msg, started),
+        Err(FleetError::Malformed { msg, .. }) => ("error", msg, started),
         Err(e) => ("error", e.to_string(), started),
     };
     FleetColumns {
@@ -144,107 +158,14 @@ pub struct MetricRow {
 }
 
 #[derive(Deserialize)]
-struct Lite {
-    schema_version: u32,
-    #[serde(default)]
-    report_id: Option<String>,
-    tool: ToolLite,
-    started_at: String,
-    #[serde(default)]
-    finished_at: Option<String>,
-    status: String,
-    #[serde(default)]
-    exit_code: Option<i32>,
-    unit: UnitLite,
-    #[serde(deserialize_with = "capped::<_, _, { decode::MAX_DEVICES }>")]
-    devices: Vec<DeviceLite>,
-    verdict: VerdictLite,
-}
-
-#[derive(Deserialize)]
-struct ToolLite {
-    name: String,
-}
-
-#[derive(Deserialize)]
-struct UnitLite {
-    #[serde(default)]
-    hostname: Option<String>,
-    #[serde(default)]
-    machine_id: Option<String>,
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    serial: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct VerdictLite {
-    pass: bool,
-}
-
-#[derive(Deserialize)]
-struct DeviceLite {
-    name: String,
-    disk: DiskLite,
-    #[serde(default, deserialize_with = "capped::<_, _, { decode::MAX_CELLS }>")]
-    cells: Vec<CellLite>,
-    verdict: VerdictLite,
-}
-
-#[derive(Deserialize)]
-struct DiskLite {
-    #[serde(default)]
-    class: Option<String>,
-    #[serde(default)]
-    vendor: Option<String>,
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    serial: Option<String>,
-    #[serde(default)]
-    usb: Option<UsbLite>,
-}
-
-#[derive(Deserialize)]
-struct UsbLite {
-    #[serde(default)]
-    port_path: String,
-}
-
-#[derive(Deserialize)]
-struct CellLite {
-    workload: String,
-    status: String,
-    #[serde(default)]
-    result: Option<ResultLite>,
-}
-
-#[derive(Deserialize)]
-struct ResultLite {
-    #[serde(default)]
-    mib_per_s: Option<f64>,
-    #[serde(default)]
-    iops: Option<f64>,
-    #[serde(default)]
-    all: Option<AllLite>,
-}
-
-#[derive(Deserialize)]
-struct AllLite {
-    #[serde(default)]
-    latency: Option<LatencyLite>,
-}
-
-#[derive(Deserialize)]
-struct LatencyLite {
-    #[serde(default)]
-    p99_ns: Option<i64>,
-}
-
-#[derive(Deserialize)]
 struct VersionProbe {
     schema_version: u32,
+}
+
+/// The start time as written, to say why a report whose time is no time does not decode.
+#[derive(Deserialize)]
+struct TimeProbe {
+    started_at: String,
 }
 
 /// A figure no device measures: negative, infinite, NaN, or beyond the metric's ceiling (the
@@ -258,18 +179,16 @@ fn implausible(devices: &[DeviceLite]) -> Option<String> {
     for (i, d) in devices.iter().enumerate() {
         for (j, c) in d.cells.iter().enumerate() {
             let Some(r) = &c.result else { continue };
-            let p99_ms = r
-                .all
-                .as_ref()
-                .and_then(|a| a.latency.as_ref())
-                .and_then(|l| l.p99_ns)
-                .map(|ns| ns as f64 / 1e6);
             for (field, v, m) in [
                 ("mib_per_s", r.mib_per_s, &metric::MIB_PER_S),
                 ("iops", r.iops, &metric::IOPS),
-                ("all.latency.p99_ns", p99_ms, &metric::P99_LATENCY_MS),
+                (
+                    "all.latency.p99_ns",
+                    r.all.latency.p99_ns as f64 / 1e6,
+                    &metric::P99_LATENCY_MS,
+                ),
             ] {
-                if let Some(v) = v.filter(|&v| !plausible(v, m)) {
+                if !plausible(v, m) {
                     return Some(format!(
                         "devices[{i}].cells[{j}].result.{field} is {v}: no device measures \
                          that (from 0 to {} {})",
@@ -334,8 +253,8 @@ fn no_nul<'a>(what: &str, s: impl IntoIterator<Item = &'a str>) -> Result<(), In
     }
 }
 
-/// Decodes and checks a body within `limits`; `header_id` is the `X-Usbperf-Report-Id` the
-/// unit sent.
+/// Decodes and checks a body within `limits`, once: the fleet's reader gives both the
+/// columns and the fleet record. `header_id` is the `X-Usbperf-Report-Id` the unit sent.
 pub fn parse(
     body: &[u8],
     json: bool,
@@ -343,16 +262,27 @@ pub fn parse(
     limits: &Limits,
 ) -> Result<Record, IngestError> {
     decode::check(json, body, limits).map_err(IngestError::Limit)?;
-    let lite: Lite = match decode::parse(json, body) {
+    let named = Path::new(if json { "report.json" } else { "report.yaml" });
+    let lite: ReportLite = match parse_report(named, body) {
         Ok(l) => l,
+        Err(FleetError::SchemaTooNew { version, .. }) => return Err(IngestError::Version(version)),
         Err(e) => {
-            // A newer (or wrong) version is said as such, not as a field error.
+            // A wrong version, or a start that is no time, is said as such, not as the
+            // decoder's field error (probes of bytes already checked, on this path only).
             if let Ok(p) = decode::parse::<VersionProbe>(json, body) {
                 if !SCHEMA_VERSIONS.contains(&p.schema_version) {
                     return Err(IngestError::Version(p.schema_version));
                 }
             }
-            return Err(IngestError::Malformed(e));
+            if let Ok(p) = decode::parse::<TimeProbe>(json, body) {
+                if let Err(TimeError::Shape(why)) = valid_time(&p.started_at) {
+                    return Err(IngestError::Malformed(format!("started_at {why}")));
+                }
+            }
+            return Err(IngestError::Malformed(match e {
+                FleetError::Malformed { msg, .. } => msg,
+                e => e.to_string(),
+            }));
         }
     };
     if !SCHEMA_VERSIONS.contains(&lite.schema_version) {
@@ -364,20 +294,28 @@ pub fn parse(
             lite.tool.name
         )));
     }
-    for (what, t) in [
-        ("started_at", Some(&lite.started_at)),
-        ("finished_at", lite.finished_at.as_ref()),
-    ] {
-        if let Some(t) = t {
-            valid_time(t).map_err(|e| match e {
-                TimeError::Shape(e) => IngestError::Malformed(format!("{what} {e}")),
-                TimeError::Range(e) => IngestError::Implausible(format!("{what} {e}")),
-            })?;
+    let started_ns = match lite.started_at.timestamp_nanos_opt() {
+        Some(ns) if ns >= 0 => ns,
+        _ => {
+            return Err(IngestError::Implausible(format!(
+                "started_at {} is outside 1970-01-01 .. 2262-04-11, the times a report may \
+                 carry",
+                lite.started_at.to_rfc3339()
+            )))
         }
+    };
+    let started_at = lite
+        .started_at
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    if let Some(t) = &lite.finished_at {
+        valid_time(t).map_err(|e| match e {
+            TimeError::Shape(e) => IngestError::Malformed(format!("finished_at {e}")),
+            TimeError::Range(e) => IngestError::Implausible(format!("finished_at {e}")),
+        })?;
     }
     // Reports before report_id existed get one from their bytes: a re-send of the same
     // file is the same report.
-    let report_id = match clean(lite.report_id) {
+    let report_id = match clean(lite.report_id.clone()) {
         Some(id) => id,
         None => {
             let digest = Sha256::digest(body);
@@ -401,7 +339,7 @@ pub fn parse(
     if let Some(why) = implausible(&lite.devices) {
         return Err(IngestError::Implausible(why));
     }
-    let u = lite.unit;
+    let u = &lite.unit;
     no_nul(
         "the unit",
         [&u.hostname, &u.machine_id, &u.model, &u.serial]
@@ -409,7 +347,7 @@ pub fn parse(
             .flatten()
             .map(String::as_str),
     )?;
-    no_nul("status", [lite.status.as_str()])?;
+    no_nul("status", lite.status.as_deref())?;
     for d in &lite.devices {
         let disk = &d.disk;
         no_nul(
@@ -427,73 +365,77 @@ pub fn parse(
                 ),
         )?;
     }
-    let hostname = clean(u.hostname);
-    let unit = clean(u.serial)
-        .or_else(|| clean(u.machine_id))
+    let hostname = clean(u.hostname.clone());
+    let unit = clean(u.serial.clone())
+        .or_else(|| clean(u.machine_id.clone()))
         .or_else(|| hostname.clone())
         .unwrap_or_else(|| "unknown unit".into());
     let devices = lite
         .devices
-        .into_iter()
+        .iter()
         .map(|d| {
             let port = match &d.disk.usb {
                 Some(u) if !u.port_path.is_empty() => format!("usb:{}", u.port_path),
                 _ => d.name.clone(),
             };
-            let model = match (clean(d.disk.vendor), clean(d.disk.model)) {
+            let model = match (clean(d.disk.vendor.clone()), clean(d.disk.model.clone())) {
                 (Some(v), Some(m)) if !m.starts_with(&v) => Some(format!("{v} {m}")),
                 (_, Some(m)) => Some(m),
                 (v, None) => v,
             };
             DeviceRow {
-                class: clean(d.disk.class).unwrap_or_else(|| "other".into()),
+                class: clean(d.disk.class.clone()).unwrap_or_else(|| "other".into()),
                 port,
                 model,
-                serial: clean(d.disk.serial),
+                serial: clean(d.disk.serial.clone()),
                 pass: d.verdict.pass,
                 metrics: d
                     .cells
-                    .into_iter()
-                    .map(|c| {
-                        let r = c.result;
-                        MetricRow {
-                            workload: c.workload,
-                            status: c.status,
-                            mib_per_s: r
-                                .as_ref()
-                                .and_then(|r| r.mib_per_s)
-                                .filter(|&v| plausible(v, &metric::MIB_PER_S)),
-                            iops: r
-                                .as_ref()
-                                .and_then(|r| r.iops)
-                                .filter(|&v| plausible(v, &metric::IOPS)),
-                            p99_ns: r
-                                .as_ref()
-                                .and_then(|r| r.all.as_ref())
-                                .and_then(|a| a.latency.as_ref())
-                                .and_then(|l| l.p99_ns)
-                                .filter(|&ns| plausible(ns as f64 / 1e6, &metric::P99_LATENCY_MS)),
-                        }
+                    .iter()
+                    .map(|c| MetricRow {
+                        workload: c.workload.clone(),
+                        status: c.status.clone(),
+                        mib_per_s: c.result.as_ref().map(|r| r.mib_per_s),
+                        iops: c.result.as_ref().map(|r| r.iops),
+                        // Checked plausible above: at most an hour, in range of an i64.
+                        p99_ns: c.result.as_ref().map(|r| r.all.latency.p99_ns as i64),
                     })
                     .collect(),
-                name: d.name,
+                name: d.name.clone(),
             }
         })
         .collect();
     let format = if json { "json" } else { "yaml" };
-    let fleet = fleet_columns(&report_id, format, rfc3339_ns(&lite.started_at), body);
+    let board = clean(u.model.clone());
+    let status = lite.status.clone().unwrap_or_else(|| "complete".into());
+    let (schema_version, pass, exit_code, finished_at) = (
+        lite.schema_version,
+        lite.verdict.pass,
+        lite.exit_code,
+        lite.finished_at.clone(),
+    );
+    let file = format!("{report_id}.{format}");
+    let fleet = fleet_columns_of(
+        file,
+        started_ns,
+        Ok(extract_report(
+            Path::new(&format!("{report_id}.{format}")),
+            lite,
+            body,
+        )),
+    );
     Ok(Record {
         report_id,
         sha256: crate::store::sha256_hex(body),
-        schema_version: lite.schema_version,
+        schema_version,
         unit,
-        board: clean(u.model),
+        board,
         hostname,
-        started_at: lite.started_at,
-        finished_at: lite.finished_at,
-        status: lite.status,
-        pass: lite.verdict.pass,
-        exit_code: lite.exit_code,
+        started_at,
+        finished_at,
+        status,
+        pass,
+        exit_code,
         format,
         devices,
         fleet,

@@ -104,7 +104,7 @@ fn each_request_fault_is_answered_and_stores_nothing_wrong() {
     }
     // The unit's client says the token is wrong (no retry loop) and keeps the report.
     let bad = dir.path().join("bad-token");
-    std::fs::write(&bad, "line3-wrong-token-0000000000000\n").unwrap();
+    write_token_file(&bad, "line3-wrong-token-0000000000000\n");
     let spool = dir.path().join("bad-spool");
     let out = upload_cmd(&c.url(), &bad, &spool)
         .arg(&reports[1])
@@ -314,11 +314,19 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
         .map(|e| e.unwrap().path())
         .collect();
     let local = std::fs::read_to_string(&reports[0]).unwrap();
-    let id = queued[0].file_stem().unwrap().to_str().unwrap().to_string();
+    // The entry is the run's report, named by the SHA-256 of its bytes.
+    let entry = std::fs::read(&queued[0]).unwrap();
+    let id = local
+        .lines()
+        .find_map(|l| l.strip_prefix("report_id: "))
+        .expect("the report has its id")
+        .trim_matches('\'');
     assert!(
-        local.contains(&format!("report_id: {id}"))
-            || local.contains(&format!("report_id: '{id}'"))
+        String::from_utf8_lossy(&entry).contains(id),
+        "the queued entry is not report {id}"
     );
+    let stem = queued[0].file_stem().unwrap().to_str().unwrap().to_string();
+    assert_eq!(stem, usbperf_collect::store::sha256_hex(&entry));
 
     // A collector that accepts the connection and never answers (a hung server, a
     // firewall that swallows packets after the handshake) delays run by at most `timeout`.

@@ -26,8 +26,13 @@ pub struct ReportLite {
     #[serde(default)]
     pub tool: ToolLite,
     pub started_at: DateTime<Utc>,
+    /// Text, as written: the collector checks it and stores it; the fleet does not read it.
+    #[serde(default)]
+    pub finished_at: Option<String>,
     #[serde(default)]
     pub status: Option<String>,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
     #[serde(default)]
     pub unit: UnitLite,
     #[serde(default)]
@@ -42,6 +47,8 @@ pub struct ReportLite {
 
 #[derive(Debug, Default, Deserialize)]
 pub struct ToolLite {
+    #[serde(default)]
+    pub name: String,
     #[serde(default)]
     pub version: String,
 }
@@ -302,8 +309,6 @@ fn unread(key: &[u8]) -> bool {
             | b"cumulative_mib"
             | b"interval_ms"
             | b"drop_percent"
-            | b"finished_at"
-            | b"exit_code"
             | b"interrupted_by"
             | b"inventory_backend"
             | b"missing_devices"

@@ -13,7 +13,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::aggregate::{Accumulator, FleetOptions};
 use super::extract::{extract, report_identity, UnitRecord};
 use super::load::{Outcome, Skip};
-use super::reader::parse_report;
+use super::reader::{parse_report, ReportLite};
 use super::FleetError;
 
 /// What one report becomes for the fleet, before any filter.
@@ -29,19 +29,24 @@ pub enum Extracted {
 /// Reduces one report's bytes as `usbperf-matrix fleet` reduces the file `path` holding
 /// them (the name is the unit's last resort and names refused figures).
 pub fn extract_bytes(path: &Path, bytes: &[u8]) -> Result<Extracted, FleetError> {
-    let r = parse_report(path, bytes)?;
+    Ok(extract_report(path, parse_report(path, bytes)?, bytes))
+}
+
+/// [`extract_bytes`] of a report already decoded from `bytes` (the collector decodes each
+/// body once, for its columns and for this).
+pub fn extract_report(path: &Path, r: ReportLite, bytes: &[u8]) -> Extracted {
     match r.status.as_deref() {
         Some("complete") | None => {}
         Some(s) => {
-            return Ok(Extracted::Unfinished {
+            return Extracted::Unfinished {
                 status: s.to_string(),
-            })
+            }
         }
     }
     let identity = report_identity(&r, bytes);
     let mut rec = extract(0, path, r);
     rec.identity = identity;
-    Ok(Extracted::Record(Box::new(rec)))
+    Extracted::Record(Box::new(rec))
 }
 
 /// The outcome a directory run has for this file: `file` is its index in the sorted list.
