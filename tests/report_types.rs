@@ -3,7 +3,9 @@
 //! report decodes through the one bounded decoder into `Report` and encodes back to the same
 //! document, field for field (times compared as instants: the generator writes nanoseconds,
 //! chrono microseconds). A field the types gain, lose or rename without the generator
-//! following fails here, instead of the fleet's tests passing on data no unit writes.
+//! following fails here, instead of the fleet's tests passing on data no unit writes. And
+//! what the types encode is valid against docs/report.schema.json (`additionalProperties:
+//! false` throughout): a field added to the types but not to the schema fails too.
 
 use std::path::Path;
 use std::process::Command;
@@ -89,6 +91,8 @@ fn fleet_gen_writes_what_the_report_types_write() {
         files.sort();
         assert_eq!(files.len(), 40);
         let mut failed_devices = 0;
+        let typed_dir = dir.join("typed");
+        std::fs::create_dir_all(&typed_dir).unwrap();
         for p in &files {
             let bytes = std::fs::read(p).unwrap();
             let json = format == "json";
@@ -101,6 +105,11 @@ fn fleet_gen_writes_what_the_report_types_write() {
                 serde_norway::from_slice(&bytes).unwrap()
             };
             let typed = serde_json::to_value(&r).unwrap();
+            std::fs::write(
+                typed_dir.join(p.with_extension("json").file_name().unwrap()),
+                serde_json::to_vec_pretty(&typed).unwrap(),
+            )
+            .unwrap();
             let mut out = Vec::new();
             diff("", &written, &typed, &mut out);
             assert!(out.is_empty(), "{}:\n{}", p.display(), out.join("\n"));

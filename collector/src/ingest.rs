@@ -41,6 +41,14 @@ pub enum IngestError {
     Limit(usbperf::report::decode::Refusal),
 }
 
+/// The lowercase hex SHA-256 of a body, as stored in `reports.body_sha256`.
+pub fn sha256_hex(body: &[u8]) -> String {
+    Sha256::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The indexed columns of one report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
@@ -426,7 +434,7 @@ pub fn parse(
     );
     Ok(Record {
         report_id,
-        sha256: crate::store::sha256_hex(body),
+        sha256: sha256_hex(body),
         schema_version,
         unit,
         board,

@@ -586,7 +586,7 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
     // Decoding and the committing transaction block: off the async workers. A re-send under
     // a stored id is answered from the index before anything is decoded.
     let res = tokio::task::spawn_blocking(move || {
-        let sha256 = crate::store::sha256_hex(&bytes);
+        let sha256 = crate::ingest::sha256_hex(&bytes);
         if let Some(id) = header_id.as_deref().filter(|h| !h.is_empty()) {
             if let Some(stored) = store.lookup(id, &sha256).map_err(Failure::Store)? {
                 return Ok::<_, Failure>((id.to_string(), sha256, stored));

@@ -326,7 +326,7 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
         "the queued entry is not report {id}"
     );
     let stem = queued[0].file_stem().unwrap().to_str().unwrap().to_string();
-    assert_eq!(stem, usbperf_collect::store::sha256_hex(&entry));
+    assert_eq!(stem, usbperf_collect::ingest::sha256_hex(&entry));
 
     // A collector that accepts the connection and never answers (a hung server, a
     // firewall that swallows packets after the handshake) delays run by at most `timeout`.

@@ -31,19 +31,10 @@ pub enum Stored {
     Conflict { stored_sha256: String },
 }
 
-/// The lowercase hex SHA-256 of a body, as stored in `reports.body_sha256`.
-pub fn sha256_hex(body: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// What a re-sent report is, given what is stored under its id.
 pub fn compare(stored_sha256: Option<String>, stored_raw: &[u8], sha256: &str) -> Stored {
     // Rows from before the column have no hash: their raw bytes tell.
-    let stored = stored_sha256.unwrap_or_else(|| sha256_hex(stored_raw));
+    let stored = stored_sha256.unwrap_or_else(|| crate::ingest::sha256_hex(stored_raw));
     if stored == sha256 {
         Stored::Duplicate
     } else {
