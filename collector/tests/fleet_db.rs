@@ -23,18 +23,7 @@ fn upload_all(url: &str, reports: &[PathBuf], named: &Path) {
     for p in reports {
         let body = std::fs::read(p).unwrap();
         let json = p.extension().is_some_and(|e| e == "json");
-        let resp = ureq::AgentBuilder::new()
-            .build()
-            .post(url)
-            .set(
-                "Content-Type",
-                if json {
-                    "application/json"
-                } else {
-                    "application/yaml"
-                },
-            )
-            .set("Authorization", &format!("Bearer {TOKEN}"))
+        let resp = authorized_post(url, json, std::time::Duration::from_secs(60))
             .send_bytes(&body)
             .unwrap_or_else(|e| panic!("POST {}: {e}", p.display()));
         let v: serde_json::Value = serde_json::from_str(&resp.into_string().unwrap()).unwrap();

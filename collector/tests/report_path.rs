@@ -30,19 +30,7 @@ fn sqlite_db(dir: &TempDir) -> String {
 
 /// POST `body` with the collector's token; (status, body).
 fn post(url: &str, body: &[u8], json: bool) -> (u16, String) {
-    let req = ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .post(url)
-        .set("Authorization", &format!("Bearer {TOKEN}"))
-        .set(
-            "Content-Type",
-            if json {
-                "application/json"
-            } else {
-                "application/yaml"
-            },
-        );
+    let req = authorized_post(url, json, Duration::from_secs(60));
     match req.send_bytes(body) {
         Ok(r) => (r.status(), r.into_string().unwrap()),
         Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap_or_default()),

@@ -423,6 +423,22 @@ impl Drop for Pg {
     }
 }
 
+/// A POST to `url` with this collector's token and the body's content type, as a unit sends
+/// it (the caller sends the body).
+pub fn authorized_post(url: &str, json: bool, timeout: std::time::Duration) -> ureq::Request {
+    let ctype = if json {
+        "application/json"
+    } else {
+        "application/yaml"
+    };
+    ureq::AgentBuilder::new()
+        .timeout(timeout)
+        .build()
+        .post(url)
+        .set("Authorization", &format!("Bearer {TOKEN}"))
+        .set("Content-Type", ctype)
+}
+
 /// A token file as the README installs it: only its owner may read it (both sides refuse one
 /// that others may read).
 pub fn write_token_file(path: &Path, text: &str) {

@@ -25,7 +25,9 @@ pub fn device_body(cells: usize) -> String {
          serial: ABC, usb: {port_path: 1-2}}\n  cells:\n",
     );
     for _ in 0..cells {
-        s.push_str("  - {workload: seq-write, status: passed, result: {mib_per_s: 14.5}}\n");
+        s.push_str(
+            "  - {workload: seq-write, status: passed, result: {mib_per_s: 14.5, iops: 3}}\n",
+        );
     }
     s.push_str("  verdict: {pass: true}\n");
     s
