@@ -562,11 +562,13 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
     let bytes = match read {
         Ok(b) => b,
         Err(e) => {
-            // to_bytes says "length limit exceeded" through its source chain.
-            let over = std::error::Error::source(&e)
-                .map(|s| s.to_string().contains("length limit"))
-                .unwrap_or(false)
-                || e.to_string().contains("length limit");
+            // The limit's own error type, wherever it sits in the source chain.
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            let mut over = false;
+            while let Some(c) = cause {
+                over |= c.is::<http_body_util::LengthLimitError>();
+                cause = c.source();
+            }
             if over {
                 return too_large();
             }

@@ -101,10 +101,10 @@ impl Tokens {
 }
 
 fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    // Lengths differ: not equal (subtle compares equal lengths only; a token's length is no
+    // secret worth hiding, they are all 16 characters or more).
+    a.len() == b.len() && bool::from(a.ct_eq(b))
 }
 
 #[cfg(test)]
