@@ -25,7 +25,6 @@ use crate::safety::{self, lock::RunLock, signals, SystemFacts};
 use crate::units;
 
 /// The configuration installed by the Yocto recipe; used when `--config` is not given.
-pub const DEFAULT_CONFIG: &str = "/etc/usbperf/usbperf.yaml";
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -82,25 +81,8 @@ fn config_error(e: ConfigError) -> anyhow::Error {
 
 /// Loads and layers the configuration: profile < config file < flags.
 pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
-    let config_path = match &args.config {
-        Some(p) => Some(p.clone()),
-        None if Path::new(DEFAULT_CONFIG).is_file() => Some(PathBuf::from(DEFAULT_CONFIG)),
-        None => None,
-    };
-    let mut search: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = config_path.as_ref().and_then(|p| p.parent()) {
-        search.push(dir.to_path_buf());
-        search.push(dir.join("profiles"));
-    }
-    search.extend(
-        [
-            "/etc/usbperf/profiles",
-            "/usr/share/usbperf/profiles",
-            "profiles/boards",
-        ]
-        .iter()
-        .map(PathBuf::from),
-    );
+    let config_path = config::locate(args.config.as_deref());
+    let search = config::profile_search(config_path.as_deref());
     let mut layers = match &config_path {
         Some(c) => config::load_file(c, args.profile.as_deref(), &search),
         None => config::load_profile(
@@ -316,9 +298,16 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
             crate::outln!("{line}");
         }
     }
-    // Issue 15: queue the report and hand it to the collector, within `upload.timeout`;
-    // never changes the verdict or the exit code.
-    super::upload::after_run(&cfg, &done.report);
+    // Queue the report and hand it to the collector, within `upload.timeout`; never changes
+    // the verdict or the exit code.
+    if let Some(up) = &cfg.upload {
+        let json = cfg.report_format == ReportFormat::Json;
+        let said = match done.report.encode(json) {
+            Ok(bytes) => crate::upload::hand_off(up, json, &bytes),
+            Err(e) => format!("cannot encode the report ({e}); the report file is kept"),
+        };
+        crate::errln!("usbperf-matrix: upload: {said}");
+    }
     // The station's line comes last, so `tail -n 1` finds it.
     crate::outln!(
         "{}",

@@ -3,15 +3,14 @@
 //! The rules — what is an acknowledgement, when to retry — are in `crate::upload`.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 
 use super::UsageError;
-use crate::config::{self, Config, ReportFormat};
+use crate::config;
 use crate::exit::Exit;
 use crate::report::decode;
-use crate::report::schema::Report;
 use crate::upload::{self, Client, DrainOptions, Spool, UploadConfig};
 
 #[derive(Debug, clap::Args)]
@@ -54,21 +53,11 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
 
 /// The `upload:` section of the config the flags name, or of the installed one.
 fn config_section(args: &UploadArgs) -> anyhow::Result<Option<UploadConfig>> {
-    let path = match &args.config {
-        Some(p) => p.clone(),
-        None if Path::new(super::run::DEFAULT_CONFIG).is_file() => {
-            PathBuf::from(super::run::DEFAULT_CONFIG)
-        }
-        None => return Ok(None),
+    let Some(path) = config::locate(args.config.as_deref()) else {
+        return Ok(None);
     };
     // The profile the config extends is looked up where `run` looks for it.
-    let mut search: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = path.parent() {
-        search.push(dir.to_path_buf());
-        search.push(dir.join("profiles"));
-    }
-    search.push("/etc/usbperf/profiles".into());
-    search.push("/usr/share/usbperf/profiles".into());
+    let search = config::profile_search(Some(&path));
     let layers = config::load_file(&path, None, &search).map_err(|e| UsageError(e.to_string()))?;
     Ok(config::resolve(layers).upload)
 }
@@ -180,68 +169,4 @@ fn read_report(path: &Path) -> anyhow::Result<(bool, Vec<u8>)> {
         ))
     })?;
     Ok((json, bytes))
-}
-
-/// The end of `run`: queue the finished report and try to deliver the spool within the
-/// section's `timeout`. Whatever happens is said on standard error; the verdict and the exit
-/// code are the run's, untouched.
-pub fn after_run(cfg: &Config, report: &Report) {
-    let Some(up) = &cfg.upload else { return };
-    let say = |m: String| crate::errln!("usbperf-matrix: upload: {m}");
-    let json = cfg.report_format == ReportFormat::Json;
-    let bytes = match report.encode(json) {
-        Ok(b) => b,
-        Err(e) => {
-            return say(format!(
-                "cannot encode the report ({e}); the report file is kept"
-            ))
-        }
-    };
-    let spool = Spool::at(up.spool_dir());
-    if let Err(e) = spool.enqueue(json, &bytes) {
-        return say(e.to_string());
-    }
-    let token = match upload::client::read_token(&up.token_file, up.allow_readable_token) {
-        Ok(t) => t,
-        Err(e) => {
-            return say(format!(
-                "{e}; the report is queued in {}",
-                spool.dir().display()
-            ))
-        }
-    };
-    // Half the budget per request, the other half bounds the retries: the whole hand-off
-    // ends within `timeout`.
-    let budget = up.timeout();
-    let client = Client {
-        url: up.url.clone(),
-        token,
-        timeout: budget / 2,
-    };
-    let opts = DrainOptions {
-        attempts: 3,
-        deadline: Some(Instant::now() + budget / 2),
-        ..DrainOptions::default()
-    };
-    match upload::drain(&spool, &client, &opts, &mut std::thread::sleep, &mut |_| {}) {
-        Ok(out) if out.complete() => say(format!("{} report(s) delivered", out.delivered.len())),
-        Ok(out) => {
-            let (new, dup, rejected, queued) = out.counts();
-            say(format!(
-                "{} delivered; {rejected} rejected (set aside in {}, each with a .reason); \
-                 {queued} stay queued in {} ({}); `usbperf-matrix upload` or the next boot \
-                 sends them",
-                new + dup,
-                spool.dir().join(upload::spool::REJECTED_DIR).display(),
-                spool.dir().display(),
-                out.refused
-                    .first()
-                    .map(|(_, e)| e.to_string())
-                    .or_else(|| out.rejected.first().map(|(_, e)| e.to_string()))
-                    .or_else(|| out.last_error.map(|e| e.to_string()))
-                    .unwrap_or_default()
-            ))
-        }
-        Err(e) => say(e.to_string()),
-    }
 }

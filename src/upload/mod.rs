@@ -1,6 +1,6 @@
 //! Owns getting a finished report off the unit: the durable outbox (`spool`), the
 //! HTTP client that hands a report to the collector and checks its acknowledgement
-//! (`client`), the retry delays (`backoff`), and the `upload:` config section (`config`).
+//! (`client`), the retry delays (`backoff`); the `upload:` config section is `config::upload`.
 //!
 //! The rule everything here keeps: a report leaves the spool only after the collector
 //! answered 2xx naming the report's id and the hash of its bytes, or to `rejected/` (with
@@ -11,19 +11,65 @@
 
 pub mod backoff;
 pub mod client;
-pub mod config;
 pub mod drain;
 pub mod spool;
 
+use std::time::Instant;
+
+pub use crate::config::upload::{UploadConfig, DEFAULT_SPOOL_DIR};
 pub use backoff::Backoff;
 pub use client::{Ack, Client, SendError};
-pub use config::UploadConfig;
 pub use drain::{drain, DrainOptions, DrainOutcome};
 pub use spool::{Entry, Spool, SpoolError};
-
-/// The spool when neither `--spool` nor `upload: {spool: …}` names one.
-pub const DEFAULT_SPOOL_DIR: &str = "/var/lib/usbperf/outbox";
 
 /// The header that carries the report's id, so the collector (and a proxy's log) sees it
 /// before reading the body.
 pub const REPORT_ID_HEADER: &str = "X-Usbperf-Report-Id";
+
+/// The end of `run`: queue the finished report's `bytes` and try to deliver the spool within
+/// the section's `timeout`. What happened, in one sentence for standard error; the run's
+/// verdict and exit code are not this function's to change.
+pub fn hand_off(up: &UploadConfig, json: bool, bytes: &[u8]) -> String {
+    let spool = Spool::at(up.spool_dir());
+    if let Err(e) = spool.enqueue(json, bytes) {
+        return e.to_string();
+    }
+    let token = match client::read_token(&up.token_file, up.allow_readable_token) {
+        Ok(t) => t,
+        Err(e) => return format!("{e}; the report is queued in {}", spool.dir().display()),
+    };
+    // Half the budget per request, the other half bounds the retries: the whole hand-off
+    // ends within `timeout`.
+    let budget = up.timeout();
+    let client = Client {
+        url: up.url.clone(),
+        token,
+        timeout: budget / 2,
+    };
+    let opts = DrainOptions {
+        attempts: 3,
+        deadline: Some(Instant::now() + budget / 2),
+        ..DrainOptions::default()
+    };
+    match drain(&spool, &client, &opts, &mut std::thread::sleep, &mut |_| {}) {
+        Ok(out) if out.complete() => format!("{} report(s) delivered", out.delivered.len()),
+        Ok(out) => {
+            let (new, dup, rejected, queued) = out.counts();
+            format!(
+                "{} delivered; {rejected} rejected (set aside in {}, each with a .reason); \
+                 {queued} stay queued in {} ({}); `usbperf-matrix upload` or the next boot \
+                 sends them",
+                new + dup,
+                spool.dir().join(spool::REJECTED_DIR).display(),
+                spool.dir().display(),
+                out.refused
+                    .first()
+                    .map(|(_, e)| e.to_string())
+                    .or_else(|| out.rejected.first().map(|(_, e)| e.to_string()))
+                    .or_else(|| out.last_error.map(|e| e.to_string()))
+                    .unwrap_or_default()
+            )
+        }
+        Err(e) => e.to_string(),
+    }
+}

@@ -2,6 +2,10 @@
 //! board profiles, layering (profile < config file < flags) into one resolved `Config`, and
 //! errors that name the file, line and column.
 
+pub mod upload;
+
+pub use upload::UploadConfig;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -65,8 +69,8 @@ impl<'de> Deserialize<'de> for LaneKey {
 }
 
 pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
-    ("quick", include_str!("../profiles/quick.yaml")),
-    ("full", include_str!("../profiles/full.yaml")),
+    ("quick", include_str!("../../profiles/quick.yaml")),
+    ("full", include_str!("../../profiles/full.yaml")),
 ];
 
 /// A byte count written with a unit (`64M`, `1G`, `4k`) or as a plain integer of bytes.
@@ -500,9 +504,9 @@ pub struct ConfigFile {
     pub tests: Option<Vec<TestSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thresholds: Option<Vec<Threshold>>,
-    /// Send the report to a collector after writing it (issue 15; `crate::upload`).
+    /// Send the report to a collector after writing it (`crate::upload`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upload: Option<crate::upload::UploadConfig>,
+    pub upload: Option<UploadConfig>,
     /// `serial` (one device after another) or `auto` (devices on independent buses at the
     /// same time; `matrix::schedule`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -608,7 +612,7 @@ pub struct Config {
     pub tests: Vec<TestSpec>,
     pub thresholds: Vec<Threshold>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upload: Option<crate::upload::UploadConfig>,
+    pub upload: Option<UploadConfig>,
     /// Absent in reports written before issue 17: those ran serially.
     #[serde(default)]
     pub schedule: ScheduleMode,
@@ -617,6 +621,38 @@ pub struct Config {
 }
 
 pub const DEFAULT_REPORT_DIR: &str = "/var/lib/usbperf/reports";
+
+/// The config `run` and `upload` read when no `--config` is given (and it exists).
+pub const DEFAULT_CONFIG: &str = "/etc/usbperf/usbperf.yaml";
+
+/// The config file to read: the one given, else the installed one if there is one.
+pub fn locate(given: Option<&Path>) -> Option<PathBuf> {
+    match given {
+        Some(p) => Some(p.to_path_buf()),
+        None if Path::new(DEFAULT_CONFIG).is_file() => Some(PathBuf::from(DEFAULT_CONFIG)),
+        None => None,
+    }
+}
+
+/// Where profiles are looked up, in order: beside the config and in its `profiles/`, then
+/// the installed ones, then the repository's board profiles (a checkout's `profiles/boards`).
+pub fn profile_search(config: Option<&Path>) -> Vec<PathBuf> {
+    let mut search: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = config.and_then(|p| p.parent()) {
+        search.push(dir.to_path_buf());
+        search.push(dir.join("profiles"));
+    }
+    search.extend(
+        [
+            "/etc/usbperf/profiles",
+            "/usr/share/usbperf/profiles",
+            "profiles/boards",
+        ]
+        .iter()
+        .map(PathBuf::from),
+    );
+    search
+}
 /// The profile a config file without `profile:` extends.
 pub const DEFAULT_PROFILE: &str = "quick";
 /// Where the system disk's test files go (the state directory usbperf owns on the rootfs).

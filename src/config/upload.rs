@@ -1,5 +1,5 @@
 //! Owns the `upload:` section of the configuration: where `run` sends its report after
-//! writing it locally. Strict like the rest of the config (unknown keys are errors with the
+//! writing it locally (the sending is `crate::upload`'s). Strict like the rest of the config (unknown keys are errors with the
 //! file's line and column); recorded in the report without the token itself.
 
 use std::path::PathBuf;
@@ -8,6 +8,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Dur;
+
+/// The spool when neither `--spool` nor `upload: {spool: …}` names one.
+pub const DEFAULT_SPOOL_DIR: &str = "/var/lib/usbperf/outbox";
 
 /// How long `run` waits for the collector when the section sets no `timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,7 +41,7 @@ impl UploadConfig {
     pub fn spool_dir(&self) -> PathBuf {
         self.spool
             .clone()
-            .unwrap_or_else(|| PathBuf::from(super::DEFAULT_SPOOL_DIR))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_SPOOL_DIR))
     }
 
     pub fn timeout(&self) -> Duration {
@@ -59,10 +62,7 @@ mod tests {
         let up = c.upload.expect("section kept");
         assert_eq!(up.url, "http://c:8080/api/v1/reports");
         assert_eq!(up.timeout(), Duration::from_secs(5));
-        assert_eq!(
-            up.spool_dir(),
-            std::path::PathBuf::from(super::super::DEFAULT_SPOOL_DIR)
-        );
+        assert_eq!(up.spool_dir(), std::path::PathBuf::from(super::DEFAULT_SPOOL_DIR));
 
         // (text, what the error must say)
         let table = [
