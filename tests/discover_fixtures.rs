@@ -465,7 +465,7 @@ fn multi_lun_stick_behind_a_full_speed_hub() {
     assert_eq!(sdf["usb"]["hubs"][0]["speed_mbps"], 12.0);
 }
 
-/// Issue 16: the health record from the QEMU 10 recordings' sysfs (the ioctls are not sent
+/// The health record from the QEMU 10 recordings' sysfs (the ioctls are not sent
 /// into a recording: each says why). The UFS health descriptor, the multipath NVMe
 /// namespace's PCI function (found through its controller path `nvme0c0n1`), USB lanes, and
 /// the eMMC's life time (QEMU: not defined) with no EXT_CSD asked through a boot area.

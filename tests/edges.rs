@@ -1,4 +1,4 @@
-//! The promises at their edges, as a new user meets them in the first hour (issue 12): each
+//! The promises at their edges, as a new user meets them in the first hour: each
 //! test drives the built binary on real loop devices and filesystems, and each failed on
 //! 4124e44. Writes to a mounted device, runs that test nothing, reports that replace each
 //! other, config mistakes that surface as hardware failures, closed pipes, exit codes,

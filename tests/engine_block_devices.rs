@@ -332,7 +332,7 @@ fn auto_picks_the_engine_per_target_by_nonblocking_support() {
     assert!(!file.exists(), "the test file is removed after the run");
 }
 
-/// Issue 16: the health ioctls on a device that does not speak them (a loop device answers
+/// The health ioctls on a device that does not speak them (a loop device answers
 /// MMC_IOC_CMD, NVME_IOCTL_ADMIN_CMD and SG_IO with an error) give an error naming the ioctl
 /// and the node, never a panic; the device's bytes are unchanged; a node that is not the
 /// device sysfs names is never queried.

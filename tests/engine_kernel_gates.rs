@@ -1,4 +1,4 @@
-//! The engine choice when the kernel shuts io_uring off (issue 13): on a kernel with the
+//! The engine choice when the kernel shuts io_uring off: on a kernel with the
 //! `kernel.io_uring_disabled` sysctl (6.6+), each setting ends in a working engine and one line
 //! saying which and why. This binary holds a single test because it changes a system-wide
 //! setting (cargo runs test binaries one after another); the old value is put back on every

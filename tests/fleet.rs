@@ -525,7 +525,7 @@ fn sorted_reports(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// Issue 12, item 9: a FIFO among the reports made the fleet block in `open` forever.
+/// A FIFO among the reports made the fleet block in `open` forever.
 #[test]
 fn fifo_socket_and_symlinks_to_them_are_skipped_unopened() {
     let d = TempDir::new("fleet-fifo");
@@ -597,7 +597,7 @@ fn set_line(text: &str, key: &str, value: &str) -> String {
     format!("{}{key}{value}{}", &text[..at], &text[end..])
 }
 
-/// Issue 12, item 9: a report copied twice (or collected again) counted twice.
+/// A report copied twice (or collected again) counted twice.
 #[test]
 fn copies_of_a_report_count_once() {
     let d = TempDir::new("fleet-dup");
@@ -684,7 +684,7 @@ fn figure_at(text: &str, field: &str, nth: usize) -> (usize, usize, String, Stri
     (at, end, workload, device)
 }
 
-/// Issue 12, item 9: `1e308`, `.nan`, `.inf` and negative figures were accepted and broke the
+/// `1e308`, `.nan`, `.inf` and negative figures were accepted and broke the
 /// table (a 309-digit column) and the charts.
 #[test]
 fn absurd_figures_are_refused_with_a_note_and_the_report_still_counts() {
@@ -785,7 +785,7 @@ fn absurd_figures_are_refused_with_a_note_and_the_report_still_counts() {
     );
 }
 
-/// Issue 12, item 9: a `--board` typo or a directory of garbage gave "0 reports" and exit 0.
+/// A `--board` typo or a directory of garbage gave "0 reports" and exit 0.
 #[test]
 fn nothing_matched_says_why_and_exits_non_zero() {
     let d = TempDir::new("fleet-none");
@@ -864,7 +864,7 @@ fn nothing_matched_says_why_and_exits_non_zero() {
     assert!(err(&o).contains("1 unfinished runs"), "{}", err(&o));
 }
 
-/// Values that broke or could break the reader or the renderers (issue 12, item 9), written
+/// Values that broke or could break the reader or the renderers, written
 /// as YAML and JSON spell them, valid or not.
 const BAD_NUMBERS: [&str; 14] = [
     "1e308",
@@ -1176,7 +1176,7 @@ fn figures(mut v: Value) -> Value {
 
 #[test]
 fn rewording_every_verdict_message_leaves_the_fleet_figures_unchanged() {
-    // Issue 14, part 3: schema 2 ranks failures and link failures by the records, so a
+    // Schema 2 ranks failures and link failures by the records, so a
     // release that rewords every sentence changes no ranking, count or port figure.
     let d = TempDir::new("fleet-reword");
     let v2 = d.path().join("v2");

@@ -1,4 +1,4 @@
-//! The health parsers (issue 16) against the real answers recorded in QEMU 10's guests
+//! The health parsers against the real answers recorded in QEMU 10's guests
 //! (`tests/fixtures/health/`, README there): table-driven, then every truncation and a
 //! bounded set of corruptions of the same bytes, which must give a reason, never a panic.
 

@@ -1,4 +1,4 @@
-//! What a test station reads on the unit (issue 15, item 1): the `USBPERF-RESULT v1` line as
+//! What a test station reads on the unit: the `USBPERF-RESULT v1` line as
 //! the last line of standard output, `run --junit FILE` and `run --lava`, driven through the
 //! built binary on real loop devices (root), like tests/edges.rs.
 

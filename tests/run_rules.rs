@@ -1,4 +1,4 @@
-//! The factory run's rules without root (issue 14, part 2): `matrix::run` driven with the
+//! The factory run's rules without root: `matrix::run` driven with the
 //! recorded sysfs tree of the vm-e2e guest (`tests/fixtures/qemu/x86-e2e.umockdev`: sticks on
 //! EHCI 1-1 at 480M, OHCI 2-1 at 12M, xHCI 4-1..4-3, SATA at 1.5 Gbps, an SD card), the kernel
 //! lines that guest's kernel logged (`tests/fixtures/kernels/x86_64-6.1.kmsg.txt`), a stepped

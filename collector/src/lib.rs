@@ -1,4 +1,4 @@
-//! usbperf-collect: the factory server's end of issue 15. Units POST their reports; each is
+//! usbperf-collect: the factory server's end of the upload. Units POST their reports; each is
 //! checked (a usbperf report, schema 1 or 2, a token from the token file), stored once per
 //! `report_id` — the raw document and indexed columns — in SQLite or PostgreSQL, and only
 //! then acknowledged. The unit deletes its queued copy on that acknowledgement, so a report

@@ -4,8 +4,8 @@
 
 /// mimalloc, not glibc's malloc: the fleet query allocates its records' strings on decoding
 /// threads and frees them on the aggregating one, and glibc then takes the decoding
-/// threads' arena locks for every free (a quarter of the query's time over 100,000 reports,
-/// issue 15); mimalloc hands such frees back without a lock.
+/// threads' arena locks for every free (a quarter of the query's time over 100,000
+/// reports); mimalloc hands such frees back without a lock.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -3,7 +3,7 @@
 //!
 //! Why not JSON, as version 1 stored it: decoding 100,000 JSON records (4 KB each, mostly
 //! numbers printed to 17 digits) took two CPU-seconds, most of the fleet's time, against the
-//! issue's 2 s for the whole query (issue 15). Here a figure is its 8 bytes (exact, no float
+//! target of 2 s for the whole query. Here a figure is its 8 bytes (exact, no float
 //! parsing), a string its length and bytes, and the metric names, which repeat on every
 //! device of a report, are written once per record: a record is a third of its JSON and
 //! decodes many times faster.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The schedule benchmark's summary (issue 17): serial against auto from the reports of
+"""The schedule benchmark's summary: serial against auto from the reports of
 alternate runs of one config (scripts/vm-e2e --bench-schedule, scripts/bench-schedule-host).
 
 usage: bench-schedule.py --out DIR [--prefix NAME] [--rounds N] [--read-bps B --write-bps B --read-iops N --write-iops N

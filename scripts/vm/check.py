@@ -232,7 +232,7 @@ def missing_of(h, field):
 
 
 def health_x86(disks):
-    """Issue 16: the read-only health readers on QEMU's devices (real answers: the NVMe SMART log,
+    """The read-only health readers on QEMU's devices (real answers: the NVMe SMART log,
     AHCI's SMART READ DATA, the UFS health descriptor), and USB disks never asked for SMART."""
     nv = [d for d in disks if d["class"] == "nvme"]
     if "nvme" in a.extra.split() and check(len(nv) == 1, "health: one NVMe disk"):
@@ -304,7 +304,7 @@ def emmc():
         got = sorted(((d.get("mmc") or {}).get("area") or "-") for d in disks if d["class"] == "emmc")
         check(got == ["boot0", "boot1", "user"], f"emmc: inventory has the user area and both boot partitions ({got})")
         check(all("rpmb" not in d["name"] for d in disks), "emmc: no RPMB area (QEMU 10.0's eMMC models none)")
-        # Issue 16: EXT_CSD through MMC_IOC_CMD (SEND_EXT_CSD) on the user area only.
+        # EXT_CSD through MMC_IOC_CMD (SEND_EXT_CSD) on the user area only.
         byarea = {(d.get("mmc") or {}).get("area"): d for d in disks if d["class"] == "emmc"}
         h = (byarea.get("user") or {}).get("health") or {}
         e = (h.get("emmc") or {}).get("ext_csd")
@@ -446,7 +446,7 @@ def unplug():
 
 
 def health():
-    """Issue 16: health limits judged on the real answers of QEMU's NVMe and AHCI disk."""
+    """Health limits judged on the real answers of QEMU's NVMe and AHCI disk."""
     rc = rc_of("health")
     rep = load_report("health")
     if rep is None:
@@ -486,7 +486,7 @@ def same_lane_apart(scen, rep):
 
 
 def autoboot():
-    """Issue 17: the boot service's run with --schedule auto. What must hold whatever the
+    """The boot service's run with --schedule auto. What must hold whatever the
     speed: the run completes, no cell ran beside a disk of its own lane, the OHCI stick's
     12M link still fails it, no healthy device got a kernel event or an error, nothing is left
     behind. The figures are compared with the serial baseline and printed, not asserted:
@@ -525,7 +525,7 @@ def autoboot():
 
 
 def auto():
-    """Issue 17: the blkdebug stick and the SD card at the same time on a real kernel: the
+    """The blkdebug stick and the SD card at the same time on a real kernel: the
     kernel's I/O errors go to the stick's cells only, the SD card passes without one."""
     rc = rc_of("auto"); rep = load_report("auto")
     if rep is None:

@@ -94,7 +94,7 @@ if [ "${RECORD:-0}" = 1 ]; then
   ts "sysdump done: $(wc -l < /run/sysdump.txt) lines"
 fi
 usbperf-matrix --version > $E/version.txt 2>&1
-# Health (issue 16): debugfs gives the MMC bus timing and the kernel's copy of EXT_CSD; the
+# Health: debugfs gives the MMC bus timing and the kernel's copy of EXT_CSD; the
 # list run saves the raw answers of its read-only health ioctls (USBPERF_HEALTH_RECORD) and the
 # kernel's health attributes are copied beside them: the fixtures of tests/fixtures/health/.
 H=$E/health; mkdir -p $H
@@ -146,7 +146,7 @@ act_fill() { # fill the SD card's ext4 (fallocate: metadata only, instant), then
 act_erofs() { echo 1 > /sys/fs/ext4/$UAS/trigger_fs_error; }
 act_unplug() { echo "E2E-UNPLUG xbotstk"; }
 
-# The schedule benchmark (issue 17): ROUNDS rounds of its quick matrix, `--schedule serial` and
+# The schedule benchmark: ROUNDS rounds of its quick matrix, `--schedule serial` and
 # `--schedule auto` alternately (the order swaps every round, so neither mode always runs
 # first), each report under $R/bench/r<N>-<mode>/ and its exit code in $E/bench-r<N>-<mode>.rc.
 # A binary without --schedule runs both modes serial: an A/A run, the noise floor.
@@ -182,7 +182,7 @@ bench_schedule() {
     r=$((r + 1))
   done
 }
-# The control without QEMU's device models (issue 17): four null_blk disks made in the guest
+# The control without QEMU's device models: four null_blk disks made in the guest
 # kernel (configfs: 64 MiB, memory backed, 10 MiB/s each), the same rounds of
 # bench-nullb.yaml, reports under $R/nullb/r<N>-<mode>/, exit codes in
 # $E/nullb-r<N>-<mode>.rc.

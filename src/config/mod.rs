@@ -432,7 +432,7 @@ pub struct Threshold {
     pub min_sata_gbps: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_capacity: Option<Size>,
-    /// Flash health (issue 16), read-only from the device: the most life used (eMMC/UFS
+    /// Flash health, read-only from the device: the most life used (eMMC/UFS
     /// type A/B estimate band tops, NVMe percent used), in %.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_life_used_percent: Option<u16>,
@@ -613,7 +613,7 @@ pub struct Config {
     pub thresholds: Vec<Threshold>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload: Option<UploadConfig>,
-    /// Absent in reports written before issue 17: those ran serially.
+    /// Absent in reports of builds before the schedule existed: those ran serially.
     #[serde(default)]
     pub schedule: ScheduleMode,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -62,7 +62,10 @@ mod tests {
         let up = c.upload.expect("section kept");
         assert_eq!(up.url, "http://c:8080/api/v1/reports");
         assert_eq!(up.timeout(), Duration::from_secs(5));
-        assert_eq!(up.spool_dir(), std::path::PathBuf::from(super::DEFAULT_SPOOL_DIR));
+        assert_eq!(
+            up.spool_dir(),
+            std::path::PathBuf::from(super::DEFAULT_SPOOL_DIR)
+        );
 
         // (text, what the error must say)
         let table = [

@@ -501,7 +501,7 @@ pub fn now_ns() -> u64 {
 /// User and system CPU time of the calling thread so far, in ns. A run's CPU figures are the
 /// sum over the threads that ran its jobs (`getrusage(RUSAGE_THREAD)` per thread, as fio
 /// counts per job): the process's own total would also count the cells of other devices
-/// running beside it (issue 17).
+/// running beside it.
 pub fn thread_cpu_ns() -> (u64, u64) {
     // SAFETY: zeroed rusage is a valid out-parameter for getrusage.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };

@@ -436,7 +436,7 @@ impl Accumulator {
         self.rejected.append(&mut r.rejected);
         self.reports += 1;
         // Look before cloning: 100,000 records of a handful of boards, units and ports
-        // would otherwise allocate a key each time (the fleet from a database, issue 15).
+        // would otherwise allocate a key each time (the fleet from a database).
         if !self.boards.contains(&r.board) {
             self.boards.insert(r.board.clone());
         }
@@ -552,7 +552,7 @@ impl Accumulator {
 
     /// The index in `groups` of the group whose key is `part` of each dimension, made if
     /// new. Found by the borrowed parts: a key cloned for each device test was hundreds of
-    /// thousands of allocations over a large fleet (issue 15).
+    /// thousands of allocations over a large fleet.
     fn group_index<'a>(&mut self, part: impl Fn(Dimension) -> &'a str) -> usize {
         let dims = &self.opts.group_by;
         let mut h = self.group_hasher.build_hasher();

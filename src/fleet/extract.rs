@@ -3,7 +3,7 @@
 //! reasons. Nothing else of the report survives, which keeps memory flat however large the
 //! reports are.
 //!
-//! Figures come from thousands of units and are untrusted (issue 12, item 9): a figure that
+//! Figures come from thousands of units and are untrusted: a figure that
 //! is not finite, negative, or beyond what any storage device measures is refused here, with a
 //! [`RejectedFigure`] naming the file, device and field. Only that figure goes: the report's
 //! verdict was decided on the unit against its own thresholds, and its other figures are
@@ -40,7 +40,7 @@ pub const WORKLOAD_METRICS: [&str; 3] = [
 /// Device-level metrics.
 pub const LINK_METRIC: &str = metric::LINK_MBPS.id;
 pub const CAPACITY_METRIC: &str = metric::CAPACITY_BYTES.id;
-/// Health metrics (issue 16): wear in % of the rated life, and error counts. Ceilings: life
+/// Health metrics: wear in % of the rated life, and error counts. Ceilings: life
 /// used can pass 100 (NVMe counts up to 255); a count of 1e12 errors is no device's.
 pub const HEALTH_METRICS: [&str; 3] = [
     "health.life_used_percent",
@@ -421,7 +421,7 @@ pub fn reason_kind(reason: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Issue 12, item 9: which figures are no measurement, by metric, at and around each
+    /// Which figures are no measurement, by metric, at and around each
     /// ceiling.
     #[test]
     fn figures_beyond_reason_are_refused() {
@@ -458,7 +458,7 @@ mod tests {
         assert_eq!(show(-5.0), "-5");
     }
 
-    /// Issue 16: wear and error counts become fleet figures, each failed only by its own
+    /// Wear and error counts become fleet figures, each failed only by its own
     /// health reason, and an absurd count is refused like any figure.
     #[test]
     fn health_figures_enter_the_fleet_judged_by_their_own_reasons() {

@@ -3,7 +3,7 @@
 //! to one consumer in the calling thread, in path order. A bad file is an entry in the error
 //! list, never the end of the run.
 //!
-//! The directory comes from thousands of units and is untrusted (issue 12, item 9): only
+//! The directory comes from thousands of units and is untrusted: only
 //! regular files are opened (a FIFO would block `open` forever, a device node could be read
 //! without end), and a file larger than any report is refused before it is read.
 

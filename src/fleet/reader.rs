@@ -165,7 +165,7 @@ pub struct DiskLite {
     pub size_bytes: Option<u64>,
     #[serde(default)]
     pub usb: Option<UsbLite>,
-    /// The health summary (issue 16), where the unit's build reads it.
+    /// The health summary, where the unit's build reads it.
     #[serde(default)]
     pub health: Option<HealthLite>,
 }

@@ -2,7 +2,7 @@
 //! the fleet keeps (what a collector stores beside the raw document at ingest), and the
 //! aggregation of such records in the order of their names, without reading any file.
 //!
-//! The collector (issue 15, item 4) gives each stored report the name its export writes,
+//! The collector gives each stored report the name its export writes,
 //! `<report_id>.<format>`: records in that name order aggregate exactly as
 //! `usbperf-matrix fleet` aggregates a directory of those files, the JSON output included.
 

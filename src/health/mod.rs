@@ -1,4 +1,4 @@
-//! Owns the read-only health readers of flash and links (issue 16 items 1-6): eMMC/SD, NVMe,
+//! Owns the read-only health readers of flash and links: eMMC/SD, NVMe,
 //! SATA, UFS, PCIe and USB, each in its own file as a pure parser plus the thin I/O that feeds
 //! it, and the `Health` record discovery attaches to every disk.
 //!

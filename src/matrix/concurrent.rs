@@ -1,4 +1,4 @@
-//! Owns what the lanes of a run share while they run at the same time (issue 17): the one
+//! Owns what the lanes of a run share while they run at the same time: the one
 //! kernel log, read by whoever asks and handed to every running cell from the moment it
 //! started ([`KmsgHub`]); the gate that lets a CPU-bound cell run alone ([`Gate`]); and who
 //! ran beside whom ([`Overlap`]). With one lane (`schedule: serial`) they reduce to the serial

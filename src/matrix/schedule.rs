@@ -1,4 +1,4 @@
-//! Owns which devices of a unit could be tested at the same time (issue 17): the part of each
+//! Owns which devices of a unit could be tested at the same time: the part of each
 //! disk's path that limits its throughput, its *lane*. Disks in one lane share a bus (a USB
 //! root hub and every hub below it, an MMC host, an ATA port and any port multiplier on it,
 //! an NVMe subsystem, a SCSI host adapter such as a UFS host) and run one after another;

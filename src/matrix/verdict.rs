@@ -189,7 +189,7 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
     out
 }
 
-/// Checks the health limits (issue 16) against the disk's read-only health record. A limit on
+/// Checks the health limits against the disk's read-only health record. A limit on
 /// a figure the device does not report fails as unknown, like a link that cannot be verified:
 /// a board profile sets health limits only for parts that report them.
 pub fn health_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason> {
