@@ -365,6 +365,17 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
     let bad_cfg = bad_cfg.display().to_string();
     let lo = Loop::new(8 << 20);
     let file = scratch.path("f.bin").display().to_string();
+    let token = scratch.path("token");
+    std::fs::write(&token, "0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let token = token.display().to_string();
+    let spool = scratch.path("spool").display().to_string();
+    let not_report_file = not_report.clone();
+    let upload = |extra: &[&str]| -> Vec<String> {
+        let mut v = vec!["upload".to_string(), "--spool".into(), spool.clone()];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
     let bench = |extra: &[&str]| -> Vec<String> {
         let mut v = vec!["bench".to_string()];
         v.extend(extra.iter().map(|s| s.to_string()));
@@ -475,6 +486,41 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
             "not a regular file",
         ),
         (vec!["fleet".into(), empty_fleet], 2, "no reports"),
+        // upload: a URL without its scheme, a URL without a token, a zero timeout are
+        // usage errors at once, not network errors retried.
+        (
+            upload(&["--url", "127.0.0.1:18080", "--token-file", &token]),
+            2,
+            "is not a collector's URL",
+        ),
+        (
+            upload(&["--url", "http://127.0.0.1:1/api/v1/reports"]),
+            2,
+            "give --token-file",
+        ),
+        (
+            upload(&[
+                "--url",
+                "http://127.0.0.1:1/",
+                "--token-file",
+                &token,
+                "--timeout",
+                "0",
+            ]),
+            2,
+            "time out at once",
+        ),
+        (
+            upload(&[
+                "--url",
+                "http://127.0.0.1:1/",
+                "--token-file",
+                &token,
+                &not_report_file,
+            ]),
+            2,
+            "not a usbperf report",
+        ),
     ];
     for (args, want, text) in table {
         let out = Command::new(bin()).args(&args).output().unwrap();
@@ -489,6 +535,10 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
     assert!(
         !Path::new(&missing).exists(),
         "nothing created for a refused bench"
+    );
+    assert!(
+        !Path::new(&spool).exists(),
+        "nothing queued for a refused upload"
     );
 }
 

@@ -48,7 +48,12 @@ pub struct UploadArgs {
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
-    crate::units::parse_duration(s).map_err(|e| e.to_string())
+    match crate::units::parse_duration(s).map_err(|e| e.to_string())? {
+        d if d.is_zero() => Err(format!(
+            "{s:?}: every request would time out at once; give a time such as 10s"
+        )),
+        d => Ok(d),
+    }
 }
 
 /// The `upload:` section of the config the flags name, or of the installed one.
@@ -75,6 +80,15 @@ pub fn run(_cli: &super::Cli, args: &UploadArgs) -> anyhow::Result<Exit> {
     let (url, token_file) = match (url, token_file) {
         (Some(u), Some(t)) => (u, t),
         _ if args.if_configured => return Ok(Exit::Pass),
+        (Some(_), None) => {
+            return Err(UsageError(
+                "no token for the collector: give --token-file FILE (the line of the \
+                 collector's token file for this unit), or `upload: {token_file: FILE}` in the \
+                 config"
+                    .into(),
+            )
+            .into())
+        }
         _ => {
             return Err(UsageError(
                 "no collector to upload to: give --url and --token-file, or an `upload: {url: \
@@ -84,6 +98,7 @@ pub fn run(_cli: &super::Cli, args: &UploadArgs) -> anyhow::Result<Exit> {
             .into())
         }
     };
+    crate::config::upload::check_url(&url).map_err(|e| UsageError(format!("--url {e}")))?;
     let spool_dir = args
         .spool
         .clone()

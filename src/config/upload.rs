@@ -20,6 +20,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 #[serde(deny_unknown_fields)]
 pub struct UploadConfig {
     /// The collector's endpoint, e.g. `http://collector.line3:8080/api/v1/reports`.
+    #[serde(deserialize_with = "endpoint")]
     pub url: String,
     /// The file holding this unit's (or line's) token; a file, so the token never appears in
     /// the config, the report or `ps`.
@@ -35,6 +36,29 @@ pub struct UploadConfig {
     /// token may store reports as this unit).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_readable_token: bool,
+}
+
+/// Why `url` is not a collector's endpoint, if it is not: the scheme and a host are needed
+/// (`127.0.0.1:8080` alone would be retried as a network error forever).
+pub fn check_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    match rest {
+        Some(r) if !r.is_empty() && !r.starts_with('/') && !r.contains(char::is_whitespace) => {
+            Ok(())
+        }
+        _ => Err(format!(
+            "{url:?} is not a collector's URL: give it with its scheme and host, such as \
+             http://collector:8080/api/v1/reports"
+        )),
+    }
+}
+
+fn endpoint<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let url = String::deserialize(d)?;
+    check_url(&url).map_err(|e| serde::de::Error::custom(format!("url: {e}")))?;
+    Ok(url)
 }
 
 impl UploadConfig {
@@ -74,6 +98,10 @@ mod tests {
                 "u.yaml:4:3: upload: unknown field `tokn`",
             ),
             ("upload:\n  url: http://c/\n", "missing field `token_file`"),
+            (
+                "upload:\n  url: 127.0.0.1:8080\n  token_file: /t\n",
+                "u.yaml:2:3: upload: url: \"127.0.0.1:8080\" is not a collector's URL",
+            ),
             (
                 "upload:\n  url: http://c/\n  token_file: /t\n  timeout: soon\n",
                 "u.yaml:4:12",
