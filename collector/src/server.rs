@@ -134,7 +134,9 @@ pub struct ServeLimits {
     /// A request's headers must arrive within this, and an idle keep-alive connection is
     /// closed after it.
     pub header_timeout: Duration,
-    /// After SIGTERM, requests under way get this long.
+    /// After SIGTERM, requests under way get this long (a connection still sending its
+    /// headers is not one of them: hyper waits for those until the header timeout, and the
+    /// process must be gone within 10 s).
     pub shutdown_grace: Duration,
 }
 
@@ -144,7 +146,7 @@ impl Default for ServeLimits {
             max_connections: 512,
             max_per_address: 64,
             header_timeout: Duration::from_secs(10),
-            shutdown_grace: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(8),
         }
     }
 }

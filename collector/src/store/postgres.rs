@@ -78,7 +78,9 @@ ALTER TABLE fleet_records ADD COLUMN IF NOT EXISTS record bytea;
 CREATE INDEX IF NOT EXISTS fleet_records_time ON fleet_records (started_ns);
 CREATE INDEX IF NOT EXISTS fleet_records_board_time ON fleet_records (board, started_ns);
 CREATE INDEX IF NOT EXISTS fleet_records_version ON fleet_records (version);
-CREATE TABLE IF NOT EXISTS collector_health (id integer PRIMARY KEY, checked_at timestamptz NOT NULL);
+-- What /readyz writes: emptied and written again at each probe, so the probe needs a new
+-- block of the database's storage (a full disk fails it, as it fails an upload).
+CREATE TABLE IF NOT EXISTS collector_health_probe (checked_at timestamptz NOT NULL);
 ";
 
 const PUT_FLEET: &str = "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, \
@@ -361,13 +363,15 @@ impl Store for Postgres {
     }
 
     fn health(&self) -> Result<(), StoreError> {
+        // TRUNCATE gives the table a new, empty file: the insert must extend it, which is
+        // what a full disk refuses (an update in place of an existing row never would).
         self.with_session(|c| {
-            c.execute(
-                "INSERT INTO collector_health (id, checked_at) VALUES (1, now()) \
-                 ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
-                &[],
-            )
-            .map(|_| ())
+            let mut tx = c.transaction()?;
+            tx.batch_execute(
+                "TRUNCATE collector_health_probe; \
+                 INSERT INTO collector_health_probe (checked_at) VALUES (now())",
+            )?;
+            tx.commit()
         })
     }
 
