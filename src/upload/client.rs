@@ -366,6 +366,33 @@ mod tests {
         std::fs::remove_file(&p).unwrap();
     }
 
+    /// A collector that sends its status line and then trickles (or withholds) the body past
+    /// the timeout: the unit says it timed out, not "no acknowledgement".
+    #[cfg(feature = "upload")]
+    #[test]
+    fn an_answer_whose_body_does_not_arrive_in_time_is_a_timeout() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/api/v1/reports", l.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n{\"report_id\"")
+                .unwrap();
+            std::thread::sleep(Duration::from_secs(3));
+        });
+        let c = Client {
+            url,
+            token: "t".into(),
+            timeout: Duration::from_millis(800),
+        };
+        let e = c.send(Some("ab12"), false, b"schema_version: 2\n").unwrap_err();
+        assert!(e.retryable(), "{e}");
+        assert!(e.to_string().contains("did not arrive within 0.8 s"), "{e}");
+        server.join().unwrap();
+    }
+
     #[test]
     fn the_token_is_the_first_real_line() {
         let table = [
