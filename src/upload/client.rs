@@ -387,7 +387,9 @@ mod tests {
             token: "t".into(),
             timeout: Duration::from_millis(800),
         };
-        let e = c.send(Some("ab12"), false, b"schema_version: 2\n").unwrap_err();
+        let e = c
+            .send(Some("ab12"), false, b"schema_version: 2\n")
+            .unwrap_err();
         assert!(e.retryable(), "{e}");
         assert!(e.to_string().contains("did not arrive within 0.8 s"), "{e}");
         server.join().unwrap();
