@@ -1,6 +1,6 @@
 //! Benchmark: what bodies built to exhaust the parser cost the running collector. The real
 //! usbperf-collect (the build cargo made for these tests) on a SQLite file in a temporary
-//! directory receives, 20 times each, (a) a ~117 KB YAML report whose one anchored device of
+//! directory receives, 20 times each, (a) a ~160 KB YAML report whose one anchored device of
 //! 1,000 cells is named 10,000 times by aliases, and (b) a report nested 100,000 levels deep
 //! under a key it ignores. Printed per body: the time from the request's start to the whole
 //! answer (median and worst), the collector's resident memory (VmRSS) before and after and

@@ -26,14 +26,14 @@ pub fn device_body(cells: usize) -> String {
     );
     for _ in 0..cells {
         s.push_str(
-            "  - {workload: seq-write, status: passed, result: {mib_per_s: 14.5, iops: 3}}\n",
+            "  - {workload: seq-write, status: passed, result: {mib_per_s: 14.5, iops: 3, all: {ios: 3, latency: {p99_ns: 647167}}}}\n",
         );
     }
     s.push_str("  verdict: {pass: true}\n");
     s
 }
 
-/// The alias body (~117 KB): `spare: &d` holds a device of 1,000 cells and
+/// The alias body (~160 KB): `spare: &d` holds a device of 1,000 cells and
 /// `devices: [*d, *d, …]` names it 10,000 times: ten million cells once expanded.
 pub fn alias_bomb(report_id: &str) -> String {
     let mut s = head(report_id);
