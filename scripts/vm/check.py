@@ -480,7 +480,12 @@ def same_lane_apart(scen, rep):
             bad += [(d["name"], c["workload"], o) for o in w if lane_of.get(o) == lane_of.get(d["name"])]
     check(rep["schedule"]["mode"] == "auto", f"{scen}: the report says schedule auto ({rep['schedule']['mode']})")
     check(not bad, f"{scen}: no cell ran beside a disk of its own lane ({bad})")
-    check(together > 0, f"{scen}: cells of different lanes ran at the same time ({together} cells)")
+    # A cell measured again alone by the machine or CPU rule ran beside other lanes first
+    # (that is how the rule saw the CPUs busy): on a slow emulated guest the rule may fire on
+    # the first cells and the rest of the run falls back to one at a time.
+    beside = [a for a in rep["schedule"].get("alone", []) if a.get("rule") in ("machine_cpu", "measured_cpu")]
+    check(together > 0 or bool(beside),
+          f"{scen}: cells of different lanes ran at the same time ({together} cells, {len(beside)} measured again alone after running beside others)")
     print(f"  lanes: {[(l['key'], l['disks']) for l in lanes]}; ran alone: "
           f"{[(x['device'], x['workload'], x['rule']) for x in rep['schedule'].get('alone', [])]}")
 
