@@ -41,13 +41,9 @@ pub enum IngestError {
     Limit(usbperf::report::decode::Refusal),
 }
 
-/// The lowercase hex SHA-256 of a body, as stored in `reports.body_sha256`.
-pub fn sha256_hex(body: &[u8]) -> String {
-    Sha256::digest(body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+/// The lowercase hex SHA-256 of a body, as stored in `reports.body_sha256`: the unit's own
+/// function, which names its spool entries and checks acknowledgements by the same hash.
+pub use usbperf::upload::client::sha256_hex;
 
 /// The indexed columns of one report.
 #[derive(Debug, Clone, PartialEq)]
@@ -423,15 +419,8 @@ pub fn parse(
         lite.finished_at.clone(),
     );
     let file = format!("{report_id}.{format}");
-    let fleet = fleet_columns_of(
-        file,
-        started_ns,
-        Ok(extract_report(
-            Path::new(&format!("{report_id}.{format}")),
-            lite,
-            body,
-        )),
-    );
+    let extracted = extract_report(Path::new(&file), lite, body);
+    let fleet = fleet_columns_of(file, started_ns, Ok(extracted));
     Ok(Record {
         report_id,
         sha256: sha256_hex(body),
