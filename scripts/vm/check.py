@@ -384,8 +384,16 @@ def erofs():
     d = find(rep, serial="UAS00001")
     if d:
         bad = [c for c in d["cells"] if c["status"] in ("error", "failed")]
-        check(any(re.search(r"Read-only file system|EROFS|read-only", cell_text(c)) for c in bad),
-              "erofs: a UAS cell is error/failed naming EROFS / read-only")
+        # Before 6.6 an ext4 error on an errors=remount-ro mount sets the superblock read-only
+        # and writes fail with EROFS. From 6.6 the abort shuts the filesystem down instead
+        # (SB_RDONLY is no longer set from the error path): every operation fails with EIO,
+        # and only the kernel's own lines say why. Either is the fault named.
+        check(any(re.search(r"Read-only file system|EROFS|read-only", cell_text(c))
+                  or (re.search(r"Input/output error|EIO", cell_text(c))
+                      and any(re.search(r"EXT4-fs error|Aborting journal|Remounting filesystem read-only", e["line"])
+                              for x in d["cells"] for e in x.get("kernel_events", [])))
+                  for c in bad),
+              "erofs: a UAS cell is error/failed naming EROFS / read-only, or (kernel 6.6+, ext4 shut down) EIO beside the kernel's ext4 abort")
         check(any(re.search(r"EXT4-fs", " ".join(e["line"] for e in c.get("kernel_events", []))) for c in d["cells"]),
               "erofs: the kernel's EXT4-fs lines are attributed to the UAS disk")
         check(not d["verdict"]["pass"], "erofs: the UAS disk fails")
