@@ -2,20 +2,61 @@
 //!
 //! The binary `usbperf-matrix` is a thin shell over these modules; each module owns one concern
 //! and says so in its first line.
+//!
+//! The modules are layers, declared here bottom up: each imports only modules declared above
+//! it, never one below. `scripts/check-layers` (run by `scripts/test`) reads this list and
+//! fails on an import that runs upward or on a circle between the files of one module.
 
-pub mod cli;
-pub mod config;
-pub mod discover;
-pub mod engine;
-pub mod events;
-pub mod exit;
-pub mod fleet;
-pub mod health;
-pub mod matrix;
-pub mod out;
-pub mod report;
-pub mod safety;
-pub mod stats;
+// sizes, durations and rates, parsed and printed
 pub mod units;
-pub mod upload;
+
+// the two output streams
+pub mod out;
+
+// the exit codes
+pub mod exit;
+
+// a device's class, eMMC area, and a field left empty
+pub mod device;
+
+// reading a sysfs tree and the text in it
+pub mod sysfs;
+
+// the I/O engines and their one driver loop
+pub mod engine;
+
+// figures from an engine's counts
+pub mod stats;
+
+// flash and link health of one disk
+pub mod health;
+
+// the inventory (calls health)
+pub mod discover;
+
+// kernel messages and their attribution to disks
+pub mod events;
+
+// what may be written, test files, locks, signals
+pub mod safety;
+
+// one test procedure on one target
 pub mod workload;
+
+// the config file and board profiles
+pub mod config;
+
+// the report: its types, decoder, writers and views
+pub mod report;
+
+// the unit's spool and its sending
+pub mod upload;
+
+// many reports: distributions, outliers, thresholds
+pub mod fleet;
+
+// the factory run: select, judge, plan, run
+pub mod matrix;
+
+// the subcommands: parse and print
+pub mod cli;

@@ -3,13 +3,27 @@
 //! `report_id` — the raw document and indexed columns — in SQLite or PostgreSQL, and only
 //! then acknowledged. The unit deletes its queued copy on that acknowledgement, so a report
 //! is always either acknowledged and committed here, or still queued on the unit.
+//!
+//! The modules are layers, declared bottom up: each imports only modules declared before it
+//! (`scripts/check-layers collector/src`, run by `scripts/test`).
 
-pub mod fleet;
-pub mod ingest;
+// the binary fleet record kept beside each report
 pub mod record;
-pub mod server;
-pub mod store;
+
+// the token file
 pub mod tokens;
+
+// one body: bounded decode, checks, the row and the record
+pub mod ingest;
+
+// SQLite and PostgreSQL
+pub mod store;
+
+// the fleet view from the database
+pub mod fleet;
+
+// the HTTP service
+pub mod server;
 
 /// The largest report body accepted; a factory report is tens of kilobytes, a full-profile
 /// one with many devices a few hundred.

@@ -2,9 +2,9 @@
 //! sizes, partitions, mounts, holders and the USB, SATA or MMC link behind it.
 
 use super::model::*;
-use super::node::{attr_with, decoded_property, nonempty, DevNode};
 use super::parse::{self, ClassSignals, MountEntry};
-use super::sysfs::{AttrError, SysfsRoot};
+use crate::sysfs::node::{attr_with, decoded_property, nonempty, DevNode};
+use crate::sysfs::{AttrError, SysfsRoot};
 
 /// Collects fields that could not be filled, with their reasons.
 struct Gaps(Vec<Missing>);

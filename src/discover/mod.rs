@@ -4,18 +4,16 @@
 mod build;
 pub mod linkcheck;
 pub mod model;
-mod node;
 pub mod parse;
-pub mod sysfs;
 #[cfg(feature = "udev")]
 mod udev_backend;
 pub mod usbpower;
 pub mod usbtree;
 
+pub use crate::sysfs::SysfsRoot;
 pub use model::*;
-pub use sysfs::SysfsRoot;
 
-use node::SysNode;
+use crate::sysfs::node::{self, SysNode};
 
 /// Which enumerator to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

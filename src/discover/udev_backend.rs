@@ -3,8 +3,8 @@
 
 use std::ffi::OsStr;
 
-use super::node::DevNode;
-use super::sysfs::{AttrError, SysfsRoot};
+use crate::sysfs::node::DevNode;
+use crate::sysfs::{AttrError, SysfsRoot};
 
 /// A device as libudev sees it; attributes libudev cannot give are asked of sysfs for the
 /// precise reason (libudev only says "no value").

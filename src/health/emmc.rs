@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::ioctl;
 use super::{parse_hex_u8, Gaps, HealthError, LifeTime, PreEol, Target};
-use crate::discover::model::EmmcArea;
-use crate::discover::SysfsRoot;
+use crate::device::EmmcArea;
+use crate::sysfs::SysfsRoot;
 
 /// EXT_CSD byte offsets (include/linux/mmc/mmc.h; JESD84-B51 section 7.4).
 pub mod off {

@@ -19,8 +19,8 @@ mod ioctl;
 
 use serde::{Deserialize, Serialize};
 
-use crate::discover::model::{DeviceClass, EmmcArea, Missing};
-use crate::discover::SysfsRoot;
+use crate::device::{DeviceClass, EmmcArea, Missing};
+use crate::sysfs::SysfsRoot;
 
 /// Why a health field has no value. The messages say what would make the field readable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

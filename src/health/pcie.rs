@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Gaps, HealthError};
-use crate::discover::SysfsRoot;
+use crate::sysfs::SysfsRoot;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PcieLink {

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{parse_hex_u8, Gaps, HealthError, LifeTime, PreEol};
-use crate::discover::SysfsRoot;
+use crate::sysfs::SysfsRoot;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UfsHealth {

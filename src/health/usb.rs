@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Gaps;
-use crate::discover::SysfsRoot;
+use crate::sysfs::SysfsRoot;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsbHealth {

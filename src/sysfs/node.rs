@@ -3,7 +3,7 @@
 //! walk provides it.
 
 use super::parse;
-use super::sysfs::{parent_devpath, AttrError, SysfsRoot};
+use super::{parent_devpath, AttrError, SysfsRoot};
 
 /// One device in the kernel's device tree.
 pub trait DevNode<'a> {

@@ -10,7 +10,8 @@ use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use super::parse;
+pub mod node;
+pub mod parse;
 
 /// Why an attribute has no value: kept so that an absent field always has a known reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +88,7 @@ impl SysfsRoot {
     /// (`block/NAME/stat`); `None` when the disk or its counters are gone.
     pub fn block_stat_bytes(&self, name: &str) -> Option<u64> {
         let text = std::fs::read_to_string(self.root.join("block").join(name).join("stat")).ok()?;
-        super::parse::block_stat_bytes(&text)
+        parse::block_stat_bytes(&text)
     }
 
     /// Whether the tree has the directories block devices are found in.
