@@ -11,8 +11,8 @@ use std::process::{Command, Output, Stdio};
 
 use common::*;
 use serde_json::Value;
-use usbperf::report::matrix::{render, MatrixView, Style};
 use usbperf::report::schema::Report;
+use usbperf::report::table::{render, MatrixView, Style};
 use usbperf::report::view::ReportView;
 
 fn repo() -> PathBuf {

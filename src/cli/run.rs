@@ -267,9 +267,9 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
     // The table the seed articles ended with: a row per device, a column per test.
     crate::out!(
         "{}",
-        crate::report::matrix::render(
-            &crate::report::matrix::MatrixView::from_report(&done.report),
-            crate::report::matrix::Style::Text
+        crate::report::table::render(
+            &crate::report::table::MatrixView::from_report(&done.report),
+            crate::report::table::Style::Text
         )
     );
     print_summary(&done.report, &done.place);

@@ -1,4 +1,4 @@
-//! Owns `usbperf-matrix show`: report files → the matrix table (`crate::report::matrix`) on
+//! Owns `usbperf-matrix show`: report files → the matrix table (`crate::report::table`) on
 //! standard output. Reads, decodes, renders, prints; every rule of the table is in the
 //! library.
 
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::exit::Exit;
-use crate::report::matrix::{render, MatrixView, Style};
+use crate::report::table::{render, MatrixView, Style};
 use crate::report::view::ReportView;
 
 #[derive(Debug, clap::Args)]

@@ -5,11 +5,11 @@
 pub mod decode;
 pub mod file;
 pub mod junit;
-pub mod matrix;
 pub mod metric;
 pub mod schedule;
 pub mod schema;
 pub mod station;
+pub mod table;
 pub mod unit;
 pub mod verdict;
 pub mod view;
