@@ -381,3 +381,29 @@ fn the_front_page_gives_the_layer_check_what_it_reads() {
         }
     }
 }
+
+#[test]
+fn no_page_cites_an_issue_number() {
+    // The pages name features, not the tracker's numbers ("issue 17", "issue #5").
+    let mut bad = Vec::new();
+    for (page, text) in pages() {
+        for (n, line) in text.lines().enumerate() {
+            let lower = line.to_lowercase();
+            for (i, _) in lower.match_indices("issue") {
+                let after = lower[i + "issue".len()..].trim_start_matches(['s', ' ', '#']);
+                let digits = after.chars().take_while(char::is_ascii_digit).count();
+                // "issue 17", "issue #5", "issue 16's"; not "both tools issue 70.0 % reads".
+                let decimal = after[digits..].starts_with('.')
+                    && after[digits + 1..].starts_with(|c: char| c.is_ascii_digit());
+                if digits > 0 && !decimal {
+                    bad.push(format!("{page}:{}: {line}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "issue numbers in the pages:\n{}",
+        bad.join("\n")
+    );
+}
