@@ -159,8 +159,12 @@ fn load_as_run(text: &str, dir: &Path) -> Result<config::Config, String> {
 struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new() -> TempDir {
-        let p = std::env::temp_dir().join(format!("usbperf-docs-examples-{}", std::process::id()));
+    /// A directory of its own per test: the tests run in parallel threads of one process.
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "usbperf-docs-examples-{}-{tag}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
@@ -188,7 +192,7 @@ fn every_config_example_parses_and_loads_as_run_loads_it() {
         on_config_page >= 5,
         "docs/config.md has {on_config_page} marked examples: the reference lost its examples"
     );
-    let dir = TempDir::new();
+    let dir = TempDir::new("examples");
     let mut failures = Vec::new();
     for (where_, text) in &examples {
         if let Err(e) = load_as_run(text, &dir.0) {
@@ -207,7 +211,7 @@ fn every_config_example_parses_and_loads_as_run_loads_it() {
 #[test]
 fn a_broken_example_is_caught() {
     // The checker itself: a typo in a key and a value no engine runs must both fail.
-    let dir = TempDir::new();
+    let dir = TempDir::new("broken");
     for bad in [
         "tests:\n  - {workload: seq-write, sizee: 1G}\n",
         "tests:\n  - {workload: rand-read, qd: 0}\n",
