@@ -1,4 +1,5 @@
-//! Owns the process exit codes: one enum, documented in README.md ("Exit codes").
+//! Owns the process exit codes: one enum, documented in README.md ("Exit codes") and each
+//! subcommand's `--help`.
 
 /// What the process tells its caller (a factory script, systemd) through its exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

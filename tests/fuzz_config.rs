@@ -1,5 +1,5 @@
 //! A bounded fuzz of the configuration path: mutated configs, seeded from the shipped profiles
-//! and the README's example, through the parser and the resolver. No input may panic, and
+//! and the config reference's examples, through the parser and the resolver. No input may panic, and
 //! every config that is accepted must resolve into tests the engine accepts too (a config
 //! mistake is a config error, never a failed device). The quick variant runs in every
 //! `cargo test`; `fuzz_config_long` (ignored) runs for `USBPERF_FUZZ_SECS` (default 60) and
@@ -16,7 +16,7 @@ use usbperf::workload::check_params;
 
 use common::Rng;
 
-/// The seeds: every shipped profile and the README's configuration example.
+/// The seeds: every shipped profile and every configuration example of docs/config.md.
 fn seeds() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut v: Vec<String> = BUILTIN_PROFILES
@@ -26,12 +26,21 @@ fn seeds() -> Vec<String> {
     for e in std::fs::read_dir(root.join("profiles/boards")).unwrap() {
         v.push(std::fs::read_to_string(e.unwrap().path()).unwrap());
     }
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let start = readme
-        .find("### Configuration\n\n```yaml\n")
-        .expect("README has its configuration example");
-    let body = &readme[start + "### Configuration\n\n```yaml\n".len()..];
-    v.push(body[..body.find("```").unwrap()].to_string());
+    // Every configuration example of the config reference.
+    let page = std::fs::read_to_string(root.join("docs/config.md")).unwrap();
+    let mut rest = page.as_str();
+    let open = "```yaml usbperf-config\n";
+    let before = v.len();
+    while let Some(i) = rest.find(open) {
+        let body = &rest[i + open.len()..];
+        let end = body.find("```").expect("a closed block");
+        v.push(body[..end].to_string());
+        rest = &body[end..];
+    }
+    assert!(
+        v.len() > before,
+        "docs/config.md has configuration examples"
+    );
     assert!(v.len() >= 5, "seeds: {}", v.len());
     v
 }

@@ -33,7 +33,7 @@ fn run(rd: &RunDir, yaml: &str, extra: &[&str]) -> Output {
     rd.run(Some(&cfg), &a)
 }
 
-/// Percent-decoding of a result-line value (README, "At the test station").
+/// Percent-decoding of a result-line value (docs/guide.md, "At the test station").
 fn decode(v: &str) -> String {
     if v == "-" {
         return String::new();

@@ -84,7 +84,7 @@ struct FleetArgs {
 
 #[derive(Debug, clap::Args)]
 struct Serve {
-    /// Address to listen on (plain HTTP; put a TLS proxy in front, see README). Port 0
+    /// Address to listen on (plain HTTP; put a TLS proxy in front, see docs/collector.md). Port 0
     /// picks a free port; the address is printed on standard output.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     listen: String,

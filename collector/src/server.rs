@@ -10,7 +10,7 @@
 //! "stored": "new"|"duplicate"}`, only after the commit; 409 when the id is stored with other
 //! bytes (nothing is replaced, and the unit must not take it for delivered).
 //!
-//! Plain HTTP: TLS is terminated by a reverse proxy in front (README, "Collector").
+//! Plain HTTP: TLS is terminated by a reverse proxy in front (docs/collector.md).
 //!
 //! The fleet page (`--page-listen`) is a router of its own on its own listener: read-only
 //! and token-free, since a browser kept open on the line cannot send a unit's bearer token

@@ -69,7 +69,7 @@ USBPERF_RUN_ONCE ?= "1"
 # required (wait_devices: in /etc/usbperf/usbperf.yaml).
 USBPERF_WAIT_DEVICES ?= "120s"
 # serial: one device after another; auto: devices on independent buses at
-# the same time (schedule: in /etc/usbperf/usbperf.yaml; README "Schedule").
+# the same time (schedule: in /etc/usbperf/usbperf.yaml; docs/guide.md, "Schedule").
 USBPERF_SCHEDULE ?= "serial"
 
 SYSTEMD_SERVICE:${PN} = "usbperf-matrix.service usbperf-upload.service"

@@ -7,26 +7,17 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::ValueEnum;
 
-use super::{Format, UsageError};
-use crate::discover::{self, Backend, SysfsRoot};
-use crate::engine::{self, EngineRequest, StopReason};
+use super::{EngineArg, Format, UsageError};
+use crate::engine::{self, StopReason};
 use crate::exit::Exit;
-use crate::safety::{self, signals, SystemFacts};
+use crate::safety::signals;
+use crate::safety::target::{check_target, TargetError, TargetUse};
 use crate::stats::OpFigures;
 use crate::units::{format_size, parse_duration, parse_size};
 use crate::workload::verify::{VerifyMode, VerifyPhase};
 use crate::workload::{
     self, BenchResult, CacheMode, Overrides, RunOptions, WorkloadKind, WorkloadParams,
 };
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EngineArg {
-    /// io_uring when the kernel allows it, the sync thread pool otherwise.
-    Auto,
-    Uring,
-    Sync,
-    Null,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum VerifyModeArg {
@@ -50,7 +41,22 @@ fn duration_arg(text: &str) -> Result<Duration, String> {
 }
 
 /// One storage test, fio-like: a workload on a file or block device.
+const AFTER_HELP: &str = "\
+Examples:
+  usbperf-matrix bench --target /media/usb/t.bin --size 256M --workload seq-write
+  usbperf-matrix bench --target /media/usb/t.bin --size 256M --workload rand-read --runtime 30s
+  # reads only: no flag needed
+  usbperf-matrix bench --target /dev/sdb --workload read-buffered
+  usbperf-matrix bench --target /media/sd/t.bin --size 1G --workload write-curve --runtime 10m
+  usbperf-matrix bench --target /media/emmc/t.bin --size 64M --workload verify --format json
+
+A block device is written only with --allow-write-device, and never when it is mounted, holds
+the root or boot filesystem, swap, a RAID/LVM member or an eMMC boot/RPMB area.
+Exit codes: 0 done; 1 verify found bad blocks; 2 usage error or refused target; 3 interrupted;
+4 I/O failure.";
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct BenchArgs {
     /// The file or block device to test; a file that does not exist is created at --size
     /// and deleted afterwards (unless --keep).
@@ -112,12 +118,7 @@ impl BenchArgs {
     /// The workload's defaults, overridden by every flag given.
     pub fn params(&self) -> WorkloadParams {
         let mut p = self.overrides().params(self.workload, self.target.clone());
-        p.engine = match self.engine {
-            EngineArg::Auto => EngineRequest::Auto,
-            EngineArg::Uring => EngineRequest::Uring,
-            EngineArg::Sync => EngineRequest::Sync,
-            EngineArg::Null => EngineRequest::Null,
-        };
+        p.engine = self.engine.into();
         p.keep = self.keep;
         p.allow_write_device = self.allow_write_device;
         p
@@ -150,129 +151,35 @@ impl BenchArgs {
     }
 }
 
-/// Checks everything about the command before any file is created or any I/O is done:
-/// the workload's parameters (the same rules a config file's tests obey), the kind of target,
-/// and for a block device every safety rule of the factory run. `--allow-write-device` only
-/// lifts "this is a device"; a mounted, system, swap, RAID/LVM member or eMMC boot device is
-/// refused whatever the flags say.
+/// Checks everything about the command before any file is created or any I/O is done: the
+/// workload's parameters (the same rules a config file's tests obey), then the target
+/// (`safety::target`: its kind, room for a test file, and for a block device every safety rule
+/// of the factory run).
 fn check_command(params: &WorkloadParams) -> anyhow::Result<()> {
-    use std::os::unix::fs::FileTypeExt;
     if params.size_bytes == Some(0) {
         return Err(
             UsageError("--size 0: give the size of the region to test, e.g. 16M".into()).into(),
         );
     }
     workload::check_params(params).map_err(|e| UsageError(e.as_flag()))?;
-    let path = &params.target;
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => Some(m),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(UsageError(format!("--target {}: {e}", path.display())).into());
-        }
+    let target = TargetUse {
+        path: &params.target,
+        size_bytes: params.size_bytes,
+        writes: params.writes(),
+        allow_write_device: params.allow_write_device,
+        workload: params.workload.as_str(),
     };
-    let Some(meta) = meta else {
-        if params.size_bytes.is_none() {
-            return Err(UsageError(format!(
-                "--target {} does not exist: give --size to create a test file of that size there",
-                path.display()
-            ))
-            .into());
-        }
-        return check_new_file(path, params.size_bytes.unwrap_or(0));
-    };
-    // Follow a /dev/disk/by-id/... link to what it names; a symlink to a file is refused by
-    // the target itself (a test file path must never redirect writes).
-    let followed = if meta.file_type().is_symlink() {
-        std::fs::metadata(path).ok()
-    } else {
-        Some(meta.clone())
-    };
-    let Some(real) = followed else {
-        return Err(UsageError(format!(
-            "--target {}: dangling symbolic link",
-            path.display()
-        ))
-        .into());
-    };
-    if real.is_dir() {
-        return Err(UsageError(format!(
-            "--target {} is a directory: name a file in it (created at --size and removed \
-             afterwards), e.g. {}/usbperf.bin",
-            path.display(),
-            path.display()
-        ))
-        .into());
+    match check_target(&target) {
+        Ok(()) => Ok(()),
+        Err(TargetError::Refused(m)) => Err(UsageError(m).into()),
+        Err(e) => Err(e.into()),
     }
-    if !(real.is_file() || real.file_type().is_block_device()) {
-        return Err(UsageError(format!(
-            "--target {} is neither a regular file nor a block device (character device, FIFO \
-             or socket): point it at a file or a /dev/sdX-like disk",
-            path.display()
-        ))
-        .into());
-    }
-    if real.is_file() && params.writes() {
-        // Growing an existing file to --size takes room like a new file does: keep the
-        // headroom for what is added.
-        let grow = params.size_bytes.unwrap_or(0).saturating_sub(real.len());
-        if grow > 0 {
-            check_new_file(path, grow)?;
-        }
-    }
-    if real.file_type().is_block_device() && params.writes() {
-        if !params.allow_write_device {
-            return Err(UsageError(format!(
-                "{} is a block device and {} writes to it, destroying its data: add \
-                 --allow-write-device if that is intended",
-                path.display(),
-                params.workload.as_str()
-            ))
-            .into());
-        }
-        // Always the live system: a recorded tree cannot prove this machine's disk is unused.
-        let inv = discover::discover(&SysfsRoot::live(), Backend::Sysfs)
-            .context("cannot enumerate block devices to check the target is safe to write")?;
-        let facts = SystemFacts::live();
-        if let Err(refusals) = safety::check_device_write(path, &inv, &facts) {
-            let why: Vec<String> = refusals.iter().map(|r| r.to_string()).collect();
-            return Err(UsageError(format!(
-                "refusing to write to {}: {}",
-                path.display(),
-                why.join("; ")
-            ))
-            .into());
-        }
-    }
-    Ok(())
 }
 
-/// A file bench will create: its directory must be a real directory on a writable filesystem
-/// with room for it above the free-space headroom (10 %), as a factory run's test files.
-fn check_new_file(path: &std::path::Path, size: u64) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    // An inventory that cannot be read proves nothing (an eMMC boot area could hold the
-    // directory): refuse, as everywhere else.
-    let inv = discover::discover(&SysfsRoot::live(), Backend::Sysfs)
-        .context("cannot enumerate block devices to check where the test file would go")?;
-    let facts = SystemFacts::live();
-    safety::check_file_dir(&dir, &facts, &inv, 10, 0, size)
-        .map(|_| ())
-        .map_err(|r| UsageError(format!("cannot create {}: {r}", path.display())).into())
-}
-
-pub fn run(cli: &super::Cli, args: &BenchArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &BenchArgs) -> anyhow::Result<Exit> {
     let params = args.params();
-    let options = RunOptions {
-        sysfs_root: cli
-            .sysfs_root
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("/sys")),
-        ..RunOptions::default()
-    };
+    // bench tests the live system: its target's queue settings come from /sys.
+    let options = RunOptions::default();
     // Before anything is created: every thread spawned later inherits the blocked signals,
     // and a SIGINT after a test file exists always reaches the cleanup.
     let flag = signals::install().context("cannot set up signal handling")?;

@@ -25,6 +25,13 @@ pub enum FleetFormat {
 
 /// Shown under `usbperf-matrix fleet --help`; docs/fleet.md has the full rules.
 const AFTER_HELP: &str = "\
+Examples:
+  # distributions per board and class
+  usbperf-matrix fleet /srv/reports/
+  usbperf-matrix fleet /srv/reports/ --format html --out fleet.html
+  usbperf-matrix fleet /srv/reports/ --since 2026-11-01 --board \"Toradex Apalis iMX8\"
+  usbperf-matrix fleet /srv/reports/ --suggest-thresholds --group-by port
+
 Input is untrusted: only regular files are opened (FIFOs, sockets, device nodes and symlinks \
 to them are listed as skipped); a copy of a report already counted (same report_id, or same \
 unit and started_at) is dropped and counted; a figure that is not finite, negative or beyond \
@@ -83,7 +90,7 @@ fn usage(e: FleetError) -> anyhow::Error {
     }
 }
 
-pub fn run(_cli: &super::Cli, args: &FleetArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
     if !(0.0..100.0).contains(&args.margin_percent) {
         return Err(UsageError(format!(
             "--margin-percent {} must be in 0..100 (20 means limits 20 % below the fleet's p1)",

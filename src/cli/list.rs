@@ -9,8 +9,24 @@ use crate::discover::{linkcheck::PortExpectation, Disk, Inventory};
 use crate::exit::Exit;
 use crate::units::human_bytes;
 
+const AFTER_HELP: &str = "\
+Examples:
+  # every disk of this machine
+  usbperf-matrix list
+  # and check the stick on port 2-1 is SuperSpeed
+  usbperf-matrix list --expect usb:2-1=5000M
+  # for a script
+  usbperf-matrix list --format json > inventory.json
+  # a sysfs tree recorded on another unit
+  usbperf-matrix list --sysfs-root ./recorded-sys
+
+Exit codes: 0 listed (and every --expect met); 1 a link check failed; 2 usage error.";
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct ListArgs {
+    #[command(flatten)]
+    pub source: super::SourceArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -23,8 +39,8 @@ pub struct ListArgs {
     pub expect: Vec<PortExpectation>,
 }
 
-pub fn run(cli: &super::Cli, args: &ListArgs) -> anyhow::Result<Exit> {
-    let mut inv = inventory(cli)?;
+pub fn run(args: &ListArgs) -> anyhow::Result<Exit> {
+    let mut inv = inventory(&args.source)?;
     if !args.all {
         inv.disks.retain(|d| d.size_bytes != Some(0));
     }

@@ -20,18 +20,39 @@ use crate::exit::Exit;
 #[derive(Debug, Parser)]
 #[command(name = "usbperf-matrix", version, about, propagate_version = true)]
 pub struct Cli {
-    /// Read devices from this sysfs tree instead of /sys (a copied or recorded tree; the
-    /// directory that holds `block/`, `class/` and `devices/`, or its parent holding `sys/`).
-    #[arg(long, global = true, value_name = "DIR")]
-    pub sysfs_root: Option<PathBuf>,
-
-    /// How to enumerate block devices: `udev` (libudev), `sysfs` (pure sysfs walk) or `auto`
-    /// (libudev when it is built in and usable, sysfs otherwise; always sysfs with --sysfs-root).
-    #[arg(long, global = true, value_enum, default_value_t = BackendArg::Auto)]
-    pub backend: BackendArg,
-
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Where `list` and `tree` read the devices from: the live system or a recorded tree.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SourceArgs {
+    /// Read devices from this sysfs tree instead of /sys (a copied or recorded tree; the
+    /// directory that holds `block/`, `class/` and `devices/`, or its parent holding `sys/`).
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub backend: BackendFlag,
+}
+
+/// `--backend`, for the subcommands that enumerate devices (`list`, `tree`, `run`).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct BackendFlag {
+    /// How to enumerate block devices: `udev` (libudev), `sysfs` (pure sysfs walk) or `auto`
+    /// (libudev when it is built in and usable, sysfs otherwise; always sysfs with --sysfs-root).
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+}
+
+impl BackendFlag {
+    /// The enumerator for the live system.
+    pub fn live(self) -> Backend {
+        match self.backend {
+            BackendArg::Sysfs => Backend::Sysfs,
+            BackendArg::Udev => Backend::Udev,
+            BackendArg::Auto => Backend::Auto,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -90,13 +111,13 @@ pub fn main() -> Exit {
 
 fn run(cli: &Cli) -> anyhow::Result<Exit> {
     match &cli.command {
-        Command::List(args) => list::run(cli, args),
-        Command::Tree(args) => tree::run(cli, args),
-        Command::Run(args) => run::run(cli, args),
-        Command::Bench(args) => bench::run(cli, args),
-        Command::Fleet(args) => fleet::run(cli, args),
-        Command::Show(args) => show::run(cli, args),
-        Command::Upload(args) => upload::run(cli, args),
+        Command::List(args) => list::run(args),
+        Command::Tree(args) => tree::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Fleet(args) => fleet::run(args),
+        Command::Show(args) => show::run(args),
+        Command::Upload(args) => upload::run(args),
     }
 }
 
@@ -108,6 +129,27 @@ pub struct UsageError(pub String);
 /// The output format of the commands that print one document (list, tree, bench): a table
 /// for people, YAML or JSON for programs. `run --format` names the report file's encoding
 /// (a config key), `show` and `fleet` have their own renderings.
+/// `--engine` of `run` and `bench`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// io_uring when the kernel allows it, the sync thread pool otherwise.
+    Auto,
+    Uring,
+    Sync,
+    Null,
+}
+
+impl From<EngineArg> for crate::engine::EngineRequest {
+    fn from(a: EngineArg) -> Self {
+        match a {
+            EngineArg::Auto => Self::Auto,
+            EngineArg::Uring => Self::Uring,
+            EngineArg::Sync => Self::Sync,
+            EngineArg::Null => Self::Null,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Table,
@@ -115,14 +157,14 @@ pub enum Format {
     Json,
 }
 
-/// Runs discovery as the global flags say.
-pub(crate) fn inventory(cli: &Cli) -> anyhow::Result<Inventory> {
-    let sys = match &cli.sysfs_root {
+/// Runs discovery as `--sysfs-root` and `--backend` say.
+pub(crate) fn inventory(src: &SourceArgs) -> anyhow::Result<Inventory> {
+    let sys = match &src.sysfs_root {
         Some(dir) => SysfsRoot::at(dir),
         None => SysfsRoot::live(),
     };
     let backend =
-        match (cli.backend, cli.sysfs_root.is_some()) {
+        match (src.backend.backend, src.sysfs_root.is_some()) {
             // libudev always reads the live /sys: a copied tree can only be walked directly.
             (BackendArg::Udev, true) => return Err(UsageError(
                 "--backend udev reads the live /sys only; with --sysfs-root use --backend sysfs \

@@ -10,24 +10,40 @@ use anyhow::Context;
 
 use super::UsageError;
 use crate::config::{self, Config, ConfigError, Dur, ReportFormat};
-use crate::discover::{self, Backend, SysfsRoot};
-use crate::engine::{self, EngineRequest};
+use crate::discover::{self, SysfsRoot};
+use crate::engine;
 use crate::events;
 use crate::exit::Exit;
 use crate::matrix::env::{self, Env, LiveEngine, LiveSystem, SystemClock};
 use crate::matrix::run::{self as factory, RunSettings};
 use crate::matrix::schedule::ScheduleMode;
-use crate::matrix::select;
 use crate::report::file::ReportPlace;
 use crate::report::schema::{Report, RunStatus};
 use crate::report::{station, unit, write};
-use crate::safety::{self, lock::RunLock, signals, SystemFacts};
+use crate::safety::{lock::RunLock, signals, SystemFacts};
 use crate::units;
 
-/// The configuration installed by the Yocto recipe; used when `--config` is not given.
+const AFTER_HELP: &str = "\
+Examples:
+  # what would be tested, nothing written
+  usbperf-matrix run --dry-run
+  # the factory run (config, else the quick profile)
+  usbperf-matrix run
+  # a board profile from the profile directories
+  usbperf-matrix run --profile toradex-apalis-imx8
+  usbperf-matrix run --config /etc/usbperf/usbperf.yaml --junit /tmp/usbperf.xml --lava
+  # devices on separate buses at the same time
+  usbperf-matrix run --schedule auto
+
+Exit codes: 0 every device passed; 1 a verdict failed; 2 usage or config error (nothing
+written); 3 interrupted (the report says so); 4 the tool could not work (the report, when one
+was started, is written).";
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub backend: super::BackendFlag,
     /// Configuration file (default: /etc/usbperf/usbperf.yaml if it exists, else the built-in
     /// `quick` profile on every non-system device).
     #[arg(long, value_name = "FILE")]
@@ -43,9 +59,9 @@ pub struct RunArgs {
     /// Report format.
     #[arg(long, value_enum)]
     pub format: Option<ReportFormat>,
-    /// I/O engine: auto, uring, sync or null.
-    #[arg(long, value_name = "ENGINE")]
-    pub engine: Option<String>,
+    /// I/O engine (default: the config's `engine:`, else auto).
+    #[arg(long, value_enum)]
+    pub engine: Option<super::EngineArg>,
     /// Wait up to this long for the devices the configuration marks `required` (e.g. 30s).
     #[arg(long, value_name = "DURATION", value_parser = parse_dur)]
     pub wait_devices: Option<Duration>,
@@ -101,13 +117,7 @@ pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
         schedule: args.schedule,
         ..config::ConfigFile::default()
     };
-    if let Some(e) = &args.engine {
-        flags.engine = Some(
-            serde_json::from_value::<EngineRequest>(serde_json::Value::String(e.clone())).map_err(
-                |_| UsageError(format!("--engine {e:?}: use auto, uring, sync or null")),
-            )?,
-        );
-    }
+    flags.engine = args.engine.map(Into::into);
     if flags != config::ConfigFile::default() {
         layers.push(("command line".into(), flags));
     }
@@ -170,44 +180,20 @@ fn ensure_own_dirs(cfg: &Config) {
     }
 }
 
-pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     let cfg = load_config(args)?;
-    if cli.sysfs_root.is_some() {
-        return Err(UsageError(
-            "run tests the live system: --sysfs-root only works with list and tree".into(),
-        )
-        .into());
-    }
     // Signals first: every thread spawned later inherits the blocked mask.
     let flag = signals::install().context("cannot set up signal handling")?;
     let sys = SysfsRoot::live();
-    let backend = match cli.backend {
-        super::BackendArg::Sysfs => Backend::Sysfs,
-        super::BackendArg::Udev => Backend::Udev,
-        super::BackendArg::Auto => Backend::Auto,
-    };
+    let backend = args.backend.live();
 
     ensure_own_dirs(&cfg);
     if args.dry_run {
         let inv = discover::discover(&sys, backend).map_err(super::discover_error)?;
-        let facts = SystemFacts::live();
-        let (chosen, missing) = select::choose(&inv, &cfg.devices, &facts);
-        let plan: Vec<serde_json::Value> = chosen
-            .iter()
-            .map(|c| {
-                serde_json::json!({
-                    "name": c.disk.name,
-                    "rule": c.rule_index,
-                    "placement": select::place(c, &inv, &facts, &sys, cfg.headroom_percent, factory::min_file(&cfg)),
-                })
-            })
-            .collect();
-        let doc = serde_json::json!({
-            "config": cfg,
-            "devices": plan,
-            "schedule": {"mode": cfg.schedule, "lanes": factory::lanes_of(&chosen, &cfg)},
-            "missing_required": missing.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
-        });
+        let plan = crate::matrix::plan::dry_run(&cfg, &inv, &SystemFacts::live(), &sys);
+        // Through a JSON value, whose maps are sorted: every level of the plan prints its keys
+        // in alphabetical order, as it always has, in both formats.
+        let doc = serde_json::to_value(&plan)?;
         match cfg.report_format {
             ReportFormat::Json => crate::outln!("{}", serde_json::to_string_pretty(&doc)?),
             ReportFormat::Yaml => crate::out!("{}", serde_norway::to_string(&doc)?),
@@ -215,20 +201,7 @@ pub fn run(cli: &super::Cli, args: &RunArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Pass);
     }
 
-    let lock = match RunLock::acquire(&args.lock_file) {
-        Ok(l) => l,
-        // /run may be missing in minimal images: fall back to the report directory.
-        Err(safety::lock::LockError::Open { .. }) => {
-            std::fs::create_dir_all(&cfg.report_dir).with_context(|| {
-                format!(
-                    "cannot create the report directory {}",
-                    cfg.report_dir.display()
-                )
-            })?;
-            RunLock::acquire(&cfg.report_dir.join(".usbperf.lock"))?
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let lock = RunLock::acquire_or_in(&args.lock_file, &cfg.report_dir)?;
 
     let settings = RunSettings {
         unit: unit::identify(&unit::IdentitySources::default()),

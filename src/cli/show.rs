@@ -11,7 +11,18 @@ use crate::exit::Exit;
 use crate::report::table::{render, MatrixView, Style};
 use crate::report::view::ReportView;
 
+const AFTER_HELP: &str = "\
+Examples:
+  # the seed articles' table
+  usbperf-matrix show /var/lib/usbperf/reports/usbperf-*.yaml
+  usbperf-matrix show --format markdown report.yaml >> ticket.md
+  usbperf-matrix show --format csv reports/*.json > line-3.csv
+
+Exit codes: 0 shown; 2 a file is not a usbperf report (the limit it broke is named); 4 a
+file cannot be read. The other files are still shown.";
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct ShowArgs {
     /// Output format: aligned `text` for a console, a `markdown` pipe table for a wiki or a
     /// ticket, or `csv` (one header row, plain numbers) for a spreadsheet.
@@ -23,7 +34,7 @@ pub struct ShowArgs {
     pub reports: Vec<PathBuf>,
 }
 
-pub fn run(_cli: &super::Cli, args: &ShowArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &ShowArgs) -> anyhow::Result<Exit> {
     // A bad file does not hide the others: each is reported, the rest still render, and the
     // exit code is the worst seen (4, a file that cannot be read, over 2, not a report).
     let mut exit = Exit::Pass;

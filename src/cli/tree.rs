@@ -8,8 +8,21 @@ use crate::discover::{linkcheck::PortExpectation, Inventory};
 use crate::exit::Exit;
 use crate::units::human_bytes;
 
+const AFTER_HELP: &str = "\
+Examples:
+  # USB storage from each root hub, like lsusb -t
+  usbperf-matrix tree
+  # and check the link on port 1-1
+  usbperf-matrix tree --expect usb:1-1=480M
+  usbperf-matrix tree --format yaml
+
+Exit codes: 0 shown (and every --expect met); 1 a link check failed; 2 usage error.";
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct TreeArgs {
+    #[command(flatten)]
+    pub source: super::SourceArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -19,8 +32,8 @@ pub struct TreeArgs {
     pub expect: Vec<PortExpectation>,
 }
 
-pub fn run(cli: &super::Cli, args: &TreeArgs) -> anyhow::Result<Exit> {
-    let inv = inventory(cli)?;
+pub fn run(args: &TreeArgs) -> anyhow::Result<Exit> {
+    let inv = inventory(&args.source)?;
     let buses = usbtree::build(&inv.disks);
     let findings = link_findings(&inv, &args.expect);
     match args.format {

@@ -13,7 +13,21 @@ use crate::exit::Exit;
 use crate::report::decode;
 use crate::upload::{self, Client, DrainOptions, Spool, UploadConfig};
 
+const AFTER_HELP: &str = "\
+Examples:
+  # drain the spool to the config's collector
+  usbperf-matrix upload
+  # queue a report file, then drain
+  usbperf-matrix upload report.yaml
+  usbperf-matrix upload --url https://collector:8443/api/v1/reports --token-file /etc/usbperf/token
+  # the boot service: quiet without a collector
+  usbperf-matrix upload --if-configured
+
+Exit codes: 0 the spool is empty; 2 usage error (nothing queued); 4 reports still queued (they
+are retried by the next upload).";
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct UploadArgs {
     /// The collector's endpoint (e.g. http://collector:8080/api/v1/reports); default: the
     /// `upload:` section of the config.
@@ -67,7 +81,7 @@ fn config_section(args: &UploadArgs) -> anyhow::Result<Option<UploadConfig>> {
     Ok(config::resolve(layers).upload)
 }
 
-pub fn run(_cli: &super::Cli, args: &UploadArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
     let section = config_section(args)?;
     let url = args
         .url

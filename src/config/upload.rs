@@ -114,15 +114,22 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_example_parses() {
-        let readme =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-        let start = readme
-            .find("### On the unit\n\n```yaml\n")
-            .expect("README has the upload: example");
-        let body = &readme[start + "### On the unit\n\n```yaml\n".len()..];
+    fn the_collector_pages_example_parses() {
+        let page =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/collector.md"))
+                .unwrap();
+        let open = "## On the unit\n";
+        let start = page
+            .find(open)
+            .expect("docs/collector.md has the upload: example");
+        let body = &page[start..];
+        let body = &body[body.find("```yaml").expect("a yaml block")..];
+        let body = &body[body.find('\n').unwrap() + 1..];
         let example = &body[..body.find("```").unwrap()];
-        let c = resolve(vec![("README".into(), parse(example, "README").unwrap())]);
+        let c = resolve(vec![(
+            "docs/collector.md".into(),
+            parse(example, "docs/collector.md").unwrap(),
+        )]);
         assert_eq!(c.upload.unwrap().timeout(), Duration::from_secs(10));
     }
 }

@@ -6,6 +6,7 @@
 pub mod cell;
 pub mod concurrent;
 pub mod env;
+pub mod plan;
 pub mod run;
 pub mod schedule;
 pub mod select;

@@ -134,7 +134,7 @@ pub fn place(
             why: "target: read-only".into(),
         },
         TargetSpec::Raw => match safety::check_raw_write(disk, facts)
-            .and_then(|()| safety::check_stacked(sys.path(), disk, inv, facts))
+            .and_then(|()| safety::check_stacked(sys, disk, inv, facts))
         {
             Ok(()) => Placement::RawWrite,
             Err(rs) => refused(rs),

@@ -16,7 +16,12 @@ pub enum LockError {
     Busy { path: PathBuf, pid: String },
     #[error("cannot open the lock file {path}: {err} (run as root, or pass --lock-file)")]
     Open { path: PathBuf, err: std::io::Error },
+    #[error("cannot create the report directory {path}: {err}")]
+    Dir { path: PathBuf, err: std::io::Error },
 }
+
+/// The lock file's name in the report directory when the given lock file cannot be opened.
+pub const FALLBACK_NAME: &str = ".usbperf.lock";
 
 /// Held for the whole run.
 #[derive(Debug)]
@@ -26,6 +31,21 @@ pub struct RunLock {
 }
 
 impl RunLock {
+    /// `path`, or when it cannot be opened (a minimal image without /run) `FALLBACK_NAME` in
+    /// `report_dir`, which is created. A busy lock is never side-stepped.
+    pub fn acquire_or_in(path: &Path, report_dir: &Path) -> Result<RunLock, LockError> {
+        match RunLock::acquire(path) {
+            Err(LockError::Open { .. }) => {
+                std::fs::create_dir_all(report_dir).map_err(|err| LockError::Dir {
+                    path: report_dir.to_path_buf(),
+                    err,
+                })?;
+                RunLock::acquire(&report_dir.join(FALLBACK_NAME))
+            }
+            other => other,
+        }
+    }
+
     pub fn acquire(path: &Path) -> Result<RunLock, LockError> {
         let mut f = OpenOptions::new()
             .read(true)
@@ -76,5 +96,21 @@ mod tests {
         let again = RunLock::acquire(&p).unwrap();
         drop(again);
         std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn an_unopenable_lock_file_falls_back_to_the_report_directory_and_stays_exclusive() {
+        let base = std::env::temp_dir().join(format!("usbperf-lockdir-{}", std::process::id()));
+        let reports = base.join("reports");
+        let gone = base.join("no-such-dir/usbperf.lock");
+        let first = RunLock::acquire_or_in(&gone, &reports).unwrap();
+        assert_eq!(first.path, reports.join(FALLBACK_NAME));
+        // A second run falls back to the same file and finds it held.
+        match RunLock::acquire_or_in(&gone, &reports) {
+            Err(LockError::Busy { .. }) => {}
+            other => panic!("expected Busy, got {other:?}"),
+        }
+        drop(first);
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod lock;
 pub mod signals;
+pub mod target;
 pub mod testfile;
 
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::discover::parse::{self, MountEntry};
 use crate::discover::{Disk, EmmcArea, Inventory};
+use crate::sysfs::SysfsRoot;
 
 /// Mount points whose filesystems make a disk a system disk.
 pub const SYSTEM_MOUNTS: &[&str] = &["/", "/boot", "/boot/efi", "/efi", "/usr", "/var"];
@@ -217,16 +219,8 @@ pub fn check_raw_write(disk: &Disk, facts: &SystemFacts) -> Result<(), Vec<Refus
 
 /// The block devices `name` sits on (`slaves/` of a dm or md device: an LVM volume, a RAID
 /// array, a dm-crypt mapping), read from the sysfs root; empty for a plain disk.
-pub fn slaves_of(sysfs: &Path, name: &str) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(sysfs.join("class/block").join(name).join("slaves"))
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+pub fn slaves_of(sys: &SysfsRoot, name: &str) -> Vec<String> {
+    sys.list(&format!("class/block/{name}"), "slaves")
 }
 
 /// For a stacked device (dm, md): every disk under it must be one usbperf may write raw, but
@@ -235,15 +229,15 @@ pub fn slaves_of(sysfs: &Path, name: &str) -> Vec<String> {
 /// check a raw write would land on the system disk. Devices under it that are not in the
 /// inventory are refused (nothing can be proven about them).
 pub fn check_stacked(
-    sysfs: &Path,
+    sys: &SysfsRoot,
     disk: &Disk,
     inv: &Inventory,
     facts: &SystemFacts,
 ) -> Result<(), Vec<Refusal>> {
     let mut out = Vec::new();
-    for slave in slaves_of(sysfs, &disk.name) {
-        let devnum = std::fs::read_to_string(sysfs.join("class/block").join(&slave).join("dev"))
-            .map(|s| s.trim().to_string())
+    for slave in slaves_of(sys, &disk.name) {
+        let devnum = sys
+            .attr(&format!("class/block/{slave}"), "dev")
             .unwrap_or_default();
         let Some(under) = disk_of(inv, &devnum) else {
             out.push(Refusal::NotFound(format!("{slave} (under {})", disk.name)));
@@ -276,6 +270,7 @@ pub fn check_stacked(
 /// Returns the whole disk's name.
 pub fn check_device_write(
     dev: &Path,
+    sys: &SysfsRoot,
     inv: &Inventory,
     facts: &SystemFacts,
 ) -> Result<String, Vec<Refusal>> {
@@ -288,7 +283,7 @@ pub fn check_device_write(
     let devnum = format!("{}:{}", libc::major(md.rdev()), libc::minor(md.rdev()));
     let disk = disk_of(inv, &devnum).ok_or_else(|| vec![Refusal::NotFound(shown)])?;
     check_raw_write(disk, facts)?;
-    check_stacked(crate::discover::SysfsRoot::live().path(), disk, inv, facts)?;
+    check_stacked(sys, disk, inv, facts)?;
     Ok(disk.name.clone())
 }
 
@@ -551,7 +546,8 @@ mod tests {
         // dm-3 passes every rule of its own...
         assert_eq!(check_raw_write(&dm3, &facts), Ok(()));
         // ...but sits on the system disk.
-        let errs = check_stacked(&root, &dm3, &inv, &facts).unwrap_err();
+        let sys = SysfsRoot::at(&root);
+        let errs = check_stacked(&sys, &dm3, &inv, &facts).unwrap_err();
         let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
         assert!(
             text.iter()
@@ -560,9 +556,9 @@ mod tests {
             "{text:?}"
         );
         // A volume on a free disk is held only by itself: writable.
-        assert_eq!(check_stacked(&root, &dm4, &inv, &facts), Ok(()));
+        assert_eq!(check_stacked(&sys, &dm4, &inv, &facts), Ok(()));
         // A plain disk has nothing under it.
-        assert_eq!(check_stacked(&root, &inv.disks[1], &inv, &facts), Ok(()));
+        assert_eq!(check_stacked(&sys, &inv.disks[1], &inv, &facts), Ok(()));
         std::fs::remove_dir_all(&root).unwrap();
     }
 

@@ -79,9 +79,7 @@ impl SendError {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "cannot read the token file {path}: {why} (one token on a line; see README, \"Collector\")"
-)]
+#[error("cannot read the token file {path}: {why} (one token on a line; see docs/collector.md)")]
 pub struct TokenError {
     pub path: PathBuf,
     pub why: String,

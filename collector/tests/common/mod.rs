@@ -439,7 +439,7 @@ pub fn authorized_post(url: &str, json: bool, timeout: std::time::Duration) -> u
         .set("Content-Type", ctype)
 }
 
-/// A token file as the README installs it: only its owner may read it (both sides refuse one
+/// A token file as docs/collector.md installs it: only its owner may read it (both sides refuse one
 /// that others may read).
 pub fn write_token_file(path: &Path, text: &str) {
     use std::os::unix::fs::PermissionsExt;
