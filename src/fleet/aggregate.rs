@@ -8,61 +8,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::PathBuf;
 
-use serde::Serialize;
-
+#[cfg(test)]
+use super::extract::WORKLOAD_METRICS;
 use super::extract::{FleetReason, RejectedFigure, UnitRecord, CAPACITY_METRIC, LINK_METRIC};
 use super::load::{self, LoadOptions, Outcome, Skip};
+use super::parallel::parallel_map;
 use super::reader::ThresholdLite;
 use super::stats::{self, OUTLIER_Z};
+pub use super::summary::*;
 use super::FleetError;
-
-/// What a group is keyed by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Dimension {
-    /// The unit's device-tree / DMI model.
-    Board,
-    DeviceClass,
-    /// `usb:1-2` for USB devices, the kernel name otherwise.
-    Port,
-    DeviceModel,
-    ToolVersion,
-}
-
-impl Dimension {
-    pub const ALL: [Dimension; 5] = [
-        Dimension::Board,
-        Dimension::DeviceClass,
-        Dimension::Port,
-        Dimension::DeviceModel,
-        Dimension::ToolVersion,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Dimension::Board => "board",
-            Dimension::DeviceClass => "device-class",
-            Dimension::Port => "port",
-            Dimension::DeviceModel => "device-model",
-            Dimension::ToolVersion => "tool-version",
-        }
-    }
-
-    /// Parses `board,device-class` (the `--group-by` syntax).
-    pub fn parse_list(s: &str) -> Result<Vec<Dimension>, FleetError> {
-        let mut out = Vec::new();
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let d = Dimension::ALL
-                .into_iter()
-                .find(|d| d.as_str() == part)
-                .ok_or_else(|| FleetError::UnknownDimension(part.to_string()))?;
-            if !out.contains(&d) {
-                out.push(d);
-            }
-        }
-        Ok(out)
-    }
-}
 
 /// How to aggregate.
 #[derive(Debug, Clone)]
@@ -116,26 +70,6 @@ struct GroupAcc {
     reasons: HashMap<String, (u32, String)>,
 }
 
-/// A file the fleet did not use, and why.
-#[derive(Debug, Clone, Serialize)]
-pub struct FileIssue {
-    pub file: PathBuf,
-    pub issue: String,
-    /// For programs: `unreadable`, `not-regular`, `unfinished`, `before-since`,
-    /// `other-board`.
-    pub kind: &'static str,
-}
-
-/// A report dropped as a copy of one already counted.
-#[derive(Debug, Clone, Serialize)]
-pub struct Duplicate {
-    pub file: PathBuf,
-    /// The copy that counts: the first in path order.
-    pub kept: PathBuf,
-    /// What the two share (`report_id`, or the unit and `started_at`).
-    pub identity: String,
-}
-
 fn skip_kind(s: &Skip) -> &'static str {
     match s {
         Skip::NotRegular { .. } => "not-regular",
@@ -143,35 +77,6 @@ fn skip_kind(s: &Skip) -> &'static str {
         Skip::BeforeSince { .. } => "before-since",
         Skip::OtherBoard { .. } => "other-board",
     }
-}
-
-/// A threshold the factory runs applied (from the reports' own config), drawn on the charts.
-#[derive(Debug, Clone, PartialEq, PartialOrd, Serialize)]
-pub struct FactoryThreshold {
-    /// Device class it applies to; `None` = every non-system device.
-    pub class: Option<String>,
-    pub metric: String,
-    /// `min` or `max`.
-    pub bound: String,
-    pub value: f64,
-}
-
-/// One write curve of one device test.
-#[derive(Debug, Clone, Serialize)]
-pub struct CurveTrace {
-    pub unit: String,
-    pub device: String,
-    pub file: PathBuf,
-    /// (t_s, mib_per_s) per sample.
-    pub samples: Vec<(f64, f64)>,
-    /// (t_s, before_mib_per_s, after_mib_per_s).
-    pub knee: Option<(f64, f64, f64)>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ModelCurves {
-    pub model: String,
-    pub curves: Vec<CurveTrace>,
 }
 
 /// Distinct threshold configs remembered to skip (a fleet runs a handful).
@@ -752,46 +657,6 @@ fn metric_rank(m: &str) -> (usize, String) {
     (rank, m.to_string())
 }
 
-/// `f` of every item, in the items' order, computed on up to one thread per CPU (items
-/// taken in turn, so one large item does not hold up the rest).
-fn parallel_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len());
-    if threads <= 1 {
-        return items.into_iter().map(f).collect();
-    }
-    let n = items.len();
-    let queue = std::sync::Mutex::new(items.into_iter().enumerate());
-    let mut out: Vec<(usize, R)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        // A worker that panicked poisons the queue; its panic is re-raised
-                        // by join below, so the others only need to stop.
-                        let next = match queue.lock() {
-                            Ok(mut q) => q.next(),
-                            Err(_) => None,
-                        };
-                        let Some((i, item)) = next else { break };
-                        done.push((i, f(item)));
-                    }
-                    done
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    debug_assert_eq!(out.len(), n);
-    out.sort_unstable_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, r)| r).collect()
-}
-
 fn summarise_metric(
     metric: String,
     s: &Series,
@@ -873,156 +738,6 @@ fn summarise_metric(
     }
 }
 
-/// The fleet, summarised; what every output format renders.
-#[derive(Debug, Clone, Serialize)]
-pub struct FleetSummary {
-    /// Files with a report's name found (read or not).
-    pub files: usize,
-    /// Reports aggregated (retests of a unit count each, copies of one report once).
-    pub reports: usize,
-    /// Distinct units (board serial, else machine-id).
-    pub units: usize,
-    /// Share of units whose latest report passed.
-    pub unit_pass_rate: f64,
-    /// Device tests aggregated (devices × reports).
-    pub devices: usize,
-    pub device_pass_rate: f64,
-    pub group_by: Vec<Dimension>,
-    pub first_day: Option<String>,
-    pub last_day: Option<String>,
-    /// `daily` or `weekly`: the trend's bucket.
-    pub trend_bucket: String,
-    pub failure_reasons: Vec<ReasonCount>,
-    pub link_failures_by_port: Vec<PortLinks>,
-    pub groups: Vec<GroupSummary>,
-    /// Thresholds the reports' factory configs applied (drawn on the charts).
-    pub factory_thresholds: Vec<FactoryThreshold>,
-    pub write_curves: Vec<ModelCurves>,
-    /// Files that could not be read, with why.
-    pub errors: Vec<FileIssue>,
-    /// Files read but left out (filters, unfinished runs), and entries that are not regular
-    /// files (never opened).
-    pub skipped: Vec<FileIssue>,
-    /// Copies of a report already counted (same `report_id`, or same unit and start time).
-    pub duplicates: Vec<Duplicate>,
-    /// Figures refused as no measurement (not finite, negative, beyond a ceiling); the rest
-    /// of their report counts.
-    pub rejected_figures: Vec<RejectedFigure>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct GroupSummary {
-    /// `board=..., device-class=usb`.
-    pub name: String,
-    /// The values of `group_by`, in its order.
-    pub key: Vec<String>,
-    pub units: usize,
-    pub devices: usize,
-    pub device_pass_rate: f64,
-    /// Device classes in the group (one when grouped by device-class).
-    pub classes: Vec<String>,
-    pub failure_reasons: Vec<ReasonCount>,
-    pub metrics: Vec<MetricSummary>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct MetricSummary {
-    /// `seq-write.mib_per_s`, `rand-read.iops`, `mixed.p99_latency_ms`, `link_mbps`,
-    /// `capacity_bytes`.
-    pub metric: String,
-    pub count: usize,
-    /// Share of values whose own check passed (the cell; for link and capacity the
-    /// device's link / capacity check).
-    pub pass_rate: f64,
-    pub min: f64,
-    pub p5: f64,
-    pub median: f64,
-    pub p95: f64,
-    pub max: f64,
-    /// The same figure over devices that passed, for threshold suggestions.
-    pub passing: PassingStats,
-    /// Values with modified z-score beyond ±3.5, largest first.
-    pub outliers: Vec<Outlier>,
-    /// Median per production day or week (`trend_bucket`).
-    pub trend: Vec<TrendPoint>,
-    pub histogram: Histogram,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PassingStats {
-    pub count: usize,
-    pub p1: f64,
-    pub p5: f64,
-    pub median: f64,
-    pub p95: f64,
-    pub p99: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Outlier {
-    pub unit: String,
-    pub device: String,
-    pub file: PathBuf,
-    pub value: f64,
-    pub median: f64,
-    pub modified_z: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TrendPoint {
-    /// First day of the bucket (YYYY-MM-DD).
-    pub start: String,
-    pub count: usize,
-    pub median: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ReasonCount {
-    /// What the reasons counted here share: a schema 2 record's kind and fields (never its
-    /// measured figure or sentence), or a schema 1 sentence with measured figures replaced
-    /// by N.
-    pub reason: String,
-    pub count: usize,
-    /// One verbatim instance.
-    pub example: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PortLinks {
-    pub port: String,
-    pub devices: usize,
-    pub link_failures: usize,
-    pub failure_rate: f64,
-}
-
-/// Equal-width bins over [lo, hi] (the chart's bars).
-#[derive(Debug, Clone, Serialize)]
-pub struct Histogram {
-    pub lo: f64,
-    pub hi: f64,
-    pub counts: Vec<u32>,
-}
-
-impl Histogram {
-    fn of(sorted: &[f64], bins: usize) -> Histogram {
-        let (lo, hi) = match (sorted.first(), sorted.last()) {
-            (Some(&lo), Some(&hi)) => (lo, hi),
-            _ => (0.0, 0.0),
-        };
-        let mut counts = vec![0u32; bins];
-        let width = (hi - lo) / bins as f64;
-        for v in sorted {
-            let i = if width > 0.0 {
-                (((v - lo) / width) as usize).min(bins - 1)
-            } else {
-                0
-            };
-            counts[i] += 1;
-        }
-        Histogram { lo, hi, counts }
-    }
-}
-
 /// Reads every file and aggregates it: the whole fleet pipeline behind `usbperf-matrix fleet`.
 pub fn aggregate(inputs: &[PathBuf], opts: FleetOptions) -> Result<Accumulator, FleetError> {
     let found = load::collect_paths(inputs)?;
@@ -1031,4 +746,52 @@ pub fn aggregate(inputs: &[PathBuf], opts: FleetOptions) -> Result<Accumulator, 
     acc.add_unopened(found.skipped);
     load::load(&found.paths, &load_opts, |o| acc.add_outcome(o));
     Ok(acc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_rank_by_count_then_by_name() {
+        let mut m: HashMap<String, (u32, String)> = HashMap::new();
+        m.insert("b".into(), (2, "b once".into()));
+        m.insert("a".into(), (2, "a once".into()));
+        m.insert("c".into(), (5, "c once".into()));
+        let got: Vec<(String, usize)> =
+            ranked(m).into_iter().map(|r| (r.reason, r.count)).collect();
+        assert_eq!(got, [("c".into(), 5), ("a".into(), 2), ("b".into(), 2)]);
+    }
+
+    #[test]
+    fn metrics_in_the_factory_matrix_order_then_link_and_capacity() {
+        let mut v = vec![
+            CAPACITY_METRIC.to_string(),
+            "zzz.other".to_string(),
+            LINK_METRIC.to_string(),
+            format!("rand-read.{}", WORKLOAD_METRICS[0]),
+            format!("seq-write.{}", WORKLOAD_METRICS[1]),
+            format!("seq-write.{}", WORKLOAD_METRICS[0]),
+            format!("read-buffered.{}", WORKLOAD_METRICS[0]),
+        ];
+        v.sort_by_key(|m| metric_rank(m));
+        assert_eq!(
+            v,
+            [
+                format!("read-buffered.{}", WORKLOAD_METRICS[0]),
+                format!("seq-write.{}", WORKLOAD_METRICS[0]),
+                format!("seq-write.{}", WORKLOAD_METRICS[1]),
+                format!("rand-read.{}", WORKLOAD_METRICS[0]),
+                "zzz.other".to_string(),
+                LINK_METRIC.to_string(),
+                CAPACITY_METRIC.to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_share_of_nothing_is_zero() {
+        assert_eq!(ratio(0, 0), 0.0);
+        assert_eq!(ratio(3, 4), 0.75);
+    }
 }

@@ -3,7 +3,8 @@
 //!
 //! Flow: [`load`] finds and parses files on worker threads ([`reader`] is the lenient report
 //! view), [`extract`] turns each report into a compact record, [`aggregate`] folds records
-//! into per-(group, metric) value vectors and summarises them with [`stats`];
+//! into per-(group, metric) value vectors and summarises them with [`stats`] into the types
+//! of [`summary`] (on every CPU: [`parallel`]);
 //! [`thresholds`], [`text`] and [`html`] render the summary. [`records`] aggregates records
 //! extracted elsewhere (the collector's database) without reading files.
 
@@ -11,9 +12,11 @@ pub mod aggregate;
 pub mod extract;
 pub mod html;
 pub mod load;
+pub mod parallel;
 pub mod reader;
 pub mod records;
 pub mod stats;
+pub mod summary;
 pub mod text;
 pub mod thresholds;
 

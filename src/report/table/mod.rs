@@ -7,14 +7,18 @@
 //! Rules every format keeps: each figure's unit is in its header; a cell that did not give a
 //! figure (pending, skipped, error, interrupted, or a status a newer build wrote) shows its
 //! status word, never a blank or a zero; a failed cell's figure is marked in text and
-//! Markdown. Everything here is a pure function of the reports.
+//! Markdown. Everything here is a pure function of the reports; each format is its own file.
 
-use crate::report::metric;
 use std::collections::HashMap;
 use std::fmt::Write;
 
+use super::metric;
 use super::schema::{Report, SCHEMA_VERSION};
 use super::view::{CellView, DeviceView, DiskView, ReportView, ResultView};
+
+mod csv;
+mod markdown;
+mod text;
 
 /// The output format of [`render`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -394,9 +398,9 @@ fn row(ri: usize, d: &DeviceView, columns: &[Column], judged: bool, status: &str
 /// run status, verdict) and the failure reasons below, CSV carries them as columns.
 pub fn render(view: &MatrixView, style: Style) -> String {
     match style {
-        Style::Text => text(view),
-        Style::Markdown => markdown(view),
-        Style::Csv => csv(view),
+        Style::Text => text::render(view),
+        Style::Markdown => markdown::render(view),
+        Style::Csv => csv::render(view),
     }
 }
 
@@ -535,215 +539,8 @@ fn notes(v: &MatrixView, mark: &str) -> Vec<String> {
     out
 }
 
-/// Aligned columns: identity columns left-aligned, figures right-aligned under a two-line
-/// header (the test over its group of figures, each figure's unit under it), which keeps a
-/// matrix of eight tests within a wide console.
-fn text(v: &MatrixView) -> String {
-    let lead = lead_headers(v);
-    let nl = lead.len();
-    // In a column with a marked figure every other cell gets a space where the mark would
-    // be, so the digits stay aligned.
-    let marked: Vec<bool> = (0..v.columns.len())
-        .map(|c| {
-            v.rows
-                .iter()
-                .any(|r| matches!(r.values[c], Value::Figure { failed: true, .. }))
-        })
-        .collect();
-    let body: Vec<Vec<String>> =
-        v.rows
-            .iter()
-            .map(|r| {
-                let mut cells = lead_values(v, r);
-                cells.extend(r.values.iter().zip(&v.columns).zip(&marked).map(
-                    |((x, c), &marked)| match x {
-                        Value::Figure { failed: true, .. } => people(x, c.metric, "*"),
-                        _ if marked => format!("{} ", people(x, c.metric, "*")),
-                        _ => people(x, c.metric, "*"),
-                    },
-                ));
-                cells.push(r.verdict.clone());
-                cells
-            })
-            .collect();
-    let mut top: Vec<String> = lead.iter().map(|s| s.to_string()).collect();
-    let mut units: Vec<String> = vec![String::new(); nl];
-    for c in &v.columns {
-        units.push(c.metric.label().to_string());
-        top.push(String::new());
-    }
-    top.push("verdict".into());
-    units.push(String::new());
-    let ncols = top.len();
-    let mut widths: Vec<usize> = (0..ncols)
-        .map(|i| {
-            body.iter()
-                .map(|r| r[i].chars().count())
-                .chain([units[i].chars().count()])
-                .chain((i < nl || i == ncols - 1).then(|| top[i].chars().count()))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    // Each test's name sits over its group of columns; widen the group's last column when
-    // the name is longer than the group.
-    let mut i = nl;
-    let mut groups = Vec::new();
-    while i < nl + v.columns.len() {
-        let test = &v.columns[i - nl].test;
-        let mut j = i;
-        while j < nl + v.columns.len() && &v.columns[j - nl].test == test {
-            j += 1;
-        }
-        let label = test.label();
-        let span: usize = widths[i..j].iter().sum::<usize>() + 2 * (j - i - 1);
-        let need = label.chars().count();
-        if need > span {
-            widths[j - 1] += need - span;
-        }
-        groups.push((i, j, label));
-        i = j;
-    }
-    let mut out = String::new();
-    for s in report_sentences(v) {
-        out.push_str(&s);
-        out.push('\n');
-    }
-    out.push('\n');
-    // The first header line, with the test names spanning their groups.
-    let mut line = String::new();
-    for (c, w) in widths.iter().enumerate().take(nl) {
-        let _ = write!(line, "{:<w$}  ", top[c]);
-    }
-    for (i, j, label) in &groups {
-        let span: usize = widths[*i..*j].iter().sum::<usize>() + 2 * (j - i - 1);
-        let _ = write!(line, "{label:>span$}  ");
-    }
-    line.push_str(&top[ncols - 1]);
-    out.push_str(line.trim_end());
-    out.push('\n');
-    let aligned = |cells: &[String]| {
-        let mut line = String::new();
-        for (c, cell) in cells.iter().enumerate() {
-            let w = widths[c];
-            if c < nl || c == ncols - 1 {
-                let _ = write!(line, "{cell:<w$}  ");
-            } else {
-                let _ = write!(line, "{cell:>w$}  ");
-            }
-        }
-        line.trim_end().to_string()
-    };
-    let unit_line = aligned(&units);
-    if !unit_line.is_empty() {
-        out.push_str(&unit_line);
-        out.push('\n');
-    }
-    for r in &body {
-        out.push_str(&aligned(r));
-        out.push('\n');
-    }
-    let notes = notes(v, "*");
-    if !notes.is_empty() {
-        out.push('\n');
-        for n in notes {
-            out.push_str(&n);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// A pipe inside a cell would end it; Markdown escapes it with a backslash.
-fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|")
-}
-
 fn header(c: &Column) -> String {
     format!("{} {}", c.test.label(), c.metric.label())
-}
-
-fn markdown(v: &MatrixView) -> String {
-    let mut out = String::new();
-    for s in report_sentences(v) {
-        let _ = writeln!(out, "- {s}");
-    }
-    out.push('\n');
-    let mut head: Vec<String> = lead_headers(v).iter().map(|s| s.to_string()).collect();
-    let nl = head.len();
-    head.extend(v.columns.iter().map(header));
-    head.push("verdict".into());
-    let align: Vec<&str> = (0..head.len())
-        .map(|i| {
-            if i >= nl && i < head.len() - 1 {
-                "---:"
-            } else {
-                "---"
-            }
-        })
-        .collect();
-    let line = |cells: &[String]| {
-        let cells: Vec<String> = cells.iter().map(|c| md_cell(c)).collect();
-        format!("| {} |\n", cells.join(" | "))
-    };
-    out.push_str(&line(&head));
-    out.push_str(&format!("|{}|\n", align.join("|")));
-    for r in &v.rows {
-        let mut cells = lead_values(v, r);
-        // `*` alone is literal in a cell, but escaped it can never start emphasis.
-        cells.extend(
-            r.values
-                .iter()
-                .zip(&v.columns)
-                .map(|(x, c)| people(x, c.metric, "\\*")),
-        );
-        cells.push(format!("**{}**", r.verdict));
-        out.push_str(&line(&cells));
-    }
-    let notes = notes(v, "\\*");
-    if !notes.is_empty() {
-        out.push('\n');
-        for n in notes {
-            let _ = writeln!(out, "- {n}");
-        }
-    }
-    out
-}
-
-/// RFC 4180: a field with a comma, a quote or a line break is quoted, quotes doubled.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// One header row; figures as plain numbers (the unit in the column name), and the run's
-/// status and the device's reasons as columns, since CSV has no lines around the table.
-fn csv(v: &MatrixView) -> String {
-    let mut head: Vec<String> = lead_headers(v).iter().map(|s| s.to_string()).collect();
-    head.extend(v.columns.iter().map(header));
-    head.extend(["verdict", "run status", "reasons"].map(String::from));
-    let mut out = String::new();
-    let push = |out: &mut String, cells: &[String]| {
-        let cells: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
-        out.push_str(&cells.join(","));
-        out.push('\n');
-    };
-    push(&mut out, &head);
-    for r in &v.rows {
-        let mut cells = lead_values(v, r);
-        cells.extend(v.columns.iter().zip(&r.values).map(|(c, x)| match x {
-            Value::Figure { v, .. } => c.metric.machine(*v),
-            Value::Word(w) => w.clone(),
-        }));
-        cells.push(r.verdict.clone());
-        cells.push(v.reports[r.report].status.clone());
-        cells.push(r.reasons.join("; "));
-        push(&mut out, &cells);
-    }
-    out
 }
 
 #[cfg(test)]
