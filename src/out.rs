@@ -54,3 +54,116 @@ macro_rules! outln {
 macro_rules! errln {
     ($($arg:tt)*) => { $crate::out::err(&format!($($arg)*)) };
 }
+
+/// The console's width in columns: `COLUMNS` when it holds a number, else the terminal's
+/// size (standard output's, else standard error's), else 80 — the serial console of a board's
+/// UART, and what a pipe or the journal gets.
+pub fn console_width() -> usize {
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n >= 20)
+    {
+        return n;
+    }
+    for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
+        // SAFETY: TIOCGWINSZ fills a winsize the size of the one given; a descriptor that is
+        // not a terminal fails with ENOTTY and leaves it untouched.
+        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+        if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col >= 20 {
+            return usize::from(ws.ws_col);
+        }
+    }
+    80
+}
+
+/// `text` broken at spaces into lines of at most `width` characters; every line after the
+/// first starts with `indent`. A line that fits is kept as it is (its alignment too); a word
+/// longer than the width (a path) keeps a line to itself, unindented.
+pub fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for (n, para) in text.split('\n').enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        if para.chars().count() <= width {
+            out.push_str(para);
+            continue;
+        }
+        let mut len = 0;
+        let mut rest = para;
+        while !rest.is_empty() {
+            let gap = rest.len() - rest.trim_start_matches(' ').len();
+            let after = &rest[gap..];
+            let word = after.split(' ').next().unwrap_or("");
+            let (g, w) = (gap, word.chars().count());
+            if len == 0 {
+                // The line's own indentation is kept.
+                out.push_str(&rest[..gap + word.len()]);
+                len = g + w;
+            } else if len + g + w > width {
+                out.push('\n');
+                // A word that does not fit even indented (a long path) starts its line, so
+                // it can still be selected and copied whole.
+                let ind = if indent.chars().count() + w <= width {
+                    indent
+                } else {
+                    ""
+                };
+                out.push_str(ind);
+                out.push_str(word);
+                len = ind.chars().count() + w;
+            } else {
+                out.push_str(&rest[..gap + word.len()]);
+                len += g + w;
+            }
+            rest = &after[word.len()..];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_keeps_every_word_and_the_width() {
+        let table: &[(&str, usize, &str, &str)] = &[
+            ("short", 80, "  ", "short"),
+            ("aaa bbb ccc ddd", 7, "  ", "aaa bbb\n  ccc\n  ddd"),
+            ("aaa bbb ccc", 11, "", "aaa bbb ccc"),
+            (
+                "report /var/lib/usbperf/reports/usbperf-x.yaml",
+                20,
+                "  ",
+                "report\n/var/lib/usbperf/reports/usbperf-x.yaml",
+            ),
+            ("  indented line", 80, "    ", "  indented line"),
+            ("a   b", 80, "", "a   b"),
+            (
+                "  lead  aligned  words",
+                15,
+                "    ",
+                "  lead  aligned\n    words",
+            ),
+            ("one\ntwo three", 6, " ", "one\ntwo\n three"),
+            ("one\ntwo three", 5, " ", "one\ntwo\nthree"),
+        ];
+        for (text, width, indent, want) in table {
+            assert_eq!(wrap(text, *width, indent), *want, "{text:?} at {width}");
+        }
+    }
+
+    #[test]
+    fn columns_decides_the_width() {
+        // The process's environment is shared by the tests of this binary: only this test
+        // touches COLUMNS.
+        std::env::set_var("COLUMNS", "132");
+        assert_eq!(console_width(), 132);
+        std::env::set_var("COLUMNS", "narrow");
+        let w = console_width();
+        assert!(w >= 20, "{w}");
+        std::env::remove_var("COLUMNS");
+    }
+}

@@ -528,3 +528,78 @@ fn a_symlink_planted_at_a_test_file_name_is_never_followed() {
     let warnings = rep["warnings"].to_string();
     assert!(warnings.contains("removed a stale test file"), "{warnings}");
 }
+
+/// On a board's 80-column serial console (or a pipe: 80 columns) the run's table is one block
+/// per device and every line a person reads fits; the station's result line is a record for
+/// `tail -n 1` and stays one line. A wide console gets the wide table.
+#[test]
+fn the_run_fits_the_console_width() {
+    let loops: Vec<Loop> = (0..4).map(|_| Loop::new(64 << 20)).collect();
+    let rd = RunDir::new();
+    let mut cfg = String::from("devices:\n");
+    for (i, l) in loops.iter().enumerate() {
+        cfg.push_str(&format!(
+            "  - {{select: {{name: {}}}, target: raw, label: port {i} stick}}\n",
+            l.name()
+        ));
+    }
+    cfg.push_str(
+        "tests:\n\
+         \x20 - {workload: seq-read, bs: 1M, size: 8M, runtime: 1s}\n\
+         \x20 - {workload: rand-read, size: 8M, runtime: 1s}\n\
+         \x20 - {workload: read-buffered, size: 8M, runtime: 1s}\n\
+         thresholds:\n\
+         \x20 - {select: {class: loop}, workload: seq-read, min_mib_per_s: 1000000}\n",
+    );
+    let cfg = rd.config(&cfg);
+    // A report path longer than the console cannot fit: a short report directory, as the
+    // default /var/lib/usbperf/reports/ is (its report paths are 77 characters).
+    let reports = std::path::PathBuf::from(format!("/tmp/u80-{}", std::process::id()));
+    let run = |columns: &str| {
+        let mut a = rd.args_in(&reports, Some(&cfg));
+        a.push("--engine".into());
+        a.push("sync".into());
+        Command::new(bin())
+            .args(&a)
+            .env("COLUMNS", columns)
+            .output()
+            .unwrap()
+    };
+    let narrow = run("80");
+    assert_eq!(narrow.status.code(), Some(1), "{}", stderr(&narrow));
+    let out = String::from_utf8_lossy(&narrow.stdout);
+    let err = stderr(&narrow);
+    let long: Vec<&str> = out
+        .lines()
+        .chain(err.lines())
+        .filter(|l| l.chars().count() > 80 && !l.starts_with("USBPERF-RESULT "))
+        .collect();
+    assert!(long.is_empty(), "lines over 80 columns: {long:#?}\n{out}");
+    for l in &loops {
+        assert!(
+            out.lines()
+                .any(|x| x.starts_with(l.name()) && x.ends_with("FAIL")),
+            "a block headed by {}:\n{out}",
+            l.name()
+        );
+    }
+    assert!(
+        out.contains("seq-read: ") && out.contains("< minimum 1000000 MiB/s"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .starts_with("USBPERF-RESULT v1 "),
+        "{out}"
+    );
+    let wide = run("250");
+    let out = String::from_utf8_lossy(&wide.stdout);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("device ") && l.contains("seq-read") && l.contains("rand-read")),
+        "the wide table's header:\n{out}"
+    );
+    std::fs::remove_dir_all(&reports).unwrap();
+}

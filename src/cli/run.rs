@@ -128,22 +128,25 @@ pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
 /// a spinner with the live figure on a terminal.
 struct Progress {
     bar: Option<indicatif::ProgressBar>,
+    /// Lines are wrapped to the console's width.
+    width: usize,
 }
 
 impl Progress {
-    fn new() -> Progress {
+    fn new(width: usize) -> Progress {
         use std::io::IsTerminal;
         let bar = std::io::stderr().is_terminal().then(|| {
             let b = indicatif::ProgressBar::new_spinner();
             b.enable_steady_tick(Duration::from_millis(200));
             b
         });
-        Progress { bar }
+        Progress { bar, width }
     }
 }
 
 impl env::Progress for Progress {
     fn line(&self, msg: &str) {
+        let msg = crate::out::wrap(msg, self.width, "    ");
         match &self.bar {
             Some(b) => b.println(msg),
             None => crate::errln!("{msg}"),
@@ -211,7 +214,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     };
     let engine =
         LiveEngine::new(engine::select(cfg.engine).context("cannot start the I/O engine")?);
-    let progress = Progress::new();
+    // What a person reads is laid out for the console's width (80 on a serial console or a
+    // pipe); the station's result line stays one line whatever its length, for `tail -n 1`.
+    let width = crate::out::console_width();
+    let progress = Progress::new(width);
     let kernel_log = events::KmsgWatcher::open(Path::new("/dev/kmsg"))
         .map(|k| Box::new(k) as Box<dyn env::KernelLog>)
         .map_err(|e| e.to_string());
@@ -240,12 +246,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     // The table the seed articles ended with: a row per device, a column per test.
     crate::out!(
         "{}",
-        crate::report::table::render(
+        crate::report::table::render_fit(
             &crate::report::table::MatrixView::from_report(&done.report),
-            crate::report::table::Style::Text
+            width
         )
     );
-    print_summary(&done.report, &done.place);
+    print_summary(&done.report, &done.place, width);
     let exit = done.exit;
     let report_path = match &done.place {
         ReportPlace::Nowhere(_) => None,
@@ -259,11 +265,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             let why = match e {
                 write::WriteError::Dir { err, .. } | write::WriteError::File { err, .. } => err,
             };
-            crate::errln!(
+            let msg = format!(
                 "usbperf-matrix: error: cannot write the JUnit file {} ({why}); the report \
                  holds the results",
                 file.display()
             );
+            crate::errln!("{}", crate::out::wrap(&msg, width, "    "));
         }
     }
     if args.lava {
@@ -279,7 +286,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             Ok(bytes) => crate::upload::hand_off(up, json, &bytes),
             Err(e) => format!("cannot encode the report ({e}); the report file is kept"),
         };
-        crate::errln!("usbperf-matrix: upload: {said}");
+        let msg = format!("usbperf-matrix: upload: {said}");
+        crate::errln!("{}", crate::out::wrap(&msg, width, "    "));
     }
     // The station's line comes last, so `tail -n 1` finds it.
     crate::outln!(
@@ -289,7 +297,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     Ok(exit)
 }
 
-fn print_summary(report: &Report, place: &ReportPlace) {
+fn print_summary(report: &Report, place: &ReportPlace, width: usize) {
+    let say =
+        |line: String, indent: &str| crate::outln!("{}", crate::out::wrap(&line, width, indent));
     let place = match place {
         ReportPlace::File(p) => format!("report {}", p.display()),
         ReportPlace::Stale(p, e) => format!(
@@ -301,34 +311,43 @@ fn print_summary(report: &Report, place: &ReportPlace) {
             "report NOT WRITTEN to any file ({e}); the full report is on standard output above"
         ),
     };
-    crate::outln!(
-        "usbperf-matrix: {} device(s), verdict {}; {place}",
-        report.devices.len(),
-        if report.verdict.pass { "PASS" } else { "FAIL" },
+    say(
+        format!(
+            "usbperf-matrix: {} device(s), verdict {}; {place}",
+            report.devices.len(),
+            if report.verdict.pass { "PASS" } else { "FAIL" },
+        ),
+        "  ",
     );
     if report.devices.is_empty() {
         for reason in &report.verdict.reasons {
-            crate::outln!("  {}", reason.text);
+            say(format!("  {}", reason.text), "    ");
         }
     }
     for d in &report.devices {
-        crate::outln!(
-            "  {:<10} {:<6} {}",
-            d.name,
-            d.disk.class,
-            if d.verdict.pass { "PASS" } else { "FAIL" }
+        say(
+            format!(
+                "  {:<10} {:<6} {}",
+                d.name,
+                d.disk.class,
+                if d.verdict.pass { "PASS" } else { "FAIL" }
+            ),
+            "    ",
         );
         for reason in &d.verdict.reasons {
-            crate::outln!("      {}", reason.text);
+            say(format!("      {}", reason.text), "        ");
         }
     }
     for m in &report.missing_devices {
-        crate::outln!("  missing: {m}");
+        say(format!("  missing: {m}"), "    ");
     }
     if report.status == RunStatus::Interrupted {
-        crate::outln!(
-            "  interrupted by {}: the report is marked incomplete",
-            report.interrupted_by.as_deref().unwrap_or("a signal")
+        say(
+            format!(
+                "  interrupted by {}: the report is marked incomplete",
+                report.interrupted_by.as_deref().unwrap_or("a signal")
+            ),
+            "    ",
         );
     }
 }

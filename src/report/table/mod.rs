@@ -16,6 +16,7 @@ use super::metric;
 use super::schema::{Report, SCHEMA_VERSION};
 use super::view::{CellView, DeviceView, DiskView, ReportView, ResultView};
 
+mod compact;
 mod csv;
 mod markdown;
 mod text;
@@ -396,6 +397,17 @@ fn row(ri: usize, d: &DeviceView, columns: &[Column], judged: bool, status: &str
 
 /// Renders the table; text and Markdown add one line per report above it (unit, start,
 /// run status, verdict) and the failure reasons below, CSV carries them as columns.
+/// The console's table at `width` columns: the wide table when every line of it fits, else
+/// one block per device (a board's 80-column serial console).
+pub fn render_fit(view: &MatrixView, width: usize) -> String {
+    let wide = text::render(view);
+    if wide.lines().all(|l| l.chars().count() <= width) {
+        wide
+    } else {
+        compact::render(view, width)
+    }
+}
+
 pub fn render(view: &MatrixView, style: Style) -> String {
     match style {
         Style::Text => text::render(view),
