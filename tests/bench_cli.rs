@@ -231,3 +231,41 @@ fn auto_says_which_engine_ran_on_a_target_without_nonblocking_io() {
     assert_eq!(v["bytes"], 4 << 20);
     assert!(!path.exists(), "the created file is deleted without --keep");
 }
+
+/// Without a terminal (a serial console, a pipe, the journal) a long bench says it is alive
+/// every 10 s on standard error, with the bytes moved and the rate; standard output keeps
+/// only the result.
+#[test]
+fn a_long_bench_prints_progress_lines_without_a_terminal() {
+    let scratch = Scratch::new("cli-progress");
+    let path = scratch.path("t.dat");
+    let out = bench(&[
+        "--target",
+        path.to_str().unwrap(),
+        "--workload",
+        "seq-read",
+        "--size",
+        "16M",
+        "--time-based",
+        "--runtime",
+        "25s",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Lines are wrapped to the console (80 columns here): a progress line may continue on
+    // the next one.
+    let progress = err.matches("seq-read on ").count();
+    assert!(progress >= 2, "progress lines:\n{err}");
+    assert_eq!(err.matches(" moved, ").count(), progress, "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("running "),
+        "progress stays off standard output:\n{stdout}"
+    );
+    assert!(stdout.contains("stopped by the time bound"), "{stdout}");
+}

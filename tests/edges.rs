@@ -561,13 +561,18 @@ fn an_unwritable_report_dir_still_tests_and_the_report_is_kept() {
     let doc: Value =
         serde_norway::from_str(o[yaml_start..].split("\nunit ").next().unwrap()).unwrap();
     assert_eq!(doc["devices"][0]["cells"][0]["status"], "passed");
-    // ...and in the fallback directory, which the summary names.
+    // ...and in the fallback directory, which the summary and the station's line name.
+    assert!(o.contains("verdict PASS; report"), "summary line: {o}");
     let line = o
         .lines()
-        .find(|l| l.contains("verdict PASS; report "))
-        .unwrap_or_else(|| panic!("summary line: {o}"));
-    let path = PathBuf::from(line.rsplit("report ").next().unwrap());
+        .find(|l| l.starts_with("USBPERF-RESULT "))
+        .unwrap_or_else(|| panic!("result line: {o}"));
+    let path = PathBuf::from(line.rsplit(" report=").next().unwrap());
     assert!(path.starts_with("/run/usbperf/reports"), "{line}");
+    assert!(
+        o.contains(&path.display().to_string()),
+        "the summary names it: {o}"
+    );
     let kept: Value = serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(kept["report_id"], doc["report_id"]);
     assert!(kept["warnings"].to_string().contains("cannot be written"));

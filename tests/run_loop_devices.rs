@@ -603,3 +603,78 @@ fn the_run_fits_the_console_width() {
     );
     std::fs::remove_dir_all(&reports).unwrap();
 }
+
+/// `list` shows every disk with what `run` with the configuration does with it: test files on
+/// a mounted filesystem, the raw device, or not at all and why.
+#[test]
+fn list_says_how_each_disk_is_tested_or_why_not() {
+    let ext4 = Mounted::new(96 << 20, "ext4");
+    let raw = Loop::new(64 << 20);
+    let spare = Loop::new(64 << 20);
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "profile: quick\n\
+         devices:\n\
+         \x20 - {{select: {{name: {}}}}}\n\
+         \x20 - {{select: {{name: {}}}, target: raw}}\n",
+        ext4.lo.name(),
+        raw.name()
+    ));
+    let list = |format: &str| {
+        Command::new(bin())
+            .args([
+                "list",
+                "--format",
+                format,
+                "--config",
+                cfg.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = list("json");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = |name: &str| {
+        doc["run_plan"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in the run plan: {doc}"))
+            .clone()
+    };
+    let e = plan(ext4.lo.name());
+    assert_eq!(
+        (e["tested"].as_bool(), e["how"].as_str()),
+        (Some(true), Some("files")),
+        "{e}"
+    );
+    assert!(e["detail"].as_str().unwrap().contains("ext4"), "{e}");
+    let r = plan(raw.name());
+    assert_eq!(r["tested"].as_bool(), Some(true), "{r}");
+    assert!(r["how"].as_str().unwrap().starts_with("raw-"), "{r}");
+    let s = plan(spare.name());
+    assert_eq!(
+        (s["tested"].as_bool(), s["how"].as_str()),
+        (Some(false), Some("no")),
+        "{s}"
+    );
+    assert!(s["detail"].as_str().unwrap().contains("loop device"), "{s}");
+    // The table says the same in a column and a line per disk.
+    let out = list("table");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().next().unwrap().contains(" RUN "), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&format!("{}: ", spare.name())) && l.contains("loop device")),
+        "{text}"
+    );
+    // A configuration named with --config that does not load is the user's error.
+    let bad = rd.config("devices: 7\n");
+    let out = Command::new(bin())
+        .args(["list", "--config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

@@ -10,9 +10,11 @@ use clap::ValueEnum;
 use super::{EngineArg, Format, UsageError};
 use crate::engine::{self, StopReason};
 use crate::exit::Exit;
+use crate::matrix::watch::watch;
 use crate::safety::signals;
 use crate::safety::target::{check_target, TargetError, TargetUse};
 use crate::stats::OpFigures;
+use crate::sysfs::SysfsRoot;
 use crate::units::{format_size, parse_duration, parse_size};
 use crate::workload::verify::{VerifyMode, VerifyPhase};
 use crate::workload::{
@@ -188,17 +190,19 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Exit> {
         ..options
     };
     check_command(&params)?;
+    let width = crate::out::console_width();
+    let say = |line: String| crate::errln!("{}", crate::out::wrap(&line, width, "    "));
     let selected = engine::select(params.engine)?;
-    crate::errln!("usbperf-matrix: engine: {}", selected.reason);
+    say(format!("usbperf-matrix: engine: {}", selected.reason));
     let name = params.workload.as_str().to_string();
     let result = with_progress(&params, || workload::run(&params, &selected, &options))
         .with_context(|| format!("{name} on {}", params.target.display()))?;
     if result.engine_reason != selected.reason {
         // `auto` chose another engine for this very target: say which one ran and why.
-        crate::errln!(
+        say(format!(
             "usbperf-matrix: engine for this target: {}",
             result.engine_reason
-        );
+        ));
     }
     match args.format {
         Format::Table => crate::out!("{}", table(&result)),
@@ -218,33 +222,71 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Pass)
 }
 
-/// A spinner with the elapsed time on a terminal while the test runs; nothing otherwise (a
-/// script reading the table must not get spinner frames).
+/// While the test runs: on a terminal a spinner with the time, the bytes moved and the rate;
+/// without one (a serial console, a pipe, the journal) a line every 10 s on standard error, so
+/// a long test never looks hung. Standard output keeps only the result, for scripts.
 fn with_progress<T: Send>(params: &WorkloadParams, f: impl FnOnce() -> T + Send) -> T {
     use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return f();
-    }
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.enable_steady_tick(Duration::from_millis(200));
     let what = format!(
         "{} on {}",
         params.workload.as_str(),
         params.target.display()
     );
-    std::thread::scope(|scope| {
-        let handle = scope.spawn(f);
-        let t0 = std::time::Instant::now();
-        while !handle.is_finished() {
-            bar.set_message(format!("{what}: {:.0} s", t0.elapsed().as_secs_f64()));
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        bar.finish_and_clear();
-        match handle.join() {
-            Ok(v) => v,
-            Err(p) => std::panic::resume_unwind(p),
-        }
-    })
+    let stat = stat_of(&params.target);
+    let counter = || {
+        stat.as_ref().and_then(|(sys, dev)| {
+            sys.attr(dev, "stat")
+                .ok()
+                .and_then(|t| crate::sysfs::parse::block_stat_bytes(&t))
+        })
+    };
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.enable_steady_tick(Duration::from_millis(200));
+        b
+    });
+    let width = crate::out::console_width();
+    let out = watch(
+        counter,
+        Duration::from_secs(10),
+        |t| match &bar {
+            Some(b) => b.set_message(format!("{what}: {}", t.words())),
+            None if t.line_due => {
+                let line = format!("usbperf-matrix: {what}: running {}", t.words());
+                crate::errln!("{}", crate::out::wrap(&line, width, "    "));
+            }
+            None => {}
+        },
+        f,
+    );
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    out
+}
+
+/// The sysfs directory of the block device that holds `target` (the device itself, or the
+/// filesystem's device for a file), whose `stat` counts its bytes; none on a filesystem
+/// without one (tmpfs, overlay).
+fn stat_of(target: &std::path::Path) -> Option<(SysfsRoot, String)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    // The file may not exist yet (bench creates it): its directory is on the same device.
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let md = std::fs::metadata(target)
+        .or_else(|_| std::fs::metadata(dir))
+        .ok()?;
+    let dev = if md.file_type().is_block_device() {
+        md.rdev()
+    } else {
+        md.dev()
+    };
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let sys = SysfsRoot::live();
+    let dir = format!("dev/block/{major}:{minor}");
+    sys.exists(&dir, "stat").then_some((sys, dir))
 }
 
 fn us(ns: u64) -> String {

@@ -3,10 +3,14 @@
 
 use anyhow::Context;
 
-use super::{inventory, link_findings, print_findings, Format};
+use super::{inventory, link_findings, print_findings, Format, UsageError};
+use crate::config;
 use crate::discover::parse::speed_label;
 use crate::discover::{linkcheck::PortExpectation, Disk, Inventory};
 use crate::exit::Exit;
+use crate::matrix::plan::{self, DiskPlan};
+use crate::safety::SystemFacts;
+use crate::sysfs::SysfsRoot;
 use crate::units::human_bytes;
 
 const AFTER_HELP: &str = "\
@@ -37,6 +41,28 @@ pub struct ListArgs {
     /// (repeatable). A shortfall makes the exit code 1.
     #[arg(long, value_name = "PORT=SPEED")]
     pub expect: Vec<PortExpectation>,
+    /// The configuration whose run the RUN column shows (default: /etc/usbperf/usbperf.yaml
+    /// when it exists, else the built-in `quick` profile, as `run` does).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+}
+
+/// What `run` would do with each disk, for the live system only: a recorded tree's mounts
+/// and holders are not this machine's. A configuration that does not load hides the column
+/// with a note, unless it was named with --config (then it is the user's error, exit 2).
+fn run_plan(args: &ListArgs, inv: &Inventory) -> anyhow::Result<Result<Vec<DiskPlan>, String>> {
+    if args.source.sysfs_root.is_some() {
+        return Ok(Err(
+            "a recorded tree: the run plan needs the live system".into()
+        ));
+    }
+    let cfg = match config::load_layers(args.config.as_deref(), None) {
+        Ok(layers) => config::resolve(layers),
+        Err(e) if args.config.is_some() => return Err(UsageError(e.to_string()).into()),
+        Err(e) => return Ok(Err(format!("the run plan is not shown: {e}"))),
+    };
+    let sys = SysfsRoot::live();
+    Ok(Ok(plan::every_disk(&cfg, inv, &SystemFacts::live(), &sys)))
 }
 
 pub fn run(args: &ListArgs) -> anyhow::Result<Exit> {
@@ -45,15 +71,25 @@ pub fn run(args: &ListArgs) -> anyhow::Result<Exit> {
         inv.disks.retain(|d| d.size_bytes != Some(0));
     }
     let findings = link_findings(&inv, &args.expect);
+    let plan = run_plan(args, &inv)?;
     match args.format {
         Format::Table => {
-            crate::out!("{}", table(&inv));
+            crate::out!("{}", table(&inv, plan.as_ref().ok().map(Vec::as_slice)));
+            match &plan {
+                Ok(p) => {
+                    for d in p {
+                        crate::outln!("{}: {}", d.name, d.detail);
+                    }
+                }
+                Err(note) => crate::outln!("{note}"),
+            }
             print_findings(&findings);
         }
         Format::Yaml | Format::Json => {
             let doc = ListDoc {
                 inventory: &inv,
                 link_check: &findings,
+                run_plan: plan.as_ref().ok().map(Vec::as_slice).unwrap_or(&[]),
             };
             let text = if args.format == Format::Yaml {
                 serde_norway::to_string(&doc).context("could not encode the inventory as YAML")?
@@ -78,6 +114,9 @@ struct ListDoc<'a> {
     inventory: &'a Inventory,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     link_check: &'a [crate::discover::linkcheck::LinkFinding],
+    /// What `run` with the configuration does with each disk (live system only).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    run_plan: &'a [DiskPlan],
 }
 
 fn link_col(d: &Disk) -> String {
@@ -136,9 +175,9 @@ fn mounts_col(d: &Disk) -> String {
     v.join(" ")
 }
 
-/// A plain aligned table: one disk a line.
-pub fn table(inv: &Inventory) -> String {
-    let mut rows: Vec<[String; 8]> = vec![[
+/// A plain aligned table: one disk a line; with a plan, what `run` does with it (RUN).
+pub fn table(inv: &Inventory, plan: Option<&[DiskPlan]>) -> String {
+    let mut rows: Vec<[String; 9]> = vec![[
         "NAME".into(),
         "CLASS".into(),
         "SIZE".into(),
@@ -146,6 +185,7 @@ pub fn table(inv: &Inventory) -> String {
         "SERIAL".into(),
         "LINK".into(),
         "HEALTH".into(),
+        if plan.is_some() { "RUN" } else { "" }.into(),
         "MOUNTS".into(),
     ]];
     for d in &inv.disks {
@@ -163,10 +203,13 @@ pub fn table(inv: &Inventory) -> String {
             d.serial.clone().unwrap_or_default(),
             link_col(d),
             health_col(d),
+            plan.and_then(|p| p.iter().find(|x| x.name == d.name))
+                .map(|x| x.how.to_string())
+                .unwrap_or_default(),
             mounts_col(d),
         ]);
     }
-    let mut widths = [0usize; 8];
+    let mut widths = [0usize; 9];
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r.iter()) {
             *w = (*w).max(c.chars().count());
@@ -176,6 +219,9 @@ pub fn table(inv: &Inventory) -> String {
     for r in &rows {
         let mut line = String::new();
         for (i, c) in r.iter().enumerate() {
+            if widths[i] == 0 {
+                continue;
+            }
             if i + 1 == r.len() {
                 line.push_str(c);
             } else {

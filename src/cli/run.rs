@@ -97,17 +97,8 @@ fn config_error(e: ConfigError) -> anyhow::Error {
 
 /// Loads and layers the configuration: profile < config file < flags.
 pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
-    let config_path = config::locate(args.config.as_deref());
-    let search = config::profile_search(config_path.as_deref());
-    let mut layers = match &config_path {
-        Some(c) => config::load_file(c, args.profile.as_deref(), &search),
-        None => config::load_profile(
-            args.profile.as_deref().unwrap_or("quick"),
-            &search,
-            &mut Vec::new(),
-        ),
-    }
-    .map_err(config_error)?;
+    let mut layers = config::load_layers(args.config.as_deref(), args.profile.as_deref())
+        .map_err(config_error)?;
     // Flags are the last layer.
     let mut flags = config::ConfigFile {
         report_dir: args.report_dir.clone(),
@@ -251,7 +242,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             width
         )
     );
-    print_summary(&done.report, &done.place, width);
+    let fallback = (!done.in_configured_dir).then_some(cfg.report_dir.as_path());
+    print_summary(&done.report, &done.place, fallback, width);
     let exit = done.exit;
     let report_path = match &done.place {
         ReportPlace::Nowhere(_) => None,
@@ -262,9 +254,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         // exit code stays the run's.
         let xml = crate::report::junit::render(&done.report);
         if let Err(e) = write::atomic_write(file, xml.as_bytes()) {
-            let why = match e {
-                write::WriteError::Dir { err, .. } | write::WriteError::File { err, .. } => err,
-            };
+            let why = e.cause();
             let msg = format!(
                 "usbperf-matrix: error: cannot write the JUnit file {} ({why}); the report \
                  holds the results",
@@ -297,11 +287,22 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     Ok(exit)
 }
 
-fn print_summary(report: &Report, place: &ReportPlace, width: usize) {
+/// `fallback` is the configured report directory when the report had to go elsewhere.
+fn print_summary(report: &Report, place: &ReportPlace, fallback: Option<&Path>, width: usize) {
     let say =
         |line: String, indent: &str| crate::outln!("{}", crate::out::wrap(&line, width, indent));
     let place = match place {
-        ReportPlace::File(p) => format!("report {}", p.display()),
+        ReportPlace::File(p) => match fallback {
+            None => format!("report {}", p.display()),
+            // /run and /tmp are tmpfs on most images: the factory record would be gone at
+            // the next boot unless it is copied or uploaded first.
+            Some(dir) => format!(
+                "report {} is NOT in the configured directory {} (which cannot be written): \
+                 on tmpfs it is lost at reboot; the full report is on standard output above",
+                p.display(),
+                dir.display()
+            ),
+        },
         ReportPlace::Stale(p, e) => format!(
             "report {} is INCOMPLETE (the last write failed: {e}); the full report is on \
              standard output above",

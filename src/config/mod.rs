@@ -697,6 +697,21 @@ pub fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigError> {
 
 /// Loads a profile by name or path, following `profile:` chains; returns the layers lowest
 /// first with their source names.
+/// The layers a run starts from: the config file (`given`, else the installed one when it
+/// exists) over its profile (or `profile`, replacing the file's), else the `profile` alone
+/// (default `quick`). Profiles are looked up in `profile_search`'s directories.
+pub fn load_layers(
+    given: Option<&Path>,
+    profile: Option<&str>,
+) -> Result<Vec<(String, ConfigFile)>, ConfigError> {
+    let path = locate(given);
+    let search = profile_search(path.as_deref());
+    match &path {
+        Some(c) => load_file(c, profile, &search),
+        None => load_profile(profile.unwrap_or("quick"), &search, &mut Vec::new()),
+    }
+}
+
 pub fn load_profile(
     name: &str,
     search: &[PathBuf],

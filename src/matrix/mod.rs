@@ -11,3 +11,4 @@ pub mod run;
 pub mod schedule;
 pub mod select;
 pub mod verdict;
+pub mod watch;

@@ -1,6 +1,7 @@
 //! Owns the plan `run --dry-run` prints: which disks the configuration chooses, where each
 //! one's tests would go (or why it is refused), the lanes, and the required devices that are
-//! missing. Nothing is created, written or locked to find it.
+//! missing; and for `list`, every disk with how it is tested or why not. Nothing is created,
+//! written or locked to find it.
 
 use serde::Serialize;
 
@@ -8,7 +9,8 @@ use super::run::{lanes_of, min_file};
 use super::schedule::{Lane, ScheduleMode};
 use super::select::{self, Placement};
 use crate::config::Config;
-use crate::discover::Inventory;
+use crate::device::DeviceClass;
+use crate::discover::{Disk, Inventory};
 use crate::safety::SystemFacts;
 use crate::sysfs::SysfsRoot;
 
@@ -61,5 +63,95 @@ pub fn dry_run<'a>(
             lanes: lanes_of(&chosen, cfg),
             mode: cfg.schedule,
         },
+    }
+}
+
+/// What a run with this configuration does with one disk of the inventory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiskPlan {
+    pub name: String,
+    pub tested: bool,
+    /// The `devices:` rule that chose it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<usize>,
+    /// `files`, `raw-read`, `raw-write`, or `no`.
+    pub how: &'static str,
+    /// In words: where the tests go, or why the disk is left out.
+    pub detail: String,
+}
+
+/// Every disk of `inv`, chosen or not, with how a run with `cfg` tests it or why it does not.
+pub fn every_disk(
+    cfg: &Config,
+    inv: &Inventory,
+    facts: &SystemFacts,
+    sys: &SysfsRoot,
+) -> Vec<DiskPlan> {
+    let (chosen, _) = select::choose(inv, &cfg.devices, facts);
+    inv.disks
+        .iter()
+        .map(|d| match chosen.iter().find(|c| c.disk.name == d.name) {
+            Some(c) => {
+                let place = select::place(c, inv, facts, sys, cfg.headroom_percent, min_file(cfg));
+                let (how, detail) = match &place {
+                    Placement::File(f) => (
+                        "files",
+                        format!(
+                            "test files in {} ({} on {})",
+                            f.dir.display(),
+                            f.fstype,
+                            f.mountpoint
+                        ),
+                    ),
+                    Placement::RawRead { why } => (
+                        "raw-read",
+                        format!("read tests on the device; no writes: {why}"),
+                    ),
+                    Placement::RawWrite => {
+                        ("raw-write", "read and write tests on the device".into())
+                    }
+                    Placement::Refused { refusals } => (
+                        "raw-read",
+                        format!(
+                            "read tests on the device; writes refused: {}",
+                            refusals.join("; ")
+                        ),
+                    ),
+                };
+                DiskPlan {
+                    name: d.name.clone(),
+                    tested: true,
+                    rule: Some(c.rule_index),
+                    how,
+                    detail,
+                }
+            }
+            None => DiskPlan {
+                name: d.name.clone(),
+                tested: false,
+                rule: None,
+                how: "no",
+                detail: left_out(d, facts),
+            },
+        })
+        .collect()
+}
+
+/// Why no `devices:` rule took a disk, in the words of the rule that usually would.
+fn left_out(d: &Disk, facts: &SystemFacts) -> String {
+    let system: Vec<String> = crate::safety::system_reasons(d, facts)
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    if !system.is_empty() {
+        return format!("a system disk: {}", system.join("; "));
+    }
+    match d.class {
+        DeviceClass::Loop => "a loop device: name it in a `devices:` rule to test it".into(),
+        DeviceClass::Other => {
+            "an unknown kind of device: name it in a `devices:` rule to test it".into()
+        }
+        _ if d.size_bytes.unwrap_or(0) == 0 => "no medium (size 0)".into(),
+        _ => "no `devices:` rule of the configuration selects it".into(),
     }
 }

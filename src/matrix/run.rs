@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::cell::{self, Aftermath, CellPlan};
 use super::concurrent::{Gate, KmsgHub, Overlap};
@@ -764,46 +764,24 @@ fn run_with_progress<T: Send>(
     what: &str,
     f: impl FnOnce() -> T + Send,
 ) -> T {
-    let moved = || r.sysfs.block_stat_bytes(disk);
-    std::thread::scope(|scope| {
-        let handle = scope.spawn(f);
-        let t0 = Instant::now();
-        let start = moved();
-        let mut last_line = Instant::now();
-        let mut last = (Instant::now(), start.unwrap_or(0));
-        while !handle.is_finished() {
-            std::thread::sleep(Duration::from_millis(100));
-            let (Some(s0), Some(now)) = (start, moved()) else {
-                continue;
-            };
-            if last.0.elapsed() >= Duration::from_millis(500) {
-                // The counters restart from zero when a disk comes back under the same name
-                // (unplugged and replugged): never subtract past zero.
-                let rate =
-                    now.saturating_sub(last.1) as f64 / last.0.elapsed().as_secs_f64() / 1048576.0;
-                let moved = units::human_bytes(now.saturating_sub(s0));
-                r.status(
-                    disk,
-                    Some(format!(
-                        "{disk} {what}: {:.0} s, {moved} moved, {rate:.1} MiB/s",
-                        t0.elapsed().as_secs_f64(),
-                    )),
-                );
-                if r.progress.periodic_lines() && last_line.elapsed() >= Duration::from_secs(10) {
-                    r.progress.line(&format!(
-                        "usbperf-matrix: {disk} {what}: running {:.0} s, {moved} moved, {rate:.1} MiB/s",
-                        t0.elapsed().as_secs_f64(),
-                    ));
-                    last_line = Instant::now();
-                }
-                last = (Instant::now(), now);
+    super::watch::watch(
+        || r.sysfs.block_stat_bytes(disk),
+        Duration::from_secs(10),
+        |t| {
+            // A disk without counters has nothing to show but time: its status stays.
+            if t.moved.is_none() {
+                return;
             }
-        }
-        match handle.join() {
-            Ok(v) => v,
-            Err(p) => std::panic::resume_unwind(p),
-        }
-    })
+            r.status(disk, Some(format!("{disk} {what}: {}", t.words())));
+            if t.line_due && r.progress.periodic_lines() {
+                r.progress.line(&format!(
+                    "usbperf-matrix: {disk} {what}: running {}",
+                    t.words()
+                ));
+            }
+        },
+        f,
+    )
 }
 
 /// The configured test directories usbperf owns (`/var/lib/usbperf/...`), which a run may

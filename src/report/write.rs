@@ -16,6 +16,11 @@ pub enum WriteError {
          --report-dir on a writable filesystem)"
     )]
     Dir { dir: PathBuf, err: io::Error },
+    #[error(
+        "the report directory {dir} cannot be made: {file} is a file, not a directory (remove \
+         it, or pass --report-dir naming a directory)"
+    )]
+    NotADir { dir: PathBuf, file: PathBuf },
     #[error("cannot write the report {path}: {err}")]
     File { path: PathBuf, err: io::Error },
 }
@@ -32,6 +37,16 @@ pub fn atomic_create(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
 }
 
 impl WriteError {
+    /// Why, without the path: for a message that names the file itself.
+    pub fn cause(&self) -> String {
+        match self {
+            WriteError::Dir { err, .. } | WriteError::File { err, .. } => err.to_string(),
+            WriteError::NotADir { file, .. } => {
+                format!("{} is a file, not a directory", file.display())
+            }
+        }
+    }
+
     /// True when the name was taken (`atomic_create` on an existing file).
     pub fn is_exists(&self) -> bool {
         matches!(self, WriteError::File { err, .. } if err.kind() == io::ErrorKind::AlreadyExists)
@@ -88,6 +103,13 @@ fn write_with(path: &Path, bytes: &[u8], publish: Publish) -> Result<(), WriteEr
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    // A file where the directory (or one above it) should be: say that, not "File exists".
+    if let Some(file) = dir.ancestors().find(|a| a.exists() && !a.is_dir()) {
+        return Err(WriteError::NotADir {
+            dir: dir.to_path_buf(),
+            file: file.to_path_buf(),
+        });
+    }
     std::fs::create_dir_all(dir).map_err(|err| WriteError::Dir {
         dir: dir.to_path_buf(),
         err,

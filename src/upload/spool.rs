@@ -72,11 +72,7 @@ impl Spool {
             .join(format!("{id}.{}", if json { "json" } else { "yaml" }));
         write::atomic_write(&path, bytes).map_err(|e| SpoolError::Write {
             dir: self.dir.clone(),
-            why: match e {
-                write::WriteError::Dir { err, .. } | write::WriteError::File { err, .. } => {
-                    err.to_string()
-                }
-            },
+            why: e.cause(),
         })?;
         Ok(Entry { path, id, json })
     }
