@@ -209,7 +209,13 @@ fn csv_markdown_and_text_show_every_device_with_the_reports_figures() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let md = out(&o);
     let (mhead, mrows) = markdown_table(&md);
-    assert_eq!(mhead[..], recs[0][..mhead.len()], "same columns as the CSV");
+    // The same columns as the CSV, which adds a status column per test.
+    let figures_only: Vec<&String> = recs[0].iter().filter(|h| !h.ends_with(" status")).collect();
+    assert_eq!(
+        mhead.iter().collect::<Vec<_>>()[..],
+        figures_only[..mhead.len()],
+        "same columns as the CSV"
+    );
     assert_eq!(mrows.len(), devices.len());
     let mrow = |name: &str| mrows.iter().find(|r| r[0] == name).unwrap();
     let text = out(&show(&[], &[&files[0]]));
@@ -549,4 +555,66 @@ fn the_report_of_a_real_run_renders() {
     }
     assert_eq!(recs[1][1], "bench disk");
     assert!(recs[1].contains(&"PASS".to_string()), "{:?}", recs[1]);
+}
+
+/// CSV is for programs: a numeric column holds a number or nothing, never a word; each test's
+/// status has its own column, and an interrupted test keeps the figures it did measure.
+#[test]
+fn csv_numbers_are_numbers_and_statuses_have_their_own_column() {
+    let d = TempDir::new("show-csv-status");
+    let files = generate(&d.path().join("r"), 1, "yaml");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    let interrupted = text
+        .replacen(
+            "status: complete",
+            "status: interrupted\ninterrupted_by: SIGTERM",
+            1,
+        )
+        .replacen(
+            "  - workload: seq-read\n    status: passed",
+            "  - workload: seq-read\n    status: interrupted",
+            1,
+        )
+        .replacen(
+            "  - workload: seq-write\n    status: passed",
+            "  - workload: seq-write\n    status: pending",
+            1,
+        );
+    let p = d.path().join("interrupted.yaml");
+    std::fs::write(&p, interrupted).unwrap();
+    let o = show(&["--format", "csv"], &[&p]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let recs = csv_records(&out(&o));
+    let head = &recs[0];
+    let at = |h: &str| {
+        head.iter()
+            .position(|x| x == h)
+            .unwrap_or_else(|| panic!("{h}: {head:?}"))
+    };
+    let statuses: Vec<&str> = recs[1..]
+        .iter()
+        .map(|r| r[at("seq-read status")].as_str())
+        .collect();
+    assert!(statuses.contains(&"interrupted"), "{statuses:?}");
+    assert!(recs[1..]
+        .iter()
+        .any(|r| r[at("seq-write status")] == "pending"));
+    // The interrupted cell's measured throughput is still a number.
+    let row = recs[1..]
+        .iter()
+        .find(|r| r[at("seq-read status")] == "interrupted")
+        .unwrap();
+    assert!(row[at("seq-read MiB/s")].parse::<f64>().is_ok(), "{row:?}");
+    let first_figure = head.iter().position(|h| h.ends_with(" status")).unwrap();
+    let last_figure = at("verdict");
+    for r in &recs[1..] {
+        for (h, v) in head.iter().zip(r).take(last_figure).skip(first_figure) {
+            if !h.ends_with(" status") {
+                assert!(
+                    v.is_empty() || v.parse::<f64>().is_ok(),
+                    "{h}: {v:?} is not a number"
+                );
+            }
+        }
+    }
 }

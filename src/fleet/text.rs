@@ -13,7 +13,15 @@ pub fn fmt_value(metric: &str, v: f64) -> String {
         return "-".into();
     }
     if metric == CAPACITY_METRIC {
-        return format_size(v.max(0.0) as u64);
+        // `256M` when the size is a round one, else `14.7 GiB` (a chart's axis end, a median):
+        // never a count of bytes.
+        let bytes = v.max(0.0) as u64;
+        let exact = format_size(bytes);
+        return if exact.len() <= 5 {
+            exact
+        } else {
+            crate::units::human_bytes(bytes)
+        };
     }
     crate::units::three_digits(v)
 }
@@ -339,4 +347,22 @@ pub fn render_csv(s: &FleetSummary) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacities_read_as_sizes_never_as_byte_counts() {
+        for (v, want) in [
+            (268435456.0, "256M"),
+            (241591910.0, "230 MiB"),
+            (17333800140.0, "16.1 GiB"),
+            (0.0, "0"),
+        ] {
+            assert_eq!(fmt_value(CAPACITY_METRIC, v), want, "{v}");
+        }
+        assert_eq!(fmt_value("seq-write.mib_per_s", 38.61), "38.6");
+    }
 }

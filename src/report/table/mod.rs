@@ -166,6 +166,9 @@ struct Row {
     class: String,
     link: String,
     values: Vec<Value>,
+    /// Per column, for programs: the cell's status word (`-` when the device has no such
+    /// cell) and its figure whatever the status (an interrupted cell's partial figure too).
+    raw: Vec<(String, Option<f64>)>,
     /// `PASS`, `FAIL`, or the run's status word while it has no verdicts yet.
     verdict: String,
     reasons: Vec<String>,
@@ -381,6 +384,19 @@ fn row(ri: usize, d: &DeviceView, columns: &[Column], judged: bool, status: &str
         values: columns
             .iter()
             .map(|c| value(cells.get(&c.test).copied(), c.metric))
+            .collect(),
+        raw: columns
+            .iter()
+            .map(|c| match cells.get(&c.test) {
+                Some(cell) => (
+                    cell.status.clone(),
+                    cell.result
+                        .as_ref()
+                        .and_then(|r| c.metric.figure(r))
+                        .filter(|v| v.is_finite()),
+                ),
+                None => (NOT_IN_MATRIX.to_string(), None),
+            })
             .collect(),
         verdict: match (judged, d.verdict.pass) {
             (true, true) => "PASS".into(),
