@@ -370,10 +370,12 @@ pub fn parse(
         )?;
     }
     let hostname = clean(u.hostname.clone());
-    let unit = clean(u.serial.clone())
-        .or_else(|| clean(u.machine_id.clone()))
-        .or_else(|| hostname.clone())
-        .unwrap_or_else(|| "unknown unit".into());
+    let unit = usbperf::report::unit::unit_name(
+        u.serial.as_deref(),
+        u.machine_id.as_deref(),
+        u.hostname.as_deref(),
+    )
+    .unwrap_or_else(|| "unknown unit".into());
     let devices = lite
         .devices
         .iter()

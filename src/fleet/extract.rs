@@ -238,17 +238,19 @@ fn clean(s: &Option<String>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Reduces a parsed report. The unit is named by its board serial, else machine-id, else
-/// hostname, else the file name (every report names some unit).
+/// Reduces a parsed report. The unit is named as everywhere (`report::unit::unit_name`), else
+/// by the file name (every report names some unit).
 pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
-    let unit = clean(&r.unit.serial)
-        .or_else(|| clean(&r.unit.machine_id))
-        .or_else(|| clean(&r.unit.hostname))
-        .unwrap_or_else(|| {
-            path.file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        });
+    let unit = crate::report::unit::unit_name(
+        r.unit.serial.as_deref(),
+        r.unit.machine_id.as_deref(),
+        r.unit.hostname.as_deref(),
+    )
+    .unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
     let board = board_of(&r);
     let mut rejected = Vec::new();
     let mut reject = |device: &str, field: String, v: f64, why: String| {

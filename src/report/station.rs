@@ -45,12 +45,7 @@ pub fn encode_value(s: &str) -> String {
 /// the hostname, as in the report's file name (`report::unit::file_label`), but encoded
 /// rather than rewritten, so it can be compared with the unit's label.
 fn unit_label(r: &Report) -> String {
-    let u = &r.unit;
-    u.serial
-        .clone()
-        .or_else(|| u.machine_id.as_ref().map(|m| m.chars().take(12).collect()))
-        .or_else(|| u.hostname.clone())
-        .unwrap_or_else(|| "unit".into())
+    super::unit::name_of(&r.unit).unwrap_or_else(|| "unit".into())
 }
 
 /// The station's word for the run: a report in no file is ERROR whatever the tests said (it

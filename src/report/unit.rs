@@ -105,14 +105,36 @@ pub fn identify(src: &IdentitySources) -> UnitIdentity {
     u
 }
 
-/// A file-name-safe label for the unit: serial, else machine-id (short), else hostname.
+/// The unit's one name, the same in `show`, the result line, the report's file name, the
+/// fleet and the collector: the board's serial, else the first 12 hex digits of the
+/// machine-id (unique per installed image, unlike the hostname every unit of an image
+/// shares), else the hostname. Blank values count as absent.
+pub fn unit_name(
+    serial: Option<&str>,
+    machine_id: Option<&str>,
+    hostname: Option<&str>,
+) -> Option<String> {
+    fn given(s: Option<&str>) -> Option<&str> {
+        s.map(str::trim).filter(|s| !s.is_empty())
+    }
+    given(serial)
+        .map(str::to_string)
+        .or_else(|| given(machine_id).map(|m| m.chars().take(12).collect()))
+        .or_else(|| given(hostname).map(str::to_string))
+}
+
+/// `unit_name` of a unit's identity.
+pub fn name_of(u: &UnitIdentity) -> Option<String> {
+    unit_name(
+        u.serial.as_deref(),
+        u.machine_id.as_deref(),
+        u.hostname.as_deref(),
+    )
+}
+
+/// A file-name-safe form of the unit's name (`unit_name`).
 pub fn file_label(u: &UnitIdentity) -> String {
-    let raw = u
-        .serial
-        .clone()
-        .or_else(|| u.machine_id.as_ref().map(|m| m.chars().take(12).collect()))
-        .or_else(|| u.hostname.clone())
-        .unwrap_or_else(|| "unit".into());
+    let raw = name_of(u).unwrap_or_else(|| "unit".into());
     let s: String = raw
         .chars()
         .map(|c| {
@@ -179,5 +201,23 @@ mod tests {
         };
         assert_eq!(file_label(&odd), "a_b_c");
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn one_name_in_one_order() {
+        let table: &[(Option<&str>, Option<&str>, Option<&str>, Option<&str>)] = &[
+            (Some("SN-1"), Some("0123456789abcdef"), Some("host"), Some("SN-1")),
+            (None, Some("0123456789abcdef"), Some("host"), Some("0123456789ab")),
+            (Some("  "), Some(" 0123456789abcdef\n"), Some("host"), Some("0123456789ab")),
+            (None, None, Some("host"), Some("host")),
+            (None, Some(""), Some(" "), None),
+        ];
+        for (serial, mid, host, want) in table {
+            assert_eq!(
+                unit_name(*serial, *mid, *host).as_deref(),
+                *want,
+                "{serial:?} {mid:?} {host:?}"
+            );
+        }
     }
 }

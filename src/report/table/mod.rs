@@ -268,11 +268,12 @@ fn value(cell: Option<&CellView>, metric: Metric) -> Value {
 /// Serial, else hostname, else the start of the machine id: how a factory names a unit.
 fn unit_name(r: &ReportView) -> String {
     let u = &r.unit;
-    u.serial
-        .clone()
-        .or_else(|| u.hostname.clone())
-        .or_else(|| u.machine_id.as_ref().map(|m| m.chars().take(12).collect()))
-        .unwrap_or_else(|| "-".into())
+    super::unit::unit_name(
+        u.serial.as_deref(),
+        u.machine_id.as_deref(),
+        u.hostname.as_deref(),
+    )
+    .unwrap_or_else(|| "-".into())
 }
 
 fn started(r: &ReportView) -> Option<String> {
@@ -688,18 +689,23 @@ verdict: {pass: false}
             (1, "verify bad blocks", "0"),
             (1, "verdict", "PASS"),
             (1, "link", "mmc HS200"),
-            (2, "read-buffered MiB/s", "error"),
+            // A status has its own column; a figure column holds a number or nothing.
+            (2, "read-buffered status", "error"),
+            (2, "read-buffered MiB/s", ""),
             (2, "seq-write MiB/s", "3.4"),
-            (2, "rand-read IOPS", "skipped"),
-            (2, "rand-read p99 ms", "skipped"),
+            (2, "rand-read status", "skipped"),
+            (2, "rand-read IOPS", ""),
+            (2, "rand-read p99 ms", ""),
             (2, "verify bad blocks", "7"),
             (2, "verdict", "FAIL"),
             (2, "label", "USB, stick \"A\""),
             (2, "reasons", "seq-write: 3.4 MiB/s < minimum 5.0 MiB/s"),
-            (3, "read-buffered MiB/s", "pending"),
-            (3, "seq-write MiB/s", "interrupted"),
-            (3, "rand-read p99 ms", "n/a"),
-            (3, "verify bad blocks", "new-word"),
+            (3, "read-buffered status", "pending"),
+            (3, "seq-write status", "interrupted"),
+            (3, "rand-read status", "passed"),
+            (3, "rand-read p99 ms", ""),
+            (3, "verify status", "new-word"),
+            (3, "verify bad blocks", ""),
             (3, "label", "-"),
             (3, "run status", "complete"),
         ];
@@ -844,12 +850,10 @@ verdict: {pass: false}
         );
         assert_eq!((&*rows[1][0], &*rows[1][1]), ("15000024", "a.yaml"));
         assert_eq!((&*rows[4][0], &*rows[4][1]), ("15000025", "b.yaml"));
-        // No report ran the second seq-write: its cells say so rather than look empty.
-        let c = rows[0]
-            .iter()
-            .position(|h| h == "seq-write#2 MiB/s")
-            .unwrap();
-        assert!(rows[1..].iter().all(|r| r[c] == NOT_IN_MATRIX));
+        // No report ran the second seq-write: its status says so, and it has no figure.
+        let at = |name: &str| rows[0].iter().position(|h| h == name).unwrap();
+        let (st, fig) = (at("seq-write#2 status"), at("seq-write#2 MiB/s"));
+        assert!(rows[1..].iter().all(|r| r[st] == NOT_IN_MATRIX && r[fig].is_empty()));
         let t = render(&m, Style::Text);
         assert!(t.contains("15000025 sda: seq-write"), "{t}");
         assert!(t.contains("has no cell for that test"), "{t}");
