@@ -241,7 +241,7 @@ fn run_lane<E: IoEngine>(
     let mut first_error: Option<EngineError> = None;
     let mut enter_failures = 0u32;
 
-    // Accounts one completion; says whether the slot goes back for a retry.
+    // Accounts one completion: counted (and checked), queued again, or the lane's error.
     macro_rules! complete {
         ($slot:expr, $res:expr, $done_ns:expr) => {{
             let slot: usize = $slot;
@@ -262,8 +262,10 @@ fn run_lane<E: IoEngine>(
                     in_flight -= 1;
                     stats.record(op, bytes, $done_ns.saturating_sub(submit_ns));
                     if op == OpKind::Read {
-                        if let (Some(hook), Some(buf)) = (ctx.data, lane.buffer(slot)) {
-                            hook.check(offset, buf);
+                        if let Some(hook) = ctx.data {
+                            if let Some(buf) = lane.buffer(slot) {
+                                hook.check(offset, buf);
+                            }
                         }
                     }
                 }
@@ -291,8 +293,14 @@ fn run_lane<E: IoEngine>(
     macro_rules! after_pass {
         ($done_ns:expr) => {{
             let bytes = stats.bytes();
-            ctx.progress
-                .fetch_add(bytes - reported_bytes, Ordering::Relaxed);
+            match issue {
+                // The job's only writer of its counter: a plain store, no locked add.
+                Issue::Own(_) => ctx.progress.store(bytes, Ordering::Relaxed),
+                Issue::Shared(_) => {
+                    ctx.progress
+                        .fetch_add(bytes - reported_bytes, Ordering::Relaxed);
+                }
+            }
             reported_bytes = bytes;
             if stopping.is_none() && ctx.deadline_ns.is_some_and(|d| $done_ns >= d) {
                 stopping = Some(StopReason::Time);
@@ -348,8 +356,10 @@ fn run_lane<E: IoEngine>(
                 }
                 let (op, offset) = plan.io_at(index);
                 if op == OpKind::Write {
-                    if let (Some(hook), Some(buf)) = (ctx.data, lane.buffer_mut(slot)) {
-                        hook.fill(offset, buf);
+                    if let Some(hook) = ctx.data {
+                        if let Some(buf) = lane.buffer_mut(slot) {
+                            hook.fill(offset, buf);
+                        }
                     }
                 }
                 // Stamped per I/O: each one enters the kernel on its own call.
