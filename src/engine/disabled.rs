@@ -2,7 +2,8 @@
 //! whose kernel has no io_uring, `PACKAGECONFIG:remove = "uring"`): selecting it returns a clear
 //! error, and `auto` falls back to the `sync` engine.
 
-use super::{Engine, EngineError, EngineKind, JobCtx, JobStats};
+use super::driver::{Event, IoEngine, Lane, Queued};
+use super::{EngineError, EngineKind, JobCtx, OpKind};
 
 pub struct UringEngine;
 
@@ -22,12 +23,43 @@ impl UringEngine {
     }
 }
 
-impl Engine for UringEngine {
-    fn kind(&self) -> EngineKind {
+/// No lane can be opened: the type has no values.
+pub enum NoLane {}
+
+impl IoEngine for UringEngine {
+    type Lane = NoLane;
+
+    fn engine_kind(&self) -> EngineKind {
         EngineKind::Uring
     }
 
-    fn run_job(&self, _ctx: &JobCtx<'_>) -> Result<JobStats, EngineError> {
+    fn shape(&self, queue_depth: usize) -> (usize, usize) {
+        (1, queue_depth)
+    }
+
+    fn open(&self, _ctx: &JobCtx<'_>, _lane: usize, _depth: usize) -> Result<NoLane, EngineError> {
         Err(unavailable())
+    }
+}
+
+impl Lane for NoLane {
+    fn buffer_mut(&mut self, _slot: usize) -> Option<&mut [u8]> {
+        match *self {}
+    }
+
+    fn buffer(&self, _slot: usize) -> Option<&[u8]> {
+        match *self {}
+    }
+
+    fn queue(&mut self, _slot: usize, _op: OpKind, _offset: u64, _retry: bool) -> Queued {
+        match *self {}
+    }
+
+    fn commit(&mut self) -> std::io::Result<()> {
+        match *self {}
+    }
+
+    fn getevents(&mut self, _events: &mut Vec<Event>) -> std::io::Result<()> {
+        match *self {}
     }
 }

@@ -3,6 +3,7 @@
 //! driver that starts one thread per job, merges their histograms and measures CPU time.
 
 mod buffer;
+mod driver;
 pub mod nowait;
 mod null;
 mod sync;
@@ -327,6 +328,16 @@ impl JobStats {
         self.cpu_sys_ns += sys.saturating_sub(since.1);
     }
 
+    /// Adds another job's (or lane's) counters and CPU, and merges why they stopped.
+    pub fn merge(&mut self, other: &JobStats) {
+        self.read.merge(&other.read);
+        self.write.merge(&other.write);
+        self.stopped_by = self.stopped_by.merge(other.stopped_by);
+        self.eagain_retries += other.eagain_retries;
+        self.cpu_usr_ns += other.cpu_usr_ns;
+        self.cpu_sys_ns += other.cpu_sys_ns;
+    }
+
     #[inline]
     fn record(&mut self, op: OpKind, bytes: u64, latency_ns: u64) {
         match op {
@@ -387,9 +398,21 @@ pub enum EngineError {
 }
 
 /// The engine interface: run one job to its bound, drain everything in flight, return counters.
+/// Every engine runs its jobs through the one loop of [`driver`]; an engine itself only queues,
+/// commits and reaps I/O.
 pub trait Engine: Send + Sync {
     fn kind(&self) -> EngineKind;
     fn run_job(&self, ctx: &JobCtx<'_>) -> Result<JobStats, EngineError>;
+}
+
+impl<E: driver::IoEngine> Engine for E {
+    fn kind(&self) -> EngineKind {
+        self.engine_kind()
+    }
+
+    fn run_job(&self, ctx: &JobCtx<'_>) -> Result<JobStats, EngineError> {
+        driver::run_job(self, ctx)
+    }
 }
 
 /// The engine that will run, and the one line that says why it was chosen.
@@ -578,33 +601,19 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
             .collect()
     });
     let elapsed_ns = now_ns() - start_ns;
-    let (mut cpu_usr_ns, mut cpu_sys_ns) = (0, 0);
-    let mut read = OpStats::new();
-    let mut write = OpStats::new();
-    let mut stopped_by = StopReason::Size;
-    let mut eagain_retries = 0;
+    let mut total = JobStats::new();
     for result in results {
-        let job = result?;
-        cpu_usr_ns += job.cpu_usr_ns;
-        cpu_sys_ns += job.cpu_sys_ns;
-        eagain_retries += job.eagain_retries;
-        read.merge(&job.read);
-        write.merge(&job.write);
-        stopped_by = match (stopped_by, job.stopped_by) {
-            (StopReason::Interrupted, _) | (_, StopReason::Interrupted) => StopReason::Interrupted,
-            (StopReason::Time, _) | (_, StopReason::Time) => StopReason::Time,
-            _ => StopReason::Size,
-        };
+        total.merge(&result?);
     }
     Ok(RunOutcome {
         engine: engine.kind(),
-        read,
-        write,
+        read: total.read,
+        write: total.write,
         elapsed_ns,
-        cpu_usr_ns,
-        cpu_sys_ns,
-        stopped_by,
-        eagain_retries,
+        cpu_usr_ns: total.cpu_usr_ns,
+        cpu_sys_ns: total.cpu_sys_ns,
+        stopped_by: total.stopped_by,
+        eagain_retries: total.eagain_retries,
     })
 }
 

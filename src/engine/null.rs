@@ -1,53 +1,64 @@
-//! Owns the `null` engine: it walks the same plan as the real engines, with the same batching,
-//! clock reads and histogram updates, and completes every I/O at once without touching the
-//! target; its figures are the cost of usbperf itself.
+//! Owns the `null` engine: it queues and reaps like a real engine and completes every I/O at
+//! once without touching the target, so the job loop it runs under is the one every engine
+//! runs (driver.rs), with the same batching, clock reads and histogram updates; its figures are
+//! the cost of usbperf itself.
 
-use std::sync::atomic::Ordering;
-
-use super::{Engine, EngineError, EngineKind, JobCtx, JobStats, OpKind, StopReason};
+use super::driver::{Event, IoEngine, Lane, Queued};
+use super::{EngineError, EngineKind, JobCtx, OpKind};
 
 pub struct NullEngine;
 
-impl Engine for NullEngine {
-    fn kind(&self) -> EngineKind {
+/// The I/Os queued since the last reap, by slot.
+pub struct NullLane {
+    queued: Vec<usize>,
+    res: i32,
+}
+
+impl IoEngine for NullEngine {
+    type Lane = NullLane;
+
+    fn engine_kind(&self) -> EngineKind {
         EngineKind::Null
     }
 
-    fn run_job(&self, ctx: &JobCtx<'_>) -> Result<JobStats, EngineError> {
-        let plan = ctx.plan;
-        let limit = plan.io_limit.unwrap_or(u64::MAX);
-        let bytes = plan.block_bytes as u64;
-        let mut stats = JobStats::new();
-        let mut batch: Vec<OpKind> = Vec::with_capacity(plan.queue_depth);
-        let mut index = 0u64;
-        loop {
-            if ctx.should_stop() {
-                stats.stopped_by = StopReason::Interrupted;
-                break;
-            }
-            let count = (limit - index).min(plan.queue_depth as u64);
-            if count == 0 {
-                stats.stopped_by = StopReason::Size;
-                break;
-            }
-            let submit_ns = super::now_ns();
-            batch.clear();
-            for i in index..index + count {
-                let (op, offset) = plan.io_at(i);
-                std::hint::black_box(offset);
-                batch.push(op);
-            }
-            let done_ns = super::now_ns();
-            for &op in &batch {
-                stats.record(op, bytes, done_ns - submit_ns);
-            }
-            index += count;
-            ctx.progress.store(stats.bytes(), Ordering::Relaxed);
-            if ctx.deadline_ns.is_some_and(|d| done_ns >= d) {
-                stats.stopped_by = StopReason::Time;
-                break;
-            }
-        }
-        Ok(stats)
+    fn shape(&self, queue_depth: usize) -> (usize, usize) {
+        (1, queue_depth)
+    }
+
+    fn open(&self, ctx: &JobCtx<'_>, _lane: usize, depth: usize) -> Result<NullLane, EngineError> {
+        Ok(NullLane {
+            queued: Vec::with_capacity(depth),
+            res: i32::try_from(ctx.plan.block_bytes)
+                .map_err(|_| EngineError::BadPlan("--bs must be below 2G".into()))?,
+        })
+    }
+}
+
+impl Lane for NullLane {
+    fn buffer_mut(&mut self, _slot: usize) -> Option<&mut [u8]> {
+        None
+    }
+
+    fn buffer(&self, _slot: usize) -> Option<&[u8]> {
+        None
+    }
+
+    #[inline]
+    fn queue(&mut self, slot: usize, _op: OpKind, offset: u64, _retry: bool) -> Queued {
+        std::hint::black_box(offset);
+        self.queued.push(slot);
+        Queued::Pending
+    }
+
+    #[inline]
+    fn commit(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    #[inline]
+    fn getevents(&mut self, events: &mut Vec<Event>) -> std::io::Result<()> {
+        let res = self.res;
+        events.extend(self.queued.drain(..).map(|slot| Event { slot, res }));
+        Ok(())
     }
 }

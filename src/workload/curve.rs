@@ -1,7 +1,13 @@
-//! Owns the `write-curve` analysis: the sampled throughput curve of a long sequential write and
-//! knee detection (where sustained throughput drops, e.g. when an SLC cache is exhausted).
+//! Owns the `write-curve` workload: a long sequential write sampled over time, its throughput
+//! curve and knee detection (where sustained throughput drops, e.g. when an SLC cache is
+//! exhausted).
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use super::{plans, Measured, Procedure, WorkloadError};
+use crate::engine::{self, Access, EngineError};
 
 /// One sample: the interval ending at `t_s` seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,6 +102,56 @@ pub fn detect_knee(samples: &[CurveSample]) -> Option<Knee> {
         before_mib_per_s: before,
         after_mib_per_s: after,
         drop_percent: (1.0 - after / before) * 100.0,
+    })
+}
+
+/// The `write-curve` procedure: a sequential write, its progress sampled every
+/// `sample_interval_ms` (10 ms at least) while it runs, and the knee of the curve.
+pub(super) fn run(
+    p: &Procedure<'_>,
+    measured: &mut Measured,
+) -> Result<CurveReport, WorkloadError> {
+    let params = p.params;
+    let s = p.spec(
+        plans(params, p.region_bytes, Access::Sequential, 0)?,
+        p.runtime,
+    );
+    let interval = Duration::from_millis(params.sample_interval_ms.max(10));
+    let (outcome, points) = std::thread::scope(|scope| {
+        let start = std::time::Instant::now();
+        let handle = scope.spawn(|| engine::run(p.engine, &s));
+        let mut points = vec![(0.0, 0u64)];
+        let mut next = interval;
+        while !handle.is_finished() {
+            let now = start.elapsed();
+            if now >= next {
+                points.push((now.as_secs_f64(), s.progress.total_bytes()));
+                next += interval;
+            }
+            // Short naps keep the sample times close to the interval grid.
+            std::thread::sleep(
+                (next.saturating_sub(start.elapsed())).min(Duration::from_millis(20)),
+            );
+        }
+        let outcome = handle.join().unwrap_or(Err(EngineError::Panicked));
+        (outcome, points)
+    });
+    let outcome = outcome?;
+    measured.add(&outcome);
+    let mut points = points;
+    let end_s = outcome.elapsed_ns as f64 / 1e9;
+    // The last point is the end of the run with every drained byte; a sample taken just before
+    // it would make a uselessly short interval, so it gives way.
+    if points.len() > 1 && points.last().is_some_and(|last| end_s < last.0 + 0.05) {
+        points.pop();
+    }
+    points.push((end_s, outcome.write.bytes));
+    let samples = samples_from_progress(&points);
+    let knee = detect_knee(&samples);
+    Ok(CurveReport {
+        interval_ms: params.sample_interval_ms,
+        samples,
+        knee,
     })
 }
 

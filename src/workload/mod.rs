@@ -17,13 +17,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{
-    self, mix64, Access, EngineError, EngineKind, EngineRequest, JobPlan, OpStats, Progress,
-    RunOutcome, RunSpec, Selected, StopReason,
+    self, mix64, Access, Engine, EngineError, EngineKind, EngineRequest, JobPlan, OpStats,
+    Progress, RunOutcome, RunSpec, Selected, StopReason,
 };
 use crate::stats::{CpuFigures, OpFigures};
 use curve::CurveReport;
 use target::{OpenMode, Preparation, QueueInfo, Target, TargetKind};
-use verify::{PatternHook, VerifyMode, VerifyPhase, VerifyReport};
+use verify::{VerifyMode, VerifyPhase, VerifyReport};
 
 /// The workloads, by the name `--workload` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -48,6 +48,18 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
+    /// Whether the workload walks its region block after block; its jobs then each take their
+    /// own slice of the region (verify runs one job, sequential or spread).
+    pub fn sequential(self) -> bool {
+        matches!(
+            self,
+            WorkloadKind::ReadBuffered
+                | WorkloadKind::SeqWrite
+                | WorkloadKind::SeqRead
+                | WorkloadKind::WriteCurve
+        )
+    }
+
     /// The name the report spells it with.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -298,6 +310,15 @@ pub const MAX_JOBS: u32 = 1024;
 /// with 512 MiB of RAM would be pushed into the OOM killer by its own test.
 pub const MAX_INFLIGHT_BYTES: u64 = 1 << 30;
 
+/// Which rule a parameter broke, where a caller answers one rule in its own words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamRule {
+    /// The block size is not a multiple of 512 bytes, and the I/O is O_DIRECT.
+    DirectAlignment,
+    /// Any other rule; `ParamError::rule` says which.
+    Other,
+}
+
 /// A workload parameter outside its rules: which key, the value given, and the rule.
 /// `key` is the config key (`bs`, `qd`, `read_percent`); bench's flag is `--` + it with `-`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -306,6 +327,7 @@ pub struct ParamError {
     pub key: &'static str,
     pub value: String,
     pub rule: String,
+    pub broken: ParamRule,
 }
 
 impl ParamError {
@@ -324,7 +346,14 @@ impl ParamError {
 /// `tests:` entry when it is loaded, bench's flags before anything is opened, and the engine
 /// once more before any I/O).
 pub fn check_params(p: &WorkloadParams) -> Result<(), ParamError> {
-    let err = |key: &'static str, value: String, rule: String| Err(ParamError { key, value, rule });
+    let err = |key: &'static str, value: String, rule: String| {
+        Err(ParamError {
+            key,
+            value,
+            rule,
+            broken: ParamRule::Other,
+        })
+    };
     let bs = p.block_bytes;
     let bs_text = crate::units::format_size(bs);
     if bs == 0 || bs > MAX_BLOCK_BYTES {
@@ -338,13 +367,14 @@ pub fn check_params(p: &WorkloadParams) -> Result<(), ParamError> {
         );
     }
     if p.direct() && bs % 512 != 0 {
-        return err(
-            "bs",
-            bs_text,
-            "must be a multiple of 512 bytes, which O_DIRECT needs: use 4k, 64k or 1M (or \
-             cache: buffered)"
+        return Err(ParamError {
+            key: "bs",
+            value: bs_text,
+            rule: "must be a multiple of 512 bytes, which O_DIRECT needs: use 4k, 64k or 1M (or \
+                   cache: buffered)"
                 .into(),
-        );
+            broken: ParamRule::DirectAlignment,
+        });
     }
     if p.workload == WorkloadKind::Verify && (bs as usize) < verify::HEADER_BYTES {
         return err(
@@ -414,15 +444,8 @@ pub fn check_params(p: &WorkloadParams) -> Result<(), ParamError> {
             );
         }
         // Sequential jobs each take their own slice; verify always runs one job.
-        let sequential_jobs = matches!(
-            p.workload,
-            WorkloadKind::ReadBuffered
-                | WorkloadKind::SeqWrite
-                | WorkloadKind::SeqRead
-                | WorkloadKind::WriteCurve
-        );
         let need = bs.saturating_mul(u64::from(p.jobs));
-        if sequential_jobs && size < need {
+        if p.workload.sequential() && size < need {
             return err(
                 "size",
                 size_text,
@@ -444,14 +467,7 @@ pub fn check_params(p: &WorkloadParams) -> Result<(), ParamError> {
 /// replaced, for the cell's note; `None` when the block already fits or nothing smaller can.
 pub fn fit_block_to_size(p: &mut WorkloadParams) -> Option<u64> {
     let size = p.size_bytes?;
-    let sequential = matches!(
-        p.workload,
-        WorkloadKind::ReadBuffered
-            | WorkloadKind::SeqWrite
-            | WorkloadKind::SeqRead
-            | WorkloadKind::WriteCurve
-    );
-    let share = if sequential {
+    let share = if p.workload.sequential() {
         size / u64::from(p.jobs.max(1))
     } else {
         size
@@ -474,7 +490,7 @@ pub fn fit_block_to_size(p: &mut WorkloadParams) -> Option<u64> {
 
 fn validate(params: &WorkloadParams) -> Result<(), WorkloadError> {
     check_params(params).map_err(|e| {
-        if e.key == "bs" && e.rule.contains("multiple of 512") {
+        if e.broken == ParamRule::DirectAlignment {
             WorkloadError::Alignment(params.block_bytes)
         } else {
             WorkloadError::BadParams(e.to_string())
@@ -579,6 +595,33 @@ fn timed_flush(target: &Target) -> Result<u64, WorkloadError> {
     Ok(engine::now_ns() - t0)
 }
 
+/// What a workload's procedure (the plain runs here, verify.rs, curve.rs) works with: the open
+/// target, its region and the engine chosen for it.
+struct Procedure<'a> {
+    params: &'a WorkloadParams,
+    target: &'a Target,
+    engine: &'a dyn Engine,
+    region_bytes: u64,
+    direct: bool,
+    runtime: Option<Duration>,
+    stop: &'a Arc<AtomicBool>,
+}
+
+impl Procedure<'_> {
+    /// One engine run of these plans on the target.
+    fn spec(&self, plans: Vec<JobPlan>, runtime: Option<Duration>) -> RunSpec {
+        RunSpec {
+            fd: self.target.fd(),
+            direct: self.direct,
+            progress: Arc::new(Progress::new(plans.len())),
+            jobs: plans,
+            runtime,
+            data: None,
+            stop: self.stop.clone(),
+        }
+    }
+}
+
 /// Runs one workload on its target with the selected engine.
 pub fn run(
     params: &WorkloadParams,
@@ -625,115 +668,40 @@ pub fn run(
     let mut flush_ns = None;
     let mut curve_report = None;
     let mut verify_report = None;
-    let spec = |plans: Vec<JobPlan>, runtime: Option<Duration>| RunSpec {
-        fd: target.fd(),
+    let procedure = Procedure {
+        params,
+        target: &target,
+        engine,
+        region_bytes,
         direct,
-        progress: Arc::new(Progress::new(plans.len())),
-        jobs: plans,
         runtime,
-        data: None,
-        stop: options.stop.clone(),
+        stop: &options.stop,
     };
 
     match params.workload {
         WorkloadKind::Verify => {
-            let mut verify_params = params.clone();
-            verify_params.jobs = 1;
-            verify_params.time_based = false;
-            let access = match params.verify_mode {
-                VerifyMode::Full => Access::Sequential,
-                VerifyMode::Quick => Access::Spread {
-                    points: params.verify_points,
-                },
-            };
-            let hook = Arc::new(PatternHook::new(params.seed));
-            let mut written = 0;
-            if params.verify_phase != VerifyPhase::Read {
-                let mut s = spec(plans(&verify_params, region_bytes, access, 0)?, runtime);
-                s.data = Some(hook.clone());
-                let outcome = engine::run(engine, &s)?;
-                written = outcome.write.ios;
-                measured.add(&outcome);
-                if !direct {
-                    flush_ns = Some(timed_flush(&target)?);
-                    cache_drop = Some(target.drop_cache());
-                }
+            let verified = verify::run(&procedure, &mut measured)?;
+            flush_ns = verified.flush_ns;
+            if verified.cache_drop.is_some() {
+                cache_drop = verified.cache_drop;
             }
-            if params.verify_phase != VerifyPhase::Write
-                && measured.stopped_by != StopReason::Interrupted
-            {
-                let mut read_plans = plans(&verify_params, region_bytes, access, 100)?;
-                if params.verify_phase == VerifyPhase::Both {
-                    // Read back exactly what was written (a time bound may have cut the write).
-                    read_plans[0].io_limit = Some(written);
-                }
-                let mut s = spec(read_plans, None);
-                s.data = Some(hook.clone());
-                measured.add(&engine::run(engine, &s)?);
-            }
-            verify_report = Some(VerifyReport {
-                mode: params.verify_mode,
-                phase: params.verify_phase,
-                seed: params.seed,
-                blocks_written: written,
-                blocks_checked: hook.checked_blocks(),
-                mismatched_blocks: hook.mismatched_blocks(),
-                mismatches: hook.mismatches(),
-            });
+            verify_report = Some(verified.report);
         }
         WorkloadKind::WriteCurve => {
-            let s = spec(plans(params, region_bytes, Access::Sequential, 0)?, runtime);
-            let interval = Duration::from_millis(params.sample_interval_ms.max(10));
-            let (outcome, points) = std::thread::scope(|scope| {
-                let start = std::time::Instant::now();
-                let handle = scope.spawn(|| engine::run(engine, &s));
-                let mut points = vec![(0.0, 0u64)];
-                let mut next = interval;
-                while !handle.is_finished() {
-                    let now = start.elapsed();
-                    if now >= next {
-                        points.push((now.as_secs_f64(), s.progress.total_bytes()));
-                        next += interval;
-                    }
-                    // Short naps keep the sample times close to the interval grid.
-                    std::thread::sleep(
-                        (next.saturating_sub(start.elapsed())).min(Duration::from_millis(20)),
-                    );
-                }
-                let outcome = handle.join().unwrap_or(Err(EngineError::Panicked));
-                (outcome, points)
-            });
-            let outcome = outcome?;
-            measured.add(&outcome);
-            let mut points = points;
-            let end_s = outcome.elapsed_ns as f64 / 1e9;
-            // The last point is the end of the run with every drained byte; a sample taken
-            // just before it would make a uselessly short interval, so it gives way.
-            if points.len() > 1 && points.last().is_some_and(|p| end_s < p.0 + 0.05) {
-                points.pop();
-            }
-            points.push((end_s, outcome.write.bytes));
-            let samples = curve::samples_from_progress(&points);
-            let knee = curve::detect_knee(&samples);
-            curve_report = Some(CurveReport {
-                interval_ms: params.sample_interval_ms,
-                samples,
-                knee,
-            });
+            curve_report = Some(curve::run(&procedure, &mut measured)?);
         }
         kind => {
-            let access = match kind {
-                WorkloadKind::ReadBuffered | WorkloadKind::SeqRead | WorkloadKind::SeqWrite => {
-                    Access::Sequential
-                }
-                _ => Access::Random,
+            let access = if kind.sequential() {
+                Access::Sequential
+            } else {
+                Access::Random
             };
             let read_percent = match kind {
                 WorkloadKind::Mixed => params.read_percent,
                 _ if writes => 0,
                 _ => 100,
             };
-            let s = spec(plans(params, region_bytes, access, read_percent)?, runtime);
+            let s = procedure.spec(plans(params, region_bytes, access, read_percent)?, runtime);
             measured.add(&engine::run(engine, &s)?);
         }
     }

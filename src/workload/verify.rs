@@ -1,13 +1,15 @@
-//! Owns the `verify` data pattern: every block carries a header (magic, offset, sequence, seed,
-//! payload checksum) and a payload derived from the seed and the offset, so a read-back names
-//! each bad block and tells corruption from aliasing (fake-capacity media, f3's idea).
+//! Owns the `verify` workload: its data pattern, where every block carries a header (magic,
+//! offset, sequence, seed, payload checksum) and a payload derived from the seed and the
+//! offset, so a read-back names each bad block and tells corruption from aliasing
+//! (fake-capacity media, f3's idea); and its procedure, a write phase and a read-back.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{mix64, DataHook};
+use super::{plans, timed_flush, Measured, Procedure, WorkloadError};
+use crate::engine::{self, mix64, Access, DataHook, StopReason};
 
 const MAGIC: [u8; 8] = *b"USBPVRFY";
 /// Header: magic, offset, sequence (block number), seed, payload checksum; 8 bytes each.
@@ -288,6 +290,70 @@ impl DataHook for PatternHook {
             },
         );
     }
+}
+
+/// What the verify procedure leaves besides its counters.
+pub(super) struct Verified {
+    pub report: VerifyReport,
+    /// The timed fdatasync after a buffered write phase.
+    pub flush_ns: Option<u64>,
+    /// How the page cache was dropped before a buffered read-back.
+    pub cache_drop: Option<String>,
+}
+
+/// The `verify` procedure: one job writes the pattern over the region (sequentially, or at
+/// spread points in quick mode), then reads back exactly what was written and checks each
+/// block; either phase alone when asked. A buffered write is flushed (timed) and the cache
+/// dropped before the read-back, so the read comes from the medium.
+pub(super) fn run(p: &Procedure<'_>, measured: &mut Measured) -> Result<Verified, WorkloadError> {
+    let params = p.params;
+    let mut flush_ns = None;
+    let mut cache_drop = None;
+    let mut verify_params = params.clone();
+    verify_params.jobs = 1;
+    verify_params.time_based = false;
+    let access = match params.verify_mode {
+        VerifyMode::Full => Access::Sequential,
+        VerifyMode::Quick => Access::Spread {
+            points: params.verify_points,
+        },
+    };
+    let hook = Arc::new(PatternHook::new(params.seed));
+    let mut written = 0;
+    if params.verify_phase != VerifyPhase::Read {
+        let mut s = p.spec(plans(&verify_params, p.region_bytes, access, 0)?, p.runtime);
+        s.data = Some(hook.clone());
+        let outcome = engine::run(p.engine, &s)?;
+        written = outcome.write.ios;
+        measured.add(&outcome);
+        if !p.direct {
+            flush_ns = Some(timed_flush(p.target)?);
+            cache_drop = Some(p.target.drop_cache());
+        }
+    }
+    if params.verify_phase != VerifyPhase::Write && measured.stopped_by != StopReason::Interrupted {
+        let mut read_plans = plans(&verify_params, p.region_bytes, access, 100)?;
+        if params.verify_phase == VerifyPhase::Both {
+            // Read back exactly what was written (a time bound may have cut the write).
+            read_plans[0].io_limit = Some(written);
+        }
+        let mut s = p.spec(read_plans, None);
+        s.data = Some(hook.clone());
+        measured.add(&engine::run(p.engine, &s)?);
+    }
+    Ok(Verified {
+        report: VerifyReport {
+            mode: params.verify_mode,
+            phase: params.verify_phase,
+            seed: params.seed,
+            blocks_written: written,
+            blocks_checked: hook.checked_blocks(),
+            mismatched_blocks: hook.mismatched_blocks(),
+            mismatches: hook.mismatches(),
+        },
+        flush_ns,
+        cache_drop,
+    })
 }
 
 #[cfg(test)]
