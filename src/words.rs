@@ -1,6 +1,12 @@
 //! Owns the wording of serde's decoding errors for people: `invalid type: string "fast",
 //! expected f64` names a Rust type the operator never wrote; the one rewrite here says what
 //! the key takes instead ("a number of MiB/s, such as 25"), for configs and reports alike.
+//! And counts with their noun in the right number ("1 unit").
+
+/// `1 unit`, `2 units`: a count with its noun in the right number.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
 
 /// What a key takes, in words, for the keys whose unit the type alone does not say.
 const KEY_HINTS: &[(&str, &str)] = &[
@@ -115,7 +121,14 @@ fn expected_words(expected: &str, key: &str) -> (&'static str, String) {
 
 #[cfg(test)]
 mod tests {
-    use super::serde_message;
+    use super::{count, serde_message};
+
+    #[test]
+    fn counts_agree_with_their_noun() {
+        assert_eq!(count(1, "unit", "units"), "1 unit");
+        assert_eq!(count(0, "unit", "units"), "0 units");
+        assert_eq!(count(2, "device test", "device tests"), "2 device tests");
+    }
 
     #[test]
     fn rust_type_names_become_what_to_write() {

@@ -167,6 +167,34 @@ pub struct Selector {
     pub name: Option<String>,
 }
 
+impl Selector {
+    /// The selector as a config writes it, in words: `serial NOSUCHSERIAL, class usb`.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if self.all_non_system {
+            parts.push("all_non_system".into());
+        }
+        if self.system_disk {
+            parts.push("system_disk".into());
+        }
+        if let Some(c) = &self.class {
+            let c = serde_norway::to_string(c).unwrap_or_default();
+            parts.push(format!("class {}", c.trim()));
+        }
+        for (key, v) in [
+            ("port", &self.port),
+            ("id_path", &self.id_path),
+            ("serial", &self.serial),
+            ("name", &self.name),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{key} {v}"));
+            }
+        }
+        parts.join(", ")
+    }
+}
+
 /// `Selector` as written, checked before it becomes one (so errors carry the position).
 #[derive(Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]

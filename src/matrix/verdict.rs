@@ -112,7 +112,7 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                     at(
                         ReasonKind::Link,
                         format!(
-                            "link: {} has no USB link, but {rule} expects at least {} [{rule}]",
+                            "link: {} has no USB link, but at least {} is required [{rule}]",
                             disk.name,
                             speed_label(min)
                         ),
