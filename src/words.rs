@@ -53,11 +53,13 @@ pub fn serde_message(msg: &str) -> String {
         .split('[')
         .next()
         .unwrap_or("");
-    let (what, give) = expected_words(expected, key);
-    format!(
-        "{prefix}{} is not {what}: give {give}{tail}",
-        found_words(found)
-    )
+    let found = found_words(found);
+    match expected_words(expected, key) {
+        Some((what, give)) if give == what => format!("{prefix}{found} is not {what}{tail}"),
+        Some((what, give)) => format!("{prefix}{found} is not {what}: give {give}{tail}"),
+        // One of our visitors' own expectations ("a size such as 64M"), already in words.
+        None => format!("{prefix}{found} is not {expected}{tail}"),
+    }
 }
 
 /// What serde's `Unexpected` names, as it was written.
@@ -81,11 +83,12 @@ fn found_words(found: &str) -> String {
     }
 }
 
-/// (what the value is not, what to give) for serde's expectation `expected`.
-fn expected_words(expected: &str, key: &str) -> (&'static str, String) {
+/// (what the value is not, what to give) for serde's expectation `expected`, or None when it
+/// is already in words.
+fn expected_words(expected: &str, key: &str) -> Option<(&'static str, String)> {
     let hint = KEY_HINTS.iter().find(|(k, _)| *k == key).map(|(_, h)| h);
     let number = |generic: &str| hint.map_or_else(|| generic.to_string(), |h| h.to_string());
-    match expected {
+    Some(match expected {
         "f64" | "f32" => ("a number", number("a number, such as 25")),
         "u8" | "u16" | "u32" | "u64" | "u128" | "usize" | "i8" | "i16" | "i32" | "i64" | "i128"
         | "isize" => ("a whole number", number("a whole number, such as 4")),
@@ -110,13 +113,16 @@ fn expected_words(expected: &str, key: &str) -> (&'static str, String) {
                 "a mapping of keys, such as `key: value` on lines of their own".into(),
             )
         }
-        e if e.starts_with("enum ") || e.starts_with("unit struct ") => (
-            "one of the names this key takes",
-            "one of the names the key takes".into(),
-        ),
-        // One of our visitors' own expectations ("a size such as 64M"), already in words.
-        other => ("accepted here", other.to_string()),
-    }
+        // serde_norway's expectation for an enum given a list or a mapping.
+        e if e.starts_with("enum ")
+            || e.starts_with("unit struct ")
+            || e == "a YAML tag starting with '!'" =>
+        {
+            ("one of the key's names", "one of the key's names".into())
+        }
+        "path string" => ("a path", "a path such as /var/lib/usbperf/reports".into()),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -146,6 +152,14 @@ mod tests {
                 "a list is not a config: give a mapping of keys",
             ),
             (
+                "devices[0].select.class: invalid type: sequence, expected a YAML tag starting with '!'",
+                "devices[0].select.class: a list is not one of the key's names",
+            ),
+            (
+                "required: invalid type: string \"maybe\", expected a boolean",
+                "required: \"maybe\" is not true or false",
+            ),
+            (
                 "tests[0].qd: invalid type: boolean `true`, expected u32",
                 "tests[0].qd: true is not a whole number: give a whole number, such as 4",
             ),
@@ -153,7 +167,7 @@ mod tests {
             ("unknown field `sizee`", "unknown field `sizee`"),
             (
                 "size: invalid type: sequence, expected a size such as 64M",
-                "size: a list is not accepted here: give a size such as 64M",
+                "size: a list is not a size such as 64M",
             ),
         ];
         for (msg, want) in table {

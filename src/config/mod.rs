@@ -557,11 +557,7 @@ fn bounded<'de, D: Deserializer<'de>>(
     impl<'de> de::Visitor<'de> for V {
         type Value = u64;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(
-                f,
-                "{}: a whole number from {} to {}",
-                self.2, self.0, self.1
-            )
+            write!(f, "a whole number from {} to {}", self.0, self.1)
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
             if v < self.0 || v > self.1 {

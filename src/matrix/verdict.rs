@@ -627,6 +627,24 @@ mod tests {
         }
     }
 
+    /// Each reason names the rule it failed once, in its closing brackets.
+    #[test]
+    fn a_reason_names_its_rule_once() {
+        let t = rules("- {select: {class: loop}, min_link_mbps: 480}\n");
+        let facts = SystemFacts::default();
+        let disk = Disk {
+            name: "loop0".into(),
+            class: DeviceClass::Loop,
+            ..Disk::default()
+        };
+        let r = device_reasons(&disk, &applicable(&t, &disk, &facts));
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(
+            r[0].text,
+            "link: loop0 has no USB link, but at least 480M is required [thresholds[0] (class loop)]"
+        );
+    }
+
     #[test]
     fn device_limits() {
         let t = rules(
