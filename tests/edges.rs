@@ -438,7 +438,7 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
                 "0",
             ]),
             2,
-            "--qd 0",
+            "'--qd <QD>': 0 is out of range: give a whole number from 1 to 4096",
         ),
         (
             bench(&[

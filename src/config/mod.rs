@@ -950,7 +950,7 @@ mod tests {
             ),
             (
                 "report_dir: [1\n",
-                "t.yaml:1:13: report_dir: invalid type: sequence",
+                "t.yaml:1:13: report_dir: a list is not a path",
             ),
             // Broken YAML itself (mapping in a plain scalar).
             ("headroom_percent: 10\nreport_dir: a: b\n", "t.yaml:2:14"),
@@ -995,6 +995,15 @@ mod tests {
         for (text, want) in table {
             let err = parse(text, "t.yaml").unwrap_err().to_string();
             assert!(err.contains(want), "{text:?}: got {err:?}, want {want:?}");
+            // The location is said once, as file:line:column.
+            let (line, column) = {
+                let mut it = err.split(':').skip(1).map(|n| n.parse::<usize>().unwrap());
+                (it.next().unwrap(), it.next().unwrap())
+            };
+            assert!(
+                !err.contains(&format!("line {line} column {column}")),
+                "{text:?}: {err}"
+            );
         }
     }
 
