@@ -10,6 +10,9 @@
 // sizes, durations and rates, parsed and printed
 pub mod units;
 
+// serde's decoding errors in the user's words
+pub mod words;
+
 // the two output streams
 pub mod out;
 

@@ -23,14 +23,19 @@ use crate::workload::{
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum VerifyModeArg {
+    /// Write and read back every block of the region.
     Full,
+    /// Write and read back --verify-points blocks spread over the region.
     Quick,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum VerifyPhaseArg {
+    /// Write the pattern, then read it back.
     Both,
+    /// Only write the pattern (then replug, and run again with `read`).
     Write,
+    /// Only read back a pattern written before with the same --seed.
     Read,
 }
 
@@ -69,11 +74,11 @@ pub struct BenchArgs {
     /// Block size (units: 512, 4k, 1M).
     #[arg(long, value_parser = size_arg, value_name = "SIZE")]
     pub bs: Option<u64>,
-    /// I/Os in flight per job.
-    #[arg(long)]
+    /// I/Os in flight per job (1 to 4096).
+    #[arg(long, value_parser = |s: &str| super::whole_in::<u32>(s, 1, u64::from(workload::MAX_QUEUE_DEPTH)))]
     pub qd: Option<u32>,
-    /// Parallel jobs (threads, one ring each).
-    #[arg(long)]
+    /// Parallel jobs (threads, one ring each; 1 to 1024).
+    #[arg(long, value_parser = |s: &str| super::whole_in::<u32>(s, 1, u64::from(workload::MAX_JOBS)))]
     pub jobs: Option<u32>,
     /// Time bound (500ms, 5s, 2m); 0 for none.
     #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
@@ -81,15 +86,17 @@ pub struct BenchArgs {
     /// The region to test, and the size of a created file (units: 256M, 1G).
     #[arg(long, value_parser = size_arg, value_name = "SIZE")]
     pub size: Option<u64>,
+    /// How the I/O is issued.
     #[arg(long, value_enum, default_value_t = EngineArg::Auto)]
     pub engine: EngineArg,
+    /// How the result is printed.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// direct (O_DIRECT), fdatasync (buffered + final flush, timed), dsync (O_DSYNC), buffered.
     #[arg(long, value_enum)]
     pub cache: Option<CacheMode>,
     /// Share of reads for `mixed`, in %.
-    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
+    #[arg(long, value_parser = |s: &str| super::whole_in::<u8>(s, 0, 100))]
     pub read_percent: Option<u8>,
     /// Keep going over the region until --runtime (fio's time_based).
     #[arg(long)]
@@ -100,6 +107,7 @@ pub struct BenchArgs {
     /// Sampling interval of `write-curve`.
     #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
     pub interval: Option<Duration>,
+    /// How much of the region `verify` checks (default full).
     #[arg(long, value_enum)]
     pub verify_mode: Option<VerifyModeArg>,
     /// Run only the write or the read pass of `verify` (write, replug, read).

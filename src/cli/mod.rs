@@ -121,6 +121,20 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
     }
 }
 
+/// A whole number from `min` to `max` for a flag, refused in words (clap's own ranges print
+/// Rust's `1..=100`).
+pub(crate) fn whole_in<T: TryFrom<u64>>(text: &str, min: u64, max: u64) -> Result<T, String> {
+    let want = format!("give a whole number from {min} to {max}");
+    let v: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number: {want}"))?;
+    if v < min || v > max {
+        return Err(format!("{v} is out of range: {want}"));
+    }
+    T::try_from(v).map_err(|_| format!("{v} is out of range: {want}"))
+}
+
 /// An error the user fixes by changing the command line or a config file (exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -134,8 +148,11 @@ pub struct UsageError(pub String);
 pub enum EngineArg {
     /// io_uring when the kernel allows it, the sync thread pool otherwise.
     Auto,
+    /// io_uring: one ring per job, the queue kept full (refused where the kernel disables it).
     Uring,
+    /// A pread/pwrite thread pool, one thread per I/O in flight: runs on every kernel.
     Sync,
+    /// No I/O at all: measures the tool's own cost, never a device.
     Null,
 }
 
@@ -152,8 +169,11 @@ impl From<EngineArg> for crate::engine::EngineRequest {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
+    /// Aligned columns for a console.
     Table,
+    /// The same figures as YAML, for programs.
     Yaml,
+    /// The same figures as JSON, for programs.
     Json,
 }
 
@@ -176,7 +196,13 @@ pub(crate) fn inventory(src: &SourceArgs) -> anyhow::Result<Inventory> {
             (BackendArg::Udev, false) => Backend::Udev,
             (BackendArg::Auto, false) => Backend::Auto,
         };
-    discover::discover(&sys, backend).map_err(discover_error)
+    let mut inv = discover::discover(&sys, backend).map_err(discover_error)?;
+    if src.sysfs_root.is_some() && src.backend.backend == BackendArg::Auto {
+        // Not the user's --backend: the recorded tree is what decided it.
+        inv.backend_reason =
+            "--sysfs-root names a recorded tree, which only the sysfs walk reads".into();
+    }
+    Ok(inv)
 }
 
 /// A discovery failure as the exit code table says: a backend this build lacks or a path that

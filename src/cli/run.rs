@@ -35,6 +35,11 @@ Examples:
   # devices on separate buses at the same time
   usbperf-matrix run --schedule auto
 
+What the default run writes: a test file on each non-system disk's mounted filesystem (read
+tests only on a disk without one), and test files on the system disk in the rootfs's scratch
+directory /var/lib/usbperf/scratch; each test file is deleted after its test. Raw devices are
+written only when a config says `target: raw`.
+
 Exit codes: 0 every device passed; 1 a verdict failed; 2 usage or config error (nothing
 written); 3 interrupted (the report says so); 4 the tool could not work (the report, when one
 was started, is written).";
@@ -66,7 +71,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_dur)]
     pub wait_devices: Option<Duration>,
     /// Free space to keep on a filesystem under test, in % of its size.
-    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..100))]
+    #[arg(long, value_name = "PERCENT", value_parser = |s: &str| super::whole_in::<u8>(s, 0, 99))]
     pub headroom_percent: Option<u8>,
     /// Lock file that keeps runs from overlapping.
     #[arg(long, value_name = "FILE", default_value = "/run/usbperf.lock")]
@@ -321,8 +326,11 @@ fn print_summary(report: &Report, place: &ReportPlace, fallback: Option<&Path>, 
         "  ",
     );
     if report.devices.is_empty() {
+        // A missing device is one of the verdict's reasons too: it is said once, below.
         for reason in &report.verdict.reasons {
-            say(format!("  {}", reason.text), "    ");
+            if reason.kind != crate::report::verdict::ReasonKind::MissingDevice {
+                say(format!("  {}", reason.text), "    ");
+            }
         }
     }
     for d in &report.devices {

@@ -47,7 +47,7 @@ pub struct UploadArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_dur)]
     pub timeout: Duration,
     /// Attempts per report while the collector cannot be reached, with backoff in between.
-    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = |s: &str| super::whole_in::<u32>(s, 1, 100))]
     pub attempts: u32,
     /// Use a token file that other users may read (refused by default).
     #[arg(long)]

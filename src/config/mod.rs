@@ -108,7 +108,8 @@ impl<'de, T> de::Visitor<'de> for NumOrText<T> {
         (self.2)(v).map_err(E::custom)
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
-        (self.1)(v).map_err(|e| E::custom(format!("{e} ({})", self.0)))
+        // The parser's own message already says how to write the value, with examples.
+        (self.1)(v).map_err(E::custom)
     }
 }
 
@@ -164,6 +165,34 @@ pub struct Selector {
     /// Kernel name (`mmcblk0`): stable for on-board eMMC/SD, not for `sdX`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+impl Selector {
+    /// The selector as a config writes it, in words: `serial NOSUCHSERIAL, class usb`.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if self.all_non_system {
+            parts.push("all_non_system".into());
+        }
+        if self.system_disk {
+            parts.push("system_disk".into());
+        }
+        if let Some(c) = &self.class {
+            let c = serde_norway::to_string(c).unwrap_or_default();
+            parts.push(format!("class {}", c.trim()));
+        }
+        for (key, v) in [
+            ("port", &self.port),
+            ("id_path", &self.id_path),
+            ("serial", &self.serial),
+            ("name", &self.name),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{key} {v}"));
+            }
+        }
+        parts.join(", ")
+    }
 }
 
 /// `Selector` as written, checked before it becomes one (so errors carry the position).
@@ -528,12 +557,12 @@ fn bounded<'de, D: Deserializer<'de>>(
     impl<'de> de::Visitor<'de> for V {
         type Value = u64;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "{} ({}..={})", self.2, self.0, self.1)
+            write!(f, "a whole number from {} to {}", self.0, self.1)
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
             if v < self.0 || v > self.1 {
                 return Err(E::custom(format!(
-                    "{v} is out of range: {} must be {}..={}",
+                    "{v} is out of range: {} must be from {} to {}",
                     self.2, self.0, self.1
                 )));
             }
@@ -543,7 +572,7 @@ fn bounded<'de, D: Deserializer<'de>>(
             match u64::try_from(v) {
                 Ok(v) => self.visit_u64(v),
                 Err(_) => Err(E::custom(format!(
-                    "{v} is negative: {} must be {}..={}",
+                    "{v} is negative: {} must be from {} to {}",
                     self.2, self.0, self.1
                 ))),
             }
@@ -561,23 +590,53 @@ fn job_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
 }
 
 /// A list that must name at least one entry: an empty `tests:` or `devices:` would make a run
-/// that tests nothing, which must never pass.
+/// that tests nothing, which must never pass. Checked inside the list's visitor, so the error
+/// points at the list itself (`tests: []`), not at the start of the file.
 fn non_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
     key: &'static str,
 ) -> Result<Option<Vec<T>>, D::Error> {
-    // `tests:` with every entry commented out reads as null: the key is as good as absent
-    // and the profile's list stays, as it always did.
-    let Some(v) = Option::<Vec<T>>::deserialize(d)? else {
-        return Ok(None);
-    };
-    if v.is_empty() {
-        return Err(de::Error::custom(format!(
-            "{key} is empty: a run with no {key} tests nothing; give at least one entry, or \
-             remove the key to keep the profile's"
-        )));
+    struct List<T>(&'static str, std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> de::Visitor<'de> for List<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "a list of {}", self.0)
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut v = Vec::new();
+            while let Some(item) = seq.next_element()? {
+                v.push(item);
+            }
+            if v.is_empty() {
+                let key = self.0;
+                return Err(de::Error::custom(format!(
+                    "the list is empty: a run with no {key} tests nothing; give at least one \
+                     entry, or remove the key to keep the profile's"
+                )));
+            }
+            Ok(v)
+        }
     }
-    Ok(Some(v))
+    struct Opt<T>(&'static str, std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> de::Visitor<'de> for Opt<T> {
+        type Value = Option<Vec<T>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "a list of {}", self.0)
+        }
+        // `tests:` with every entry commented out reads as null: the key is as good as absent
+        // and the profile's list stays, as it always did.
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_seq(List(self.0, std::marker::PhantomData))
+                .map(Some)
+        }
+    }
+    d.deserialize_option(Opt(key, std::marker::PhantomData))
 }
 
 fn non_empty_devices<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<DeviceRule>>, D::Error> {
@@ -689,10 +748,17 @@ pub fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigError> {
             file: file.to_string(),
             line,
             column,
-            msg: e.to_string(),
+            msg: syntax_message(&e.to_string(), line, column),
         }
     })?;
     Ok(cf)
+}
+
+/// serde_norway's message for a config error: the location the error's `file:line:column`
+/// already gives is dropped from it, and serde's type names become what the key takes.
+fn syntax_message(msg: &str, line: usize, column: usize) -> String {
+    let msg = msg.replacen(&format!(" at line {line} column {column}"), "", 1);
+    crate::words::serde_message(&msg)
 }
 
 /// Loads a profile by name or path, following `profile:` chains; returns the layers lowest
@@ -899,7 +965,7 @@ mod tests {
             ),
             (
                 "report_dir: [1\n",
-                "t.yaml:1:13: report_dir: invalid type: sequence",
+                "t.yaml:1:13: report_dir: a list is not a path",
             ),
             // Broken YAML itself (mapping in a plain scalar).
             ("headroom_percent: 10\nreport_dir: a: b\n", "t.yaml:2:14"),
@@ -944,6 +1010,15 @@ mod tests {
         for (text, want) in table {
             let err = parse(text, "t.yaml").unwrap_err().to_string();
             assert!(err.contains(want), "{text:?}: got {err:?}, want {want:?}");
+            // The location is said once, as file:line:column.
+            let (line, column) = {
+                let mut it = err.split(':').skip(1).map(|n| n.parse::<usize>().unwrap());
+                (it.next().unwrap(), it.next().unwrap())
+            };
+            assert!(
+                !err.contains(&format!("line {line} column {column}")),
+                "{text:?}: {err}"
+            );
         }
     }
 
@@ -951,8 +1026,14 @@ mod tests {
     fn a_null_list_keeps_the_profiles_and_an_empty_one_is_refused() {
         let null = parse("tests:\ndevices:\n", "t.yaml").unwrap();
         assert_eq!((null.tests, null.devices), (None, None));
-        let err = parse("tests: []\n", "t.yaml").unwrap_err().to_string();
-        assert!(err.contains("tests is empty"), "{err}");
+        // The error points at the list's own line, not at the start of the file.
+        let err = parse("report_dir: /r\ntests: []\n", "t.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("t.yaml:2:8: tests: the list is empty"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -40,18 +40,53 @@ pub struct UploadConfig {
 
 /// Why `url` is not a collector's endpoint, if it is not: the scheme and a host are needed
 /// (`127.0.0.1:8080` alone would be retried as a network error forever).
+/// The host must be a name or an address and the port, if any, a number: what the HTTP
+/// client would otherwise refuse later in its own terms (`InvalidPort`).
 pub fn check_url(url: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"));
-    match rest {
-        Some(r) if !r.is_empty() && !r.starts_with('/') && !r.contains(char::is_whitespace) => {
-            Ok(())
-        }
-        _ => Err(format!(
+    let refused = || {
+        format!(
             "{url:?} is not a collector's URL: give it with its scheme and host, such as \
              http://collector:8080/api/v1/reports"
-        )),
+        )
+    };
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(refused)?;
+    if rest.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(refused());
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or("");
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        let (addr, after) = v6.split_once(']').ok_or_else(refused)?;
+        if addr.is_empty()
+            || !addr
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        {
+            return Err(refused());
+        }
+        match after {
+            "" => (addr, None),
+            p => (addr, Some(p.strip_prefix(':').ok_or_else(refused)?)),
+        }
+    } else {
+        match host_port.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host_port, None),
+        }
+    };
+    let host_ok = !host.is_empty()
+        && (host_port.starts_with('[')
+            || host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')));
+    let port_ok = port.map_or(true, |p| p.parse::<u16>().is_ok_and(|n| n > 0));
+    if host_ok && port_ok {
+        Ok(())
+    } else {
+        Err(refused())
     }
 }
 
@@ -110,6 +145,34 @@ mod tests {
         for (text, want) in table {
             let e = parse(text, "u.yaml").unwrap_err().to_string();
             assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_url_is_refused_where_the_http_client_would_refuse_it() {
+        for good in [
+            "http://collector:8080/api/v1/reports",
+            "https://c.line3.example/api",
+            "http://10.0.0.5/r?x=1",
+            "http://[fe80::1]:8080/r",
+            "http://user@c/",
+        ] {
+            assert!(super::check_url(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "127.0.0.1:8080",
+            "http://",
+            "http:///api",
+            "http://c:port/x",
+            "http://c:0/",
+            "http://c:99999/",
+            "http://[::1/x",
+            "http://a b/",
+            "http://a%zz/",
+            "ftp://c/",
+        ] {
+            let e = super::check_url(bad).unwrap_err();
+            assert!(e.contains("is not a collector's URL"), "{bad}: {e}");
         }
     }
 

@@ -427,10 +427,10 @@ type Line = (f64, &'static str, String);
 fn group(o: &mut String, s: &FleetSummary, g: &GroupSummary, sug: &[Suggestion]) {
     let _ = write!(
         o,
-        "<h3>{}</h3><div class=\"s\">{} units, {} device tests, {} passed</div><div class=\"grid\">",
+        "<h3>{}</h3><div class=\"s\">{}, {}, {} passed</div><div class=\"grid\">",
         esc(&g.name),
-        g.units,
-        g.devices,
+        crate::words::count(g.units, "unit", "units"),
+        crate::words::count(g.devices, "device test", "device tests"),
         pct(g.device_pass_rate)
     );
     for m in &g.metrics {

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use super::aggregate::{FleetSummary, MetricSummary};
 use super::extract::{RejectedFigure, CAPACITY_METRIC};
 use crate::units::format_size;
+use crate::words::count;
 
 /// A figure for people: sizes with a unit, other figures to about three significant digits.
 pub fn fmt_value(metric: &str, v: f64) -> String {
@@ -160,11 +161,11 @@ pub fn render_table(s: &FleetSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "fleet: {} reports, {} units ({} passed), {} device tests ({} passed), {} .. {}",
-        s.reports,
-        s.units,
+        "fleet: {}, {} ({} passed), {} ({} passed), {} .. {}",
+        count(s.reports, "report", "reports"),
+        count(s.units, "unit", "units"),
         pct(s.unit_pass_rate),
-        s.devices,
+        count(s.devices, "device test", "device tests"),
         pct(s.device_pass_rate),
         s.first_day.as_deref().unwrap_or("-"),
         s.last_day.as_deref().unwrap_or("-"),
@@ -172,26 +173,26 @@ pub fn render_table(s: &FleetSummary) -> String {
     if !s.errors.is_empty() || !s.skipped.is_empty() {
         let _ = writeln!(
             out,
-            "       {} files unreadable (listed at the end), {} skipped",
-            s.errors.len(),
+            "       {} unreadable (listed at the end), {} skipped",
+            count(s.errors.len(), "file", "files"),
             s.skipped.len()
         );
     }
     if !s.duplicates.is_empty() || !s.rejected_figures.is_empty() {
         let _ = writeln!(
             out,
-            "       {} duplicate reports dropped, {} figures refused (listed at the end)",
-            s.duplicates.len(),
-            s.rejected_figures.len()
+            "       {} dropped, {} refused (listed at the end)",
+            count(s.duplicates.len(), "duplicate report", "duplicate reports"),
+            count(s.rejected_figures.len(), "figure", "figures")
         );
     }
     for g in &s.groups {
         let _ = writeln!(
             out,
-            "\n== {}: {} units, {} device tests, {} passed",
+            "\n== {}: {}, {}, {} passed",
             g.name,
-            g.units,
-            g.devices,
+            count(g.units, "unit", "units"),
+            count(g.devices, "device test", "device tests"),
             pct(g.device_pass_rate)
         );
         let mut rows = vec![[

@@ -102,7 +102,8 @@ impl Clock for SystemClock {
 
 /// What runs one cell's workload.
 pub trait CellEngine: Sync {
-    /// One line saying which engine runs and why (logged, and kept in the report's warnings).
+    /// One line saying which engine runs and why (logged; a fallback is kept in the report's
+    /// warnings).
     fn reason(&self) -> &str;
     /// Whether the raw device can be opened for reading (`read-buffered` of a file
     /// placement reads the raw device; a container or VM may guard it).

@@ -191,8 +191,13 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         ));
     }
 
+    // The engine chosen is said on the progress line above and recorded in every cell: the
+    // normal choice is no warning. Only `auto` falling back to the thread pool is, since the
+    // figures are then not io_uring's.
     let mut warnings = inv.warnings.clone();
-    warnings.push(format!("engine: {}", env.engine.reason()));
+    if env.engine.reason().contains("fallback") {
+        warnings.push(format!("engine: {}", env.engine.reason()));
+    }
     if let Err(e) = &env.kernel_log {
         warnings.push(format!(
             "kernel events are not watched, so I/O errors, resets and disconnects cannot be \
@@ -238,12 +243,12 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
             Reason::new(
                 ReasonKind::MissingDevice,
                 format!(
-                    "devices[{i}]{}: required, not found ({})",
+                    "devices[{i}]{}: required, not found (no disk with {})",
                     r.label
                         .as_ref()
                         .map(|l| format!(" \"{l}\""))
                         .unwrap_or_default(),
-                    serde_json::to_string(&r.select).unwrap_or_default()
+                    r.select.describe()
                 ),
             )
             .rule(format!("devices[{i}]"))

@@ -112,7 +112,7 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
                     at(
                         ReasonKind::Link,
                         format!(
-                            "link: {} has no USB link, but {rule} expects at least {} [{rule}]",
+                            "link: {} has no USB link, but at least {} is required [{rule}]",
                             disk.name,
                             speed_label(min)
                         ),
@@ -625,6 +625,24 @@ mod tests {
             assert!(r[0].limit.is_some() && r[0].rule.as_deref() == Some("thresholds[0]"));
             assert!(r[0].text.starts_with("health: "), "{}", r[0].text);
         }
+    }
+
+    /// Each reason names the rule it failed once, in its closing brackets.
+    #[test]
+    fn a_reason_names_its_rule_once() {
+        let t = rules("- {select: {class: loop}, min_link_mbps: 480}\n");
+        let facts = SystemFacts::default();
+        let disk = Disk {
+            name: "loop0".into(),
+            class: DeviceClass::Loop,
+            ..Disk::default()
+        };
+        let r = device_reasons(&disk, &applicable(&t, &disk, &facts));
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(
+            r[0].text,
+            "link: loop0 has no USB link, but at least 480M is required [thresholds[0] (class loop)]"
+        );
     }
 
     #[test]

@@ -162,12 +162,14 @@ pub fn decode<'a, T: Deserialize<'a>>(json: bool, bytes: &'a [u8]) -> Result<T, 
 }
 
 /// Decodes bytes already [`check`]ed (a probe of the same bytes, a pruned copy of them).
+/// Errors name the key path (YAML) and the position, with serde's type names in words.
 pub fn parse<'a, T: Deserialize<'a>>(json: bool, bytes: &'a [u8]) -> Result<T, String> {
-    if json {
+    let msg = if json {
         serde_json::from_slice(bytes).map_err(|e| e.to_string())
     } else {
         serde_norway::from_slice(bytes).map_err(|e| e.to_string())
-    }
+    };
+    msg.map_err(|m| crate::words::serde_message(&m))
 }
 
 /// A sequence of at most `N` items, refused at the first one over: `#[serde(deserialize_with

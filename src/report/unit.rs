@@ -205,11 +205,31 @@ mod tests {
 
     #[test]
     fn one_name_in_one_order() {
-        type Row<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+        type Row<'a> = (
+            Option<&'a str>,
+            Option<&'a str>,
+            Option<&'a str>,
+            Option<&'a str>,
+        );
         let table: &[Row] = &[
-            (Some("SN-1"), Some("0123456789abcdef"), Some("host"), Some("SN-1")),
-            (None, Some("0123456789abcdef"), Some("host"), Some("0123456789ab")),
-            (Some("  "), Some(" 0123456789abcdef\n"), Some("host"), Some("0123456789ab")),
+            (
+                Some("SN-1"),
+                Some("0123456789abcdef"),
+                Some("host"),
+                Some("SN-1"),
+            ),
+            (
+                None,
+                Some("0123456789abcdef"),
+                Some("host"),
+                Some("0123456789ab"),
+            ),
+            (
+                Some("  "),
+                Some(" 0123456789abcdef\n"),
+                Some("host"),
+                Some("0123456789ab"),
+            ),
             (None, None, Some("host"), Some("host")),
             (None, Some(""), Some(" "), None),
         ];

@@ -265,10 +265,20 @@ impl Client {
             Ok(r) => r,
             Err(ureq::Error::Status(_, r)) => r,
             Err(ureq::Error::Transport(t)) => {
+                // The URL parser's own words ("RelativeUrlWithoutBase") say nothing to the
+                // operator; `check_url` refuses such URLs before, this is the backstop.
+                let why = match t.kind() {
+                    ureq::ErrorKind::InvalidUrl | ureq::ErrorKind::UnknownScheme => format!(
+                        "{:?} is not a collector's URL: give it with its scheme and host, such \
+                         as http://collector:8080/api/v1/reports",
+                        self.url
+                    ),
+                    _ => t.to_string(),
+                };
                 return Err(SendError::Retry {
                     url: self.url.clone(),
-                    why: t.to_string(),
-                })
+                    why,
+                });
             }
         };
         let status = resp.status();

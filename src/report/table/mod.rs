@@ -853,7 +853,9 @@ verdict: {pass: false}
         // No report ran the second seq-write: its status says so, and it has no figure.
         let at = |name: &str| rows[0].iter().position(|h| h == name).unwrap();
         let (st, fig) = (at("seq-write#2 status"), at("seq-write#2 MiB/s"));
-        assert!(rows[1..].iter().all(|r| r[st] == NOT_IN_MATRIX && r[fig].is_empty()));
+        assert!(rows[1..]
+            .iter()
+            .all(|r| r[st] == NOT_IN_MATRIX && r[fig].is_empty()));
         let t = render(&m, Style::Text);
         assert!(t.contains("15000025 sda: seq-write"), "{t}");
         assert!(t.contains("has no cell for that test"), "{t}");

@@ -1,0 +1,178 @@
+//! Owns the wording of serde's decoding errors for people: `invalid type: string "fast",
+//! expected f64` names a Rust type the operator never wrote; the one rewrite here says what
+//! the key takes instead ("a number of MiB/s, such as 25"), for configs and reports alike.
+//! And counts with their noun in the right number ("1 unit").
+
+/// `1 unit`, `2 units`: a count with its noun in the right number.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// What a key takes, in words, for the keys whose unit the type alone does not say.
+const KEY_HINTS: &[(&str, &str)] = &[
+    ("min_mib_per_s", "a number of MiB/s, such as 25"),
+    ("mib_per_s", "a number of MiB/s, such as 25"),
+    ("min_iops", "a number of I/Os per second, such as 1000"),
+    ("iops", "a number of I/Os per second, such as 1000"),
+    ("max_p99_latency_ms", "a number of milliseconds, such as 50"),
+    ("min_link_mbps", "a link speed in Mbit/s, such as 480"),
+    ("min_sata_gbps", "a link speed in Gbit/s, such as 6"),
+    ("min_pcie_gts", "a PCIe speed in GT/s per lane, such as 8"),
+    ("min_pcie_width", "a number of PCIe lanes, such as 4"),
+    ("max_life_used_percent", "a percentage, such as 90"),
+    ("seconds", "a number of seconds, such as 1.5"),
+];
+
+/// Rewrites serde's `invalid type: FOUND, expected TYPE` (and `invalid value`) in `msg` when
+/// TYPE is a Rust type name; the key path before it (`thresholds[0].min_mib_per_s: `) and any
+/// location after it are kept. Other messages are returned as they are: ours already say what
+/// to write.
+pub fn serde_message(msg: &str) -> String {
+    let Some((start, marker)) = ["invalid type: ", "invalid value: "]
+        .iter()
+        .filter_map(|m| msg.find(m).map(|i| (i, *m)))
+        .min()
+    else {
+        return msg.to_string();
+    };
+    let body = &msg[start + marker.len()..];
+    let Some((found, rest)) = body.split_once(", expected ") else {
+        return msg.to_string();
+    };
+    // serde_json and serde_norway append the position: keep it where it was.
+    let (expected, tail) = match rest.find(" at line ") {
+        Some(i) => (&rest[..i], format!(" ({})", &rest[i + 1..])),
+        None => (rest, String::new()),
+    };
+    let prefix = &msg[..start];
+    let key = prefix
+        .trim_end_matches(": ")
+        .rsplit('.')
+        .next()
+        .unwrap_or("")
+        .split('[')
+        .next()
+        .unwrap_or("");
+    let found = found_words(found);
+    match expected_words(expected, key) {
+        Some((what, give)) if give == what => format!("{prefix}{found} is not {what}{tail}"),
+        Some((what, give)) => format!("{prefix}{found} is not {what}: give {give}{tail}"),
+        // One of our visitors' own expectations ("a size such as 64M"), already in words.
+        None => format!("{prefix}{found} is not {expected}{tail}"),
+    }
+}
+
+/// What serde's `Unexpected` names, as it was written.
+fn found_words(found: &str) -> String {
+    for p in [
+        "string ",
+        "integer ",
+        "floating point ",
+        "boolean ",
+        "char ",
+    ] {
+        if let Some(v) = found.strip_prefix(p) {
+            return v.trim_matches('`').to_string();
+        }
+    }
+    match found {
+        "sequence" => "a list".into(),
+        "map" => "a mapping".into(),
+        "unit value" => "an empty value".into(),
+        other => other.to_string(),
+    }
+}
+
+/// (what the value is not, what to give) for serde's expectation `expected`, or None when it
+/// is already in words.
+fn expected_words(expected: &str, key: &str) -> Option<(&'static str, String)> {
+    let hint = KEY_HINTS.iter().find(|(k, _)| *k == key).map(|(_, h)| h);
+    let number = |generic: &str| hint.map_or_else(|| generic.to_string(), |h| h.to_string());
+    Some(match expected {
+        "f64" | "f32" => ("a number", number("a number, such as 25")),
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" | "i8" | "i16" | "i32" | "i64" | "i128"
+        | "isize" => ("a whole number", number("a whole number, such as 4")),
+        "a boolean" => ("true or false", "true or false".into()),
+        "a string" | "a character" | "a borrowed string" => ("text", "text".into()),
+        "a sequence" => (
+            "a list",
+            "a list of entries, each on a line of its own beginning with `- `".into(),
+        ),
+        "struct ConfigFile" => (
+            "a config",
+            "a mapping of keys, one per line, such as profile:, tests:, devices: and \
+             thresholds: (docs/config.md lists them)"
+                .into(),
+        ),
+        e if e.starts_with("struct ")
+            || e.starts_with("tuple struct ")
+            || e.starts_with("a map") =>
+        {
+            (
+                "a mapping",
+                "a mapping of keys, such as `key: value` on lines of their own".into(),
+            )
+        }
+        // serde_norway's expectation for an enum given a list or a mapping.
+        e if e.starts_with("enum ")
+            || e.starts_with("unit struct ")
+            || e == "a YAML tag starting with '!'" =>
+        {
+            ("one of the key's names", "one of the key's names".into())
+        }
+        "path string" => ("a path", "a path such as /var/lib/usbperf/reports".into()),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{count, serde_message};
+
+    #[test]
+    fn counts_agree_with_their_noun() {
+        assert_eq!(count(1, "unit", "units"), "1 unit");
+        assert_eq!(count(0, "unit", "units"), "0 units");
+        assert_eq!(count(2, "device test", "device tests"), "2 device tests");
+    }
+
+    #[test]
+    fn rust_type_names_become_what_to_write() {
+        let table = [
+            (
+                "thresholds[0].min_mib_per_s: invalid type: string \"fast\", expected f64",
+                "thresholds[0].min_mib_per_s: \"fast\" is not a number: give a number of MiB/s, such as 25",
+            ),
+            (
+                "invalid type: string \"x\", expected f64 at line 1 column 9",
+                "\"x\" is not a number: give a number, such as 25 (at line 1 column 9)",
+            ),
+            (
+                "invalid type: sequence, expected struct ConfigFile",
+                "a list is not a config: give a mapping of keys",
+            ),
+            (
+                "devices[0].select.class: invalid type: sequence, expected a YAML tag starting with '!'",
+                "devices[0].select.class: a list is not one of the key's names",
+            ),
+            (
+                "required: invalid type: string \"maybe\", expected a boolean",
+                "required: \"maybe\" is not true or false",
+            ),
+            (
+                "tests[0].qd: invalid type: boolean `true`, expected u32",
+                "tests[0].qd: true is not a whole number: give a whole number, such as 4",
+            ),
+            // Already in words: kept.
+            ("unknown field `sizee`", "unknown field `sizee`"),
+            (
+                "size: invalid type: sequence, expected a size such as 64M",
+                "size: a list is not a size such as 64M",
+            ),
+        ];
+        for (msg, want) in table {
+            let got = serde_message(msg);
+            assert!(got.starts_with(want), "{msg}: got {got:?}, want {want:?}");
+        }
+    }
+}
