@@ -269,3 +269,35 @@ fn a_long_bench_prints_progress_lines_without_a_terminal() {
     );
     assert!(stdout.contains("stopped by the time bound"), "{stdout}");
 }
+
+/// What the command line asks of its target is a usage error (exit 2) in the user's units: a
+/// --size larger than the device, a device node that is not there.
+#[test]
+fn a_target_that_cannot_hold_the_command_is_a_usage_error_in_units() {
+    let lo = common::Loop::new(64 << 20);
+    let dev = format!("/dev/{}", lo.name());
+    let out = bench(&["--target", &dev, "--workload", "seq-read", "--size", "100G"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("64.0 MiB") && err.contains("100G"), "{err}");
+    assert!(
+        !err.contains("67108864") && !err.contains("107374182400"),
+        "{err}"
+    );
+    let out = bench(&[
+        "--target",
+        "/dev/usbperf-no-such-disk",
+        "--workload",
+        "seq-read",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no such device") && err.contains("usbperf-matrix list"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("give --size"),
+        "advice that cannot work: {err}"
+    );
+}

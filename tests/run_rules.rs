@@ -1265,10 +1265,26 @@ fn auto_falls_back_to_one_cell_at_a_time_when_the_cpus_saturate() {
         .reasons
         .iter()
         .any(|r| r.metric.as_deref() == Some("cpu_busy_percent")));
-    assert!(p
-        .lines
-        .iter()
-        .any(|l| l.contains("the rest of the run one test at a time")));
+    assert_eq!(
+        p.lines
+            .iter()
+            .filter(|l| l.contains("the rest of the run one test at a time"))
+            .count(),
+        1,
+        "{:#?}",
+        p.lines
+    );
+    // Every cell measured again alone says so on the console, not only the first.
+    for a in sch.alone.iter().filter(|a| a.rule == AloneRule::MachineCpu) {
+        let said = format!("{} {}: the CPUs were", a.device, a.workload.as_str());
+        assert!(
+            p.lines
+                .iter()
+                .any(|l| l.contains(&said) && l.contains("measuring it again alone")),
+            "no line for {said}: {:#?}",
+            p.lines
+        );
+    }
     assert_eq!(p.outcome.exit, Exit::Pass);
 
     let tree = Tree::new();

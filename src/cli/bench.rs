@@ -18,7 +18,8 @@ use crate::sysfs::SysfsRoot;
 use crate::units::{format_size, parse_duration, parse_size};
 use crate::workload::verify::{VerifyMode, VerifyPhase};
 use crate::workload::{
-    self, BenchResult, CacheMode, Overrides, RunOptions, WorkloadKind, WorkloadParams,
+    self, BenchResult, CacheMode, Overrides, RunOptions, WorkloadError, WorkloadKind,
+    WorkloadParams,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -192,7 +193,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Exit> {
     let options = RunOptions::default();
     // Before anything is created: every thread spawned later inherits the blocked signals,
     // and a SIGINT after a test file exists always reaches the cleanup.
-    let flag = signals::install().context("cannot set up signal handling")?;
+    let flag = signals::install("the figures so far are printed, marked interrupted")
+        .context("cannot set up signal handling")?;
     let options = RunOptions {
         stop: flag.stop.clone(),
         ..options
@@ -203,8 +205,24 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Exit> {
     let selected = engine::select(params.engine)?;
     say(format!("usbperf-matrix: engine: {}", selected.reason));
     let name = params.workload.as_str().to_string();
-    let result = with_progress(&params, || workload::run(&params, &selected, &options))
-        .with_context(|| format!("{name} on {}", params.target.display()))?;
+    let result = match with_progress(&params, || workload::run(&params, &selected, &options)) {
+        Ok(r) => r,
+        // What the command line asked of the target is the user's to change (exit 2); an
+        // I/O failure is not.
+        Err(
+            e @ (WorkloadError::TooSmall { .. }
+            | WorkloadError::NeedSize(_)
+            | WorkloadError::NoDevice(_)
+            | WorkloadError::NotATarget(_)
+            | WorkloadError::Symlink(_)
+            | WorkloadError::DeviceWriteRefused(_)),
+        ) => return Err(UsageError(format!("{name} on {}: {e}", params.target.display())).into()),
+        Err(e) => {
+            return Err(
+                anyhow::Error::new(e).context(format!("{name} on {}", params.target.display()))
+            )
+        }
+    };
     if result.engine_reason != selected.reason {
         // `auto` chose another engine for this very target: say which one ran and why.
         say(format!(

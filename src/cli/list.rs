@@ -47,11 +47,12 @@ pub struct ListArgs {
     pub config: Option<std::path::PathBuf>,
 }
 
-/// What `run` would do with each disk, for the live system only: a recorded tree's mounts
-/// and holders are not this machine's. A configuration that does not load hides the column
+/// What `run` would do with each disk, for the live system only: a recorded tree's (or a
+/// umockdev testbed's) mounts and holders are not this machine's. A configuration that does not load hides the column
 /// with a note, unless it was named with --config (then it is the user's error, exit 2).
 fn run_plan(args: &ListArgs, inv: &Inventory) -> anyhow::Result<Result<Vec<DiskPlan>, String>> {
-    if args.source.sysfs_root.is_some() {
+    let sys = SysfsRoot::live();
+    if args.source.sysfs_root.is_some() || !sys.nodes_are_live() {
         return Ok(Err(
             "a recorded tree: the run plan needs the live system".into()
         ));
@@ -61,7 +62,6 @@ fn run_plan(args: &ListArgs, inv: &Inventory) -> anyhow::Result<Result<Vec<DiskP
         Err(e) if args.config.is_some() => return Err(UsageError(e.to_string()).into()),
         Err(e) => return Ok(Err(format!("the run plan is not shown: {e}"))),
     };
-    let sys = SysfsRoot::live();
     Ok(Ok(plan::every_disk(&cfg, inv, &SystemFacts::live(), &sys)))
 }
 

@@ -182,7 +182,8 @@ fn ensure_own_dirs(cfg: &Config) {
 pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     let cfg = load_config(args)?;
     // Signals first: every thread spawned later inherits the blocked mask.
-    let flag = signals::install().context("cannot set up signal handling")?;
+    let flag = signals::install("the report is written marked incomplete")
+        .context("cannot set up signal handling")?;
     let sys = SysfsRoot::live();
     let backend = args.backend.live();
 

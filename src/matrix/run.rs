@@ -485,16 +485,21 @@ fn run_device(
             // then may be the CPU's. Measured again alone, and the rest of the run is serial.
             if let Some(busy) = ran.machine_busy {
                 if schedule::machine_saturated(busy, ran.together) {
-                    if !r.fell_back.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                        r.progress.line(&format!(
-                            "usbperf-matrix: {} {}: the CPUs were {busy:.0} % busy while {} \
-                             device(s) ran together: measuring it again alone, and the rest of \
-                             the run one test at a time",
-                            c.disk.name,
-                            spec.workload.as_str(),
-                            ran.together
-                        ));
-                    }
+                    // Every cell measured again says so; the switch to one test at a time is
+                    // said by the lane that made it.
+                    let first = !r.fell_back.swap(true, std::sync::atomic::Ordering::SeqCst);
+                    r.progress.line(&format!(
+                        "usbperf-matrix: {} {}: the CPUs were {busy:.0} % busy while {} \
+                         device(s) ran together: measuring it again alone{}",
+                        c.disk.name,
+                        spec.workload.as_str(),
+                        ran.together,
+                        if first {
+                            ", and the rest of the run one test at a time"
+                        } else {
+                            ""
+                        }
+                    ));
                     alone = Some(Some((AloneRule::MachineCpu, Some(busy))));
                     continue;
                 }

@@ -53,7 +53,9 @@ impl StopFlag {
 /// Blocks the signals in the calling thread (call it before spawning any thread so every
 /// thread inherits the mask) and handles them on a dedicated thread with `sigwait`: no code
 /// runs in signal context.
-pub fn install() -> std::io::Result<StopFlag> {
+/// `kept` says what the command keeps of an interrupted test, for the message the first
+/// signal prints (`the report is written marked incomplete`).
+pub fn install(kept: &'static str) -> std::io::Result<StopFlag> {
     let mut set = SigSet::empty();
     for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
         set.add(s);
@@ -79,7 +81,7 @@ pub fn install() -> std::io::Result<StopFlag> {
             f.signal.store(sig as i32, Ordering::SeqCst);
             crate::out::err(&format!(
                 "usbperf-matrix: {} received: stopping after in-flight I/O; test files are \
-                 removed and the report is written marked incomplete (send again to abort now)",
+                 removed and {kept} (send again to abort now)",
                 sig.as_str()
             ));
         })?;

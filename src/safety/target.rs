@@ -48,6 +48,13 @@ pub fn check_target(t: &TargetUse<'_>) -> Result<(), TargetError> {
     let refused = |m: String| Err(TargetError::Refused(m));
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.starts_with("/dev") => {
+            return refused(format!(
+                "--target {}: no such device (unplugged, or never there): `usbperf-matrix \
+                 list` names this machine's disks; usbperf never creates files under /dev",
+                path.display()
+            ));
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let Some(size) = t.size_bytes else {
                 return refused(format!(

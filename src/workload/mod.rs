@@ -274,7 +274,10 @@ pub enum WorkloadError {
     #[error("{0} does not support O_DIRECT (tmpfs, some FUSE file systems): use --cache fdatasync or buffered, or a target on a real device")]
     DirectUnsupported(PathBuf),
     #[error(
-        "{path} holds {actual_bytes} bytes, less than --size {wanted_bytes}: give a smaller --size"
+        "{path} holds {}, less than --size {}: give --size {} or less",
+        crate::units::human_bytes(*.actual_bytes),
+        crate::units::format_size(*.wanted_bytes),
+        crate::units::format_size(*.actual_bytes)
     )]
     TooSmall {
         path: PathBuf,

@@ -152,7 +152,7 @@ pub fn summary(v: &VerifyReport, announced_bytes: u64) -> Vec<String> {
     }
     if v.mismatched_blocks > SUMMARY_LISTED as u64 {
         out.push(format!(
-            "... and {} more bad blocks (the report lists up to {KEEP_MISMATCHES})",
+            "... and {} more bad blocks (the YAML or JSON result lists up to {KEEP_MISMATCHES})",
             v.mismatched_blocks - SUMMARY_LISTED as u64
         ));
     }
