@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
 
 use common::*;
 
@@ -532,7 +532,12 @@ fn a_missing_device_is_said_once_and_the_engine_is_no_warning() {
     let cfg = rd.config(
         "devices:\n  - select: {serial: NOSUCHSERIAL}\n    required: true\n    label: front USB\n",
     );
-    let out = rd.run(Some(&cfg), &[]);
+    // A console wide enough that no line of the summary is wrapped.
+    let out = Command::new(bin())
+        .args(rd.args(Some(&cfg)))
+        .env("COLUMNS", "250")
+        .output()
+        .unwrap();
     let text = printed(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     let summary: Vec<&str> = text
