@@ -200,6 +200,30 @@ class PlantedFaults(unittest.TestCase):
         self.assertFails(r"^fleet: .*no link failures on other ports", self.r.run(["sigterm"], fleet=p))
 
 
+class NvmeFaults(unittest.TestCase):
+    def setUp(self):
+        self.r = Recorded("x86_64-6.12-q10")
+        self.addCleanup(self.r.cleanup)
+
+    def test_nvme_wear_in_the_fleet(self):
+        with open(os.path.join(FIXTURES, "x86_64-6.12-q10", "fleet.json")) as f:
+            d = json.load(f)
+        for g in d["groups"]:
+            for m in g["metrics"]:
+                if m["metric"] == "health.life_used_percent":
+                    m["max"] = 3
+        p = os.path.join(self.r.tmp, "fleet.json")
+        with open(p, "w") as f:
+            json.dump(d, f)
+        c = self.r.run(["health"], fleet=p)
+        self.assertTrue(any(f.startswith("fleet: NVMe wear distribution") for f in c.failures), c.failures)
+
+    def test_nvme_cell_failed(self):
+        self.r.edit_report("baseline", lambda rep: device(rep, cls="nvme")["cells"][-1].update(status="failed"))
+        c = self.r.run(["baseline"], fleet=None)
+        self.assertTrue(any(re.match(r"baseline: \S+ \(nvme\) passes every cell", f) for f in c.failures), c.failures)
+
+
 class EmmcFaults(unittest.TestCase):
     def setUp(self):
         self.r = Recorded("armv7-6.1-emmc-q10")
