@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Boot one vm-e2e guest: run QEMU with the serial console captured to a file and a QMP socket;
-watch the console for `E2E-UNPLUG <device-id>` (printed by the guest's init when a test it
-wants to break has started) and answer with QMP `device_del`. Exits with QEMU's status
-(124 on timeout). Usage: guest.py --console FILE --qmp SOCK --timeout S -- QEMU ARGS..."""
+watch the console for `E2E-UNPLUG <id>` (printed by the guest's init when a test it wants to
+break has started) and answer with QMP `device_del` of that disk's device, and for
+`E2E-REPLUG <id>`: the same image and serial plugged into the port its `replug` names (the
+guest's description, guests.py resolve). Exits with QEMU's status (124 on timeout).
+Usage: guest.py --console FILE --qmp SOCK --guest FILE --img-dir DIR --timeout S -- QEMU ARGS..."""
 import argparse, json, os, re, socket, subprocess, sys, time
 
 ap = argparse.ArgumentParser()
@@ -10,13 +12,18 @@ ap.add_argument("--console", required=True)
 ap.add_argument("--qmp", required=True)
 ap.add_argument("--timeout", type=float, default=900)
 ap.add_argument("--events", help="file to append host-side actions to")
-ap.add_argument("--replug-image", help="image of the stick E2E-REPLUG plugs back (EHCI port 2)")
+ap.add_argument("--guest", help="the guest's description (guests.py resolve): the disks E2E-UNPLUG/REPLUG name")
+ap.add_argument("--img-dir", help="the guest's disk images (the re-plugged disk's image)")
 ap.add_argument("qemu", nargs=argparse.REMAINDER)
 a = ap.parse_args()
 cmd = a.qemu[1:] if a.qemu and a.qemu[0] == "--" else a.qemu
 if os.path.exists(a.qmp):
     os.unlink(a.qmp)
 cmd += ["-qmp", f"unix:{a.qmp},server=on,wait=off"]
+disks = {}
+if a.guest:
+    with open(a.guest) as f:
+        disks = {e["id"]: e for e in json.load(f)["entries"] if "id" in e}
 
 
 def log(msg):
@@ -65,18 +72,21 @@ while p.poll() is None:
     *lines, buf = buf.split(b"\n")
     for ln in lines:
         m = re.search(rb"^E2E-REPLUG (\S+)", ln.strip(b"\r"))
-        if m and b"replug" not in done and a.replug_image:
+        d = disks.get(m.group(1).decode()) if m else None
+        if d and d.get("replug") and b"replug" not in done:
             done.add(b"replug")
+            rp = d["replug"]
             try:
                 qmp = qmp or Qmp(a.qmp)
                 steps = [
                     ("blockdev-add", dict(driver="raw", **{"node-name": "replug"},
-                                          file=dict(driver="file", filename=a.replug_image))),
-                    ("device_add", dict(driver="usb-bot", id="replugstk", bus="ehci.0", port="2", serial="XHCIBOT1")),
-                    ("device_add", dict(driver="scsi-hd", bus="replugstk.0", **{"scsi-id": 0}, lun=0, drive="replug",
-                                        vendor="QEMU", product="XHCI-BOT-STICK", serial="XHCIBOT1", removable=True)),
+                                          file=dict(driver="file", filename=os.path.join(a.img_dir, d["id"] + ".img")))),
+                    ("device_add", dict(driver="usb-bot", id=rp["qdev"], bus=rp["bus"], port=rp["port"], serial=d["serial"])),
+                    ("device_add", dict(driver="scsi-hd", bus=rp["qdev"] + ".0", **{"scsi-id": 0}, lun=0, drive="replug",
+                                        vendor="QEMU", product=d["product"], serial=d["serial"],
+                                        removable="removable=on" in d.get("opts", ""))),
                     # a hot-plugged usb-bot stays detached until told (QEMU commit b78ecd09)
-                    ("qom-set", dict(path="replugstk", property="attached", value=True)),
+                    ("qom-set", dict(path=rp["qdev"], property="attached", value=True)),
                 ]
                 for name, args in steps:
                     r = qmp.cmd(name, **args)
@@ -85,8 +95,9 @@ while p.poll() is None:
                 log(f"QMP re-plug failed: {e}")
         m = re.search(rb"^E2E-UNPLUG (\S+)", ln.strip(b"\r"))
         if m and m.group(1) not in done:
-            dev = m.group(1).decode()
             done.add(m.group(1))
+            id_ = m.group(1).decode()
+            dev = disks[id_]["qdev"] if id_ in disks else id_
             try:
                 qmp = qmp or Qmp(a.qmp)
                 r = qmp.cmd("device_del", id=dev)

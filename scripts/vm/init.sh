@@ -1,16 +1,20 @@
 #!/bin/sh
 # vm-e2e guest /init (busybox ash): bring the "unit" up like its boot would (modules, udevd,
 # mounts), run usbperf-matrix as the boot service does, then the fault scenarios, and leave
-# every report, exit code and log on the output disk (virtio, serial OUT00001, ext4, mounted
+# every report, exit code and log on the output disk (id out: virtio or an SD slot, ext4, mounted
 # at the report directory). The host reads that disk back after power-off.
-# Kernel command line (environment): EXPECT=N disks to wait for, SCENARIOS="baseline ...",
-# RECORD=1 to also dump sysfs (scripts/vm/tools/sysdump.sh) for --record, EXTRA="nvme ufs" for
-# QEMU 10's NVMe and UFS disks (ext4, found by label, required by the board profile),
-# ROUNDS=N for the schedule benchmark (SCENARIOS=bench-schedule: scripts/vm-e2e --bench-schedule),
-# BOARD=emmc for the eMMC board (QEMU 10's ast2600-evb: eMMC user area and boot partitions,
-# the output disk on the SD slot; its own profile), HALT=reboot where the machine cannot power
-# off (the ast2600 resets, and -no-reboot turns that into QEMU's exit).
+# The guest's disks come from /etc/usbperf/e2e/guest.sh (scripts/vm/guests.py init-env, from
+# scripts/vm/guests.json): EXPECT disks to wait for, DISKS (ids) and for each id FIND_<id>
+# (serial S, label L or mmc TYPE) and MOUNT_<id> (fstype options; mounted at /media/<id>); the
+# kernel name of each lands in the variable of its upper-cased id (SATA, UAS, ...). PROFILE: a
+# board profile of its own; PROFILE_RULES: device rules appended to the default one;
+# HALT=reboot where the machine cannot power off (the ast2600 resets, and -no-reboot turns that
+# into QEMU's exit).
+# Kernel command line (environment): SCENARIOS="baseline ...", RECORD=1 to also dump sysfs
+# (scripts/vm/tools/sysdump.sh) for --record, ROUNDS=N, BENCH_MODES and SD_IOMAX for the
+# schedule benchmark (SCENARIOS=bench-schedule: scripts/vm-bench-schedule).
 export PATH=/bin:/sbin
+. /etc/usbperf/e2e/guest.sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 mount -t tmpfs run /run; mount -t tmpfs tmp /tmp
@@ -50,43 +54,48 @@ disk_by_label() {
     udevadm info -q property -n /dev/$n 2>/dev/null | grep -qx "ID_FS_LABEL=$1" && { echo $n; return 0; }
   done
   return 1; }
-# kernel name of the card whose MMC type is $1 (SD or MMC): its user area, never boot/rpmb
+# kernel name of the card whose MMC type is $1 (SD or MMC): its user area, never boot/rpmb,
+# never the output disk (on the eMMC board it sits in an SD slot)
 mmc_of_type() {
   for b in /sys/block/mmcblk*; do
     n=${b##*/}
     case $n in *boot*|*rpmb*|*gp*) continue ;; esac
+    [ "$n" = "${OUT:-}" ] && continue
     [ "$(cat $b/device/type 2>/dev/null)" = "$1" ] && { echo $n; return 0; }
   done
   return 1; }
+# kernel name of the disk described by a FIND_<id> value ($1: serial S, label L or mmc TYPE)
+find_disk() {
+  set -- $1
+  case $1 in serial) disk_by_serial "$2" ;; label) disk_by_label "$2" ;; mmc) mmc_of_type "$2" ;; *) return 1 ;; esac; }
+upper() { echo "$1" | tr '[:lower:]' '[:upper:]'; }
 R=/var/lib/usbperf/reports
-OUT=$(disk_by_serial OUT00001 || disk_by_label out)
+OUT=$(find_disk "$FIND_out")
 if [ -z "$OUT" ] || ! mount -t ext4 /dev/$OUT $R; then
-  ts "E2E-FATAL: output disk OUT00001 not found or not mountable"; halt
+  ts "E2E-FATAL: output disk ($FIND_out) not found or not mountable"; halt
 fi
 E=$R/e2e; mkdir -p $E
-EHCI=$(disk_by_serial EHCI0001); OHCI=$(disk_by_serial OHCI0001); UAS=$(disk_by_serial UAS00001)
-XBOT=$(disk_by_serial XHCIBOT1); ERR=$(disk_by_serial ERR00001); SATA=$(disk_by_serial SATA0001)
-SD=$(mmc_of_type SD | grep -vx "$OUT"); EMMC=$(mmc_of_type MMC)
-NVME=; UFS=
-for x in $EXTRA; do case $x in nvme) NVME=$(disk_by_label nvme) ;; ufs) UFS=$(disk_by_label ufs) ;; esac; done
-echo "EHCI=$EHCI OHCI=$OHCI UAS=$UAS XBOT=$XBOT ERR=$ERR SATA=$SATA SD=$SD OUT=$OUT EMMC=$EMMC NVME=$NVME UFS=$UFS" | tee $E/names.txt
+names="OUT=$OUT"
+for id in $DISKS; do
+  [ "$id" = out ] && continue
+  eval "f=\$FIND_$id"
+  n=$(find_disk "$f")
+  eval "$(upper $id)=$n"; names="$names $(upper $id)=$n"
+done
+echo "$names" | tee $E/names.txt
 mountfs() { # disk dir fstype opts
   [ -n "$1" ] || return 0; mkdir -p $2
   mount -t $3 -o $4 /dev/$1 $2 || ts "E2E-WARN: mount $1 on $2 failed"; }
-mountfs "$EHCI" /media/ehci vfat rw
-mountfs "$UAS" /media/uas ext4 rw,errors=remount-ro
-mountfs "$XBOT" /media/xbot ext4 rw
-mountfs "$SATA" /media/sata ext4 rw
-mountfs "$SD" /media/sd ext4 rw
-mountfs "$EMMC" /media/emmc ext4 rw
-mountfs "$NVME" /media/nvme ext4 rw
-mountfs "$UFS" /media/ufs ext4 rw
+for id in $DISKS; do
+  eval "m=\$MOUNT_$id; n=\$$(upper $id)"
+  # shellcheck disable=SC2086 # $m is the fstype and the options
+  [ -n "$m" ] && mountfs "$n" /media/$id $m
+done
 grep /media /proc/mounts
 # The board profile names every device this guest has: QEMU 10's extra disks are required too
 # (the list is the profile's last key, so their rules are appended to it).
-[ -n "$NVME" ] && echo "  - {select: {class: nvme}, required: true, label: NVMe (ext4)}" >> /etc/usbperf/usbperf.yaml
-[ -n "$UFS" ] && echo "  - {select: {class: ufs}, required: true, label: UFS LU 0 (ext4)}" >> /etc/usbperf/usbperf.yaml
-[ "${BOARD:-}" = emmc ] && cp /etc/usbperf/e2e/emmc-board.yaml /etc/usbperf/usbperf.yaml
+[ -n "$PROFILE_RULES" ] && echo "$PROFILE_RULES" >> /etc/usbperf/usbperf.yaml
+[ -n "$PROFILE" ] && cp /etc/usbperf/e2e/$PROFILE /etc/usbperf/usbperf.yaml
 
 if [ "${RECORD:-0}" = 1 ]; then
   ts "recording sysfs"
@@ -144,19 +153,16 @@ act_fill() { # fill the SD card's ext4 (fallocate: metadata only, instant), then
     fallocate -l $(((avail - 256) * 1024)) /media/sd/filler
   dd if=/dev/zero of=/media/sd/filler2 bs=4k 2>/dev/null; sync; df -k /media/sd | tail -1; }
 act_erofs() { echo 1 > /sys/fs/ext4/$UAS/trigger_fs_error; }
-act_unplug() { echo "E2E-UNPLUG xbotstk"; }
+act_unplug() { echo "E2E-UNPLUG xbot"; }   # the host (guest.py) unplugs the disk of that id
 
 # The schedule benchmark: ROUNDS rounds of its quick matrix, `--schedule serial` and
 # `--schedule auto` alternately (the order swaps every round, so neither mode always runs
 # first), each report under $R/bench/r<N>-<mode>/ and its exit code in $E/bench-r<N>-<mode>.rc.
 # A binary without --schedule runs both modes serial: an A/A run, the noise floor.
 bench_schedule() {
-  for sn in BENCHSATA1 BENCHEHCI1 BENCHXHCI1 BENCHHUB01 BENCHHUB02; do
-    n=$(disk_by_serial "$sn") && mountfs "$n" "/media/$(echo "$sn" | tr '[:upper:]' '[:lower:]')" ext4 rw
-  done
-  grep /media /proc/mounts
   # SD_IOMAX: the SD card's throttle, by the guest kernel's blk-throttle (QEMU's would stall the
-  # guest: scripts/vm-e2e says why) on every process of the benchmark.
+  # guest: scripts/vm-bench-schedule says why) on every process of the benchmark.
+  SD=${BSD:-}
   if [ -n "${SD_IOMAX:-}" ] && [ -n "$SD" ]; then
     CG=/sys/fs/cgroup; mkdir -p $CG
     { mount -t cgroup2 cgroup2 $CG && echo +io > $CG/cgroup.subtree_control && mkdir -p $CG/bench &&
@@ -214,7 +220,7 @@ bench_parallel() {
   dir=$R/bench/r$1-parallel; i=0; pids=
   ts "E2E-SCENARIO bench-r$1-parallel start"
   for g in "class: sd}" "class: sata}" BENCHEHCI1 BENCHXHCI1 "BENCHHUB0[12]"; do
-    case $g in BENCHHUB*) disk_by_serial BENCHHUB01 > /dev/null || continue ;; esac
+    case $g in BENCHHUB*) [ -n "${BHUB1:-}" ] || continue ;; esac
     i=$((i + 1)); c=/tmp/bench-lane$i.yaml
     awk -v pat="$g" '!/^  - [{]select:/ || $0 ~ pat' /etc/usbperf/e2e/bench-schedule.yaml > $c
     usbperf-matrix run --config "$c" --report-dir "$dir/lane$i" --lock-file "/run/bench-lane$i.lock" \
@@ -255,9 +261,9 @@ for s in ${SCENARIOS:-baseline}; do
                 --config /etc/usbperf/e2e/unplug.yaml --report-dir $R/unplug
               # the host plugs the same stick into EHCI port 2; the next run must clean up
               umount -l /media/xbot 2>/dev/null
-              echo "E2E-REPLUG xbotstk"
+              echo "E2E-REPLUG xbot"
               i=0; NEW=
-              while [ -z "$NEW" ] && [ $i -lt 60 ]; do sleep 0.5; i=$((i+1)); NEW=$(disk_by_serial XHCIBOT1); done
+              while [ -z "$NEW" ] && [ $i -lt 60 ]; do sleep 0.5; i=$((i+1)); NEW=$(find_disk "$FIND_xbot"); done
               udevadm settle --timeout=30
               ts "re-plugged stick: ${NEW:-not found}"
               if [ -n "$NEW" ]; then

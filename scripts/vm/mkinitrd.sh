@@ -1,14 +1,22 @@
 #!/bin/bash
-# mkinitrd.sh - the vm-e2e guest initramfs: busybox, systemd-udevd, the storage/fs modules,
-# usbperf-matrix with its libraries, its default config and the e2e guest init.
-#   usage: mkinitrd.sh amd64|arm64|armhf BINARY OUT.cpio.gz
+# mkinitrd.sh - the QEMU guests' initramfs (the only builder: tools/mkinitrd.sh calls this one):
+# busybox, systemd-udevd with its rules, the storage modules in dependency order, and either
+#   the vm-e2e guest: usbperf-matrix with its libraries, its default config, the scenarios'
+#     configs, the guest's description (guests.py init-env) and init.sh, plus the ext4/vfat/
+#     virtio modules and sysdump.sh (for --record);  or
+#   --record: the sysfs recording guest of tools/ (tools/init.sh and sysdump.sh, the storage
+#     modules only: the recordings in tests/fixtures/qemu show exactly those).
+#   usage: mkinitrd.sh amd64|arm64|armhf BINARY GUEST_ENV OUT.cpio.gz
+#          mkinitrd.sh --record amd64|arm64 OUT.cpio.gz
 #   env:   W   cache dir holding $W/k/<arch> (kernel) and $W/k/<arch>-root (userland), made by
 #              scripts/vm/tools/prepare.sh
 #          EXTRA_MODS  more modules for the guest's extra hardware (NVMe, UFS, the eMMC host)
-# Adapted from scripts/vm/tools/mkinitrd.sh (same sysroot layout), plus ext4/vfat/
-# virtio modules, the product binary and sysdump.sh (for --record).
+#          SHARED_TOOLS  where init.sh (--record) and sysdump.sh are (default: tools/ beside this)
+# Needs on the host: kmod (depmod, modprobe), binutils (readelf), cpio, gzip, xz-utils.
 set -euo pipefail
-A=$1; BIN=$2; OUTF=$3
+RECORD=; [ "${1:-}" = --record ] && { RECORD=1; shift; }
+if [ -n "$RECORD" ]; then A=$1; BIN=; GUEST_ENV=; OUTF=$2
+else A=$1; BIN=$2; GUEST_ENV=$3; OUTF=$4; fi
 W=${W:?W must name the cache dir}
 HERE=$(cd "$(dirname "$0")" && pwd)
 SHARED_TOOLS=${SHARED_TOOLS:-$HERE/tools}
@@ -21,12 +29,14 @@ case $A in
   armhf) MT=arm-linux-gnueabihf; LDSO=/lib/ld-linux-armhf.so.3;  HCD="ehci-pci ohci-pci xhci-pci" ;;
   *) echo "arch must be amd64, arm64 or armhf" >&2; exit 2 ;;
 esac
-mkdir -p "$R"/{bin,sbin,proc,sys,dev,run,tmp,media,etc/udev,etc/usbperf,lib/udev,lib/systemd,lib/modules/$V,var/lib/usbperf/reports}
+mkdir -p "$R"/{bin,sbin,proc,sys,dev,run,tmp,etc/udev,lib/udev,lib/systemd,lib/modules/$V}
+[ -n "$RECORD" ] || mkdir -p "$R"/{media,etc/usbperf,var/lib/usbperf/reports}
 
 cp "$SYSROOT/bin/busybox" "$R/bin/busybox"; ln -s busybox "$R/bin/sh"
 
 [ -e "$K/lib/modules/$V/modules.dep.bin" ] || depmod -b "$K" "$V"
-MODS="pci-host-generic sd_mod crc64_rocksoft_generic usb-storage uas $HCD ahci mmc_block sdhci-pci virtio_pci virtio_blk
+MODS="sd_mod crc64_rocksoft_generic usb-storage uas $HCD ahci mmc_block sdhci-pci"
+[ -n "$RECORD" ] || MODS="pci-host-generic $MODS virtio_pci virtio_blk
       crc32c_generic ext4 vfat nls_cp437 nls_ascii nls_iso8859-1 nls_utf8 ${EXTRA_MODS:-}"
 for m in $MODS; do modprobe -d "$K" -S "$V" --show-depends "$m" 2>/dev/null || true; done \
   | awk '$1=="insmod"{print $2}' | awk '!s[$0]++' > "$R/modlist.host"
@@ -67,13 +77,18 @@ cp -r "$SYSROOT/lib/udev/rules.d" "$R/lib/udev/"; cp "$SYSROOT"/lib/udev/{ata_id
 closure "$R/lib/udev/ata_id"; closure "$R/lib/udev/scsi_id"
 echo 'root:x:0:0:root:/:/bin/sh' > "$R/etc/passwd"; printf 'root:x:0:\ndisk:x:6:\n' > "$R/etc/group"
 
-# The product, linked against the guest architecture's Debian 12 libraries (libudev1, libc6).
-cp "$BIN" "$R/bin/usbperf-matrix"; closure "$R/bin/usbperf-matrix"
-# Its default config, where the boot service finds it, and the fault scenarios' configs.
-cp "$HERE/usbperf.yaml" "$R/etc/usbperf/usbperf.yaml"
-mkdir -p "$R/etc/usbperf/e2e"; cp "$HERE"/scenarios/*.yaml "$R/etc/usbperf/e2e/"
-
-cp "$HERE/init.sh" "$R/init"; chmod +x "$R/init"
+if [ -n "$RECORD" ]; then
+  cp "$SHARED_TOOLS/init.sh" "$R/init"; chmod +x "$R/init"
+else
+  # The product, linked against the guest architecture's Debian 12 libraries (libudev1, libc6).
+  cp "$BIN" "$R/bin/usbperf-matrix"; closure "$R/bin/usbperf-matrix"
+  # Its default config, where the boot service finds it, the fault scenarios' configs and the
+  # guest's description (which disks it has, how to find and mount them).
+  cp "$HERE/usbperf.yaml" "$R/etc/usbperf/usbperf.yaml"
+  mkdir -p "$R/etc/usbperf/e2e"; cp "$HERE"/scenarios/*.yaml "$R/etc/usbperf/e2e/"
+  cp "$GUEST_ENV" "$R/etc/usbperf/e2e/guest.sh"
+  cp "$HERE/init.sh" "$R/init"; chmod +x "$R/init"
+fi
 cp "$SHARED_TOOLS/sysdump.sh" "$R/bin/sysdump"; chmod +x "$R/bin/sysdump"
 (cd "$R" && find . | cpio -o -H newc --quiet | gzip -1) > "$OUTF"
 ls -l "$OUTF"
