@@ -48,7 +48,7 @@ pub fn check_target(t: &TargetUse<'_>) -> Result<(), TargetError> {
     let refused = |m: String| Err(TargetError::Refused(m));
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.starts_with("/dev") => {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && under_dev(path) => {
             return refused(format!(
                 "--target {}: no such device (unplugged, or never there): `usbperf-matrix \
                  list` names this machine's disks; usbperf never creates files under /dev",
@@ -147,4 +147,25 @@ fn check_new_file(path: &Path, size: u64) -> Result<(), TargetError> {
     check_file_dir(&dir, &SystemFacts::live(), &inv, HEADROOM_PERCENT, 0, size)
         .map(|_| ())
         .map_err(|r| TargetError::Refused(format!("cannot create {}: {r}", path.display())))
+}
+
+/// Whether `path` would be created in the device directory: under /dev (through any symlinked
+/// parent) and on /dev's own filesystem. /dev/shm and other filesystems mounted below /dev
+/// are ordinary places for a test file.
+pub fn under_dev(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(parent) = parent.canonicalize() else {
+        return path.starts_with("/dev");
+    };
+    if !parent.starts_with("/dev") {
+        return false;
+    }
+    match (std::fs::metadata(&parent), std::fs::metadata("/dev")) {
+        (Ok(p), Ok(d)) => p.dev() == d.dev(),
+        _ => true,
+    }
 }

@@ -100,7 +100,7 @@ impl Target {
                 // A missing /dev node is a missing device, never a place for a test file: a
                 // file created there would pass a read test on RAM and take the node's name
                 // from the disk when it comes back.
-                if under_dev(path) {
+                if crate::safety::target::under_dev(path) {
                     return Err(WorkloadError::NoDevice(path.to_path_buf()));
                 }
                 let size = size_bytes.ok_or_else(|| WorkloadError::NeedSize(path.to_path_buf()))?;
@@ -304,27 +304,6 @@ fn allocate(file: &File, size: u64) -> std::io::Result<()> {
     Err(err)
 }
 
-/// Whether `path` would be created in the device directory: under /dev (through any symlinked
-/// parent) and on /dev's own filesystem. /dev/shm and other filesystems mounted below /dev
-/// are ordinary places for a test file.
-fn under_dev(path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let Ok(parent) = parent.canonicalize() else {
-        return path.starts_with("/dev");
-    };
-    if !parent.starts_with("/dev") {
-        return false;
-    }
-    match (std::fs::metadata(&parent), std::fs::metadata("/dev")) {
-        (Ok(p), Ok(d)) => p.dev() == d.dev(),
-        _ => true,
-    }
-}
-
 /// Creates the file exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`): never an existing file, never
 /// through a planted symlink.
 fn create_exclusive(path: &Path) -> Result<File, WorkloadError> {
@@ -389,13 +368,17 @@ mod tests {
             );
             assert!(!path.exists(), "a file was left at {path:?}");
         }
-        assert!(!under_dev(Path::new("/var/lib/usbperf/scratch/x")));
+        assert!(!crate::safety::target::under_dev(Path::new(
+            "/var/lib/usbperf/scratch/x"
+        )));
         // a tmpfs mounted below /dev is not the device directory
         if std::fs::metadata("/dev/shm").is_ok_and(|m| {
             use std::os::unix::fs::MetadataExt;
             std::fs::metadata("/dev").is_ok_and(|d| d.dev() != m.dev())
         }) {
-            assert!(!under_dev(Path::new("/dev/shm/usbperf-test")));
+            assert!(!crate::safety::target::under_dev(Path::new(
+                "/dev/shm/usbperf-test"
+            )));
         }
     }
 
