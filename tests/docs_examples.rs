@@ -388,7 +388,7 @@ fn the_front_page_gives_the_layer_check_what_it_reads() {
 
 #[test]
 fn no_page_cites_an_issue_number() {
-    // The pages name features, not the tracker's numbers ("issue 17", "issue #5").
+    // The pages name features, not the tracker's numbers (the word, then a number or #number).
     let mut bad = Vec::new();
     for (page, text) in pages() {
         for (n, line) in text.lines().enumerate() {
@@ -396,7 +396,8 @@ fn no_page_cites_an_issue_number() {
             for (i, _) in lower.match_indices("issue") {
                 let after = lower[i + "issue".len()..].trim_start_matches(['s', ' ', '#']);
                 let digits = after.chars().take_while(char::is_ascii_digit).count();
-                // "issue 17", "issue #5", "issue 16's"; not "both tools issue 70.0 % reads".
+                // The word, then a number, "#" and a number, or a number and "'s"; not a decimal figure
+                // (a sentence where the word is a verb before a figure such as 70.0 %).
                 let decimal = after[digits..].starts_with('.')
                     && after[digits + 1..].starts_with(|c: char| c.is_ascii_digit());
                 if digits > 0 && !decimal {
