@@ -59,22 +59,31 @@ macro_rules! errln {
 /// size (standard output's, else standard error's), else 80 — the serial console of a board's
 /// UART, and what a pipe or the journal gets.
 pub fn console_width() -> usize {
-    if let Some(n) = std::env::var("COLUMNS")
-        .ok()
+    let terminal = [libc::STDOUT_FILENO, libc::STDERR_FILENO]
+        .into_iter()
+        .find_map(|fd| {
+            // SAFETY: TIOCGWINSZ fills a winsize the size of the one given; a descriptor that
+            // is not a terminal fails with ENOTTY and leaves it untouched.
+            let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+            (unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0).then_some(ws.ws_col)
+        });
+    width_from(std::env::var("COLUMNS").ok().as_deref(), terminal)
+}
+
+/// The width `COLUMNS` and the terminal's column count give; below 20 columns a value is
+/// taken for a mistake (an unset size reads 0).
+fn width_from(columns: Option<&str>, terminal: Option<u16>) -> usize {
+    columns
         .and_then(|v| v.trim().parse::<usize>().ok())
         .filter(|n| *n >= 20)
-    {
-        return n;
-    }
-    for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
-        // SAFETY: TIOCGWINSZ fills a winsize the size of the one given; a descriptor that is
-        // not a terminal fails with ENOTTY and leaves it untouched.
-        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-        if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col >= 20 {
-            return usize::from(ws.ws_col);
-        }
-    }
-    80
+        .or_else(|| terminal.map(usize::from).filter(|n| *n >= 20))
+        .unwrap_or(80)
+}
+
+/// Writes `text` to standard error wrapped to `width` columns, continuation lines indented:
+/// the console's form of a progress or error line.
+pub fn err_wrapped(text: &str, width: usize) {
+    err(&wrap(text, width, "    "));
 }
 
 /// `text` broken at spaces into lines of at most `width` characters; every line after the
@@ -156,14 +165,23 @@ mod tests {
     }
 
     #[test]
-    fn columns_decides_the_width() {
-        // The process's environment is shared by the tests of this binary: only this test
-        // touches COLUMNS.
-        std::env::set_var("COLUMNS", "132");
-        assert_eq!(console_width(), 132);
-        std::env::set_var("COLUMNS", "narrow");
-        let w = console_width();
-        assert!(w >= 20, "{w}");
-        std::env::remove_var("COLUMNS");
+    fn columns_then_the_terminal_then_80() {
+        let table: &[(Option<&str>, Option<u16>, usize)] = &[
+            (Some("132"), Some(100), 132),
+            (Some(" 90\n"), None, 90),
+            (Some("narrow"), Some(100), 100),
+            (Some("5"), Some(100), 100),
+            (None, Some(120), 120),
+            (None, Some(0), 80),
+            (Some(""), None, 80),
+            (None, None, 80),
+        ];
+        for (columns, terminal, want) in table {
+            assert_eq!(
+                width_from(*columns, *terminal),
+                *want,
+                "{columns:?} {terminal:?}"
+            );
+        }
     }
 }

@@ -201,7 +201,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Exit> {
     };
     check_command(&params)?;
     let width = crate::out::console_width();
-    let say = |line: String| crate::errln!("{}", crate::out::wrap(&line, width, "    "));
+    let say = |line: String| crate::out::err_wrapped(&line, width);
     let selected = engine::select(params.engine)?;
     say(format!("usbperf-matrix: engine: {}", selected.reason));
     let name = params.workload.as_str().to_string();
@@ -279,7 +279,7 @@ fn with_progress<T: Send>(params: &WorkloadParams, f: impl FnOnce() -> T + Send)
             Some(b) => b.set_message(format!("{what}: {}", t.words())),
             None if t.line_due => {
                 let line = format!("usbperf-matrix: {what}: running {}", t.words());
-                crate::errln!("{}", crate::out::wrap(&line, width, "    "));
+                crate::out::err_wrapped(&line, width);
             }
             None => {}
         },

@@ -266,7 +266,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
                  holds the results",
                 file.display()
             );
-            crate::errln!("{}", crate::out::wrap(&msg, width, "    "));
+            crate::out::err_wrapped(&msg, width);
         }
     }
     if args.lava {
@@ -283,7 +283,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             Err(e) => format!("cannot encode the report ({e}); the report file is kept"),
         };
         let msg = format!("usbperf-matrix: upload: {said}");
-        crate::errln!("{}", crate::out::wrap(&msg, width, "    "));
+        crate::out::err_wrapped(&msg, width);
     }
     // The station's line comes last, so `tail -n 1` finds it.
     crate::outln!(

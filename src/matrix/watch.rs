@@ -101,8 +101,14 @@ mod tests {
             ticks.windows(2).all(|w| w[0].moved <= w[1].moved),
             "{ticks:?}"
         );
+        // A tick may fall in a moment the worker did not run (a busy machine): every rate is
+        // known and none negative, and the bytes did move.
         assert!(
-            ticks.iter().all(|t| t.rate_mib_s.is_some_and(|r| r > 0.0)),
+            ticks.iter().all(|t| t.rate_mib_s.is_some_and(|r| r >= 0.0)),
+            "{ticks:?}"
+        );
+        assert!(
+            ticks.iter().any(|t| t.rate_mib_s.is_some_and(|r| r > 0.0)),
             "{ticks:?}"
         );
         let lines = ticks.iter().filter(|t| t.line_due).count();
