@@ -381,13 +381,25 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
             out.push(
                 Reason::new(
                     ReasonKind::Verify,
-                    format!(
-                        "{w}: {} of {} blocks read back wrong (first at byte offset {}): the \
-                         device loses or misplaces data (fake capacity or failing flash)",
-                        v.mismatched_blocks,
-                        v.blocks_checked,
-                        v.mismatches.first().map(|m| m.offset).unwrap_or(0)
-                    ),
+                    match &v.capacity {
+                        Some(c) => format!(
+                            "{w}: {} of {} blocks read back wrong: {}; usable capacity {} {} \
+                             (to within {})",
+                            v.mismatched_blocks,
+                            v.blocks_checked,
+                            c.kind.describe(),
+                            if c.upper_bound { "at most" } else { "about" },
+                            crate::units::human_bytes(c.usable_bytes),
+                            crate::units::human_bytes(c.step_bytes)
+                        ),
+                        None => format!(
+                            "{w}: {} of {} blocks read back wrong (first at byte offset {}): the \
+                             device loses or misplaces data (fake capacity or failing flash)",
+                            v.mismatched_blocks,
+                            v.blocks_checked,
+                            v.mismatches.first().map(|m| m.offset).unwrap_or(0)
+                        ),
+                    },
                 )
                 .workload(r.workload)
                 .figure(

@@ -1,0 +1,185 @@
+//! `verify` on fake-capacity media of each kind f3 names: a FUSE file (tests/fake_medium.py)
+//! that announces 64 MiB and keeps less, behind a real loop device, tested as a whole disk by
+//! the real binary. The estimate must be the true usable size to within one probe step.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{require_root, require_tool, TempDir};
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+
+/// The FUSE medium mounted on a temporary directory and a loop device over its one file;
+/// detached, unmounted and stopped on drop.
+struct FakeMedium {
+    dev: String,
+    mount: TempDir,
+    server: Child,
+}
+
+impl FakeMedium {
+    fn new(kind: &str, announced: u64, real: u64) -> FakeMedium {
+        require_root("FUSE mounts and losetup need root");
+        require_tool("losetup", "mount");
+        let fusepy = Command::new("/usr/bin/python3")
+            .args(["-c", "import fusepy"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            fusepy,
+            "python3-fusepy is not installed: run scripts/test, or apt-get install python3-fusepy"
+        );
+        let mount = TempDir::new("fake-medium");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_medium.py");
+        let server = Command::new("/usr/bin/python3")
+            .arg(script)
+            .arg(mount.path())
+            .args(["--kind", kind])
+            .args(["--announced", &announced.to_string()])
+            .args(["--real", &real.to_string()])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start tests/fake_medium.py");
+        let file = mount.path().join("medium");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::metadata(&file).ok().map(|m| m.len()) != Some(announced) {
+            assert!(
+                Instant::now() < deadline,
+                "the FUSE medium did not appear at {}",
+                file.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "losetup over the FUSE file failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        FakeMedium {
+            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            mount,
+            server,
+        }
+    }
+}
+
+impl Drop for FakeMedium {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        // The loop device lets go of the file asynchronously: retry the unmount briefly.
+        for _ in 0..50 {
+            let done = Command::new("umount")
+                .arg(self.mount.path())
+                .stderr(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if done {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+/// Runs verify over the whole medium and returns its `verify` object and the text summary.
+fn verify(medium: &FakeMedium, extra: &[&str]) -> (serde_json::Value, i32) {
+    let out = Command::new(common::bin())
+        .args(["bench", "--target", &medium.dev, "--workload", "verify"])
+        .args(["--allow-write-device", "--format", "json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "bench printed no JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (v["verify"].clone(), out.status.code().unwrap_or(-1))
+}
+
+#[test]
+fn the_usable_size_of_each_kind_of_fake_medium_is_found_to_within_one_probe_step() {
+    // kind, announced, real, the damage the report must name
+    let cases = [
+        ("lost", 64 * MIB, 20 * MIB + 300 * KIB, "lost-writes"),
+        ("wrap", 64 * MIB, 20 * MIB + 512 * KIB, "wrap-around"),
+        ("wrap", 64 * MIB, 16 * MIB, "wrap-around"),
+        ("mirror", 64 * MIB, 32 * MIB, "mirrored-halves"),
+    ];
+    for (kind, announced, real, damage) in cases {
+        let medium = FakeMedium::new(kind, announced, real);
+        let (v, code) = verify(&medium, &[]);
+        let what = format!("{kind} with {real} real bytes of {announced}: {v:#}");
+        assert_eq!(code, 1, "a fake medium fails verify: {what}");
+        let c = &v["capacity"];
+        let usable = c["usable_bytes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{what}"));
+        let step = c["step_bytes"].as_u64().unwrap();
+        assert_eq!(step, MIB, "a full verify probes every 1 MiB block: {what}");
+        assert!(
+            usable >= real && usable - real < step,
+            "usable {usable} is not within one step of {real}: {what}"
+        );
+        assert_eq!(c["kind"], damage, "{what}");
+        assert!(c.get("upper_bound").is_none(), "{what}");
+    }
+}
+
+/// A quick verify probes spread points: on a medium that loses writes past its real size the
+/// estimate is as fine as their spacing. (A wrap-around fake is seen only where two points land
+/// on the same storage, so the fake-capacity check is the full verify, the default.)
+#[test]
+fn a_quick_verify_estimates_to_within_the_spacing_of_its_points() {
+    let real = 24 * MIB + 64 * KIB;
+    let medium = FakeMedium::new("lost", 64 * MIB, real);
+    let (v, code) = verify(
+        &medium,
+        &[
+            "--verify-mode",
+            "quick",
+            "--bs",
+            "64k",
+            "--verify-points",
+            "100",
+        ],
+    );
+    assert_eq!(code, 1, "{v:#}");
+    let c = &v["capacity"];
+    let usable = c["usable_bytes"].as_u64().unwrap();
+    let step = c["step_bytes"].as_u64().unwrap();
+    assert!(
+        step > 64 * KIB,
+        "quick mode probes fewer points than blocks: {v:#}"
+    );
+    assert!(
+        usable >= real && usable - real < step,
+        "usable {usable} is not within one step ({step}) of {real}: {v:#}"
+    );
+    assert_eq!(c["kind"], "lost-writes", "{v:#}");
+}
+
+/// The same medium without a fake (the whole announced size is real) passes, with no estimate.
+#[test]
+fn a_medium_that_keeps_everything_passes_without_an_estimate() {
+    let medium = FakeMedium::new("lost", 16 * MIB + 512, 16 * MIB);
+    let (v, code) = verify(&medium, &["--size", "16M"]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["mismatched_blocks"], 0, "{v:#}");
+    assert!(v.get("capacity").is_none(), "{v:#}");
+}
