@@ -334,3 +334,55 @@ fn an_unwritable_junit_file_is_an_error_line_and_the_exit_code_stays() {
     );
     assert_eq!(result_line(&out)["verdict"], "FAIL");
 }
+
+/// `--report-dir` naming a regular file: the run says what is wrong in words, the report goes
+/// to a fallback directory, and when that one is emptied at the next boot (tmpfs, as /run is on
+/// most images) the run is ERROR with exit 4 whatever the tests said.
+#[test]
+fn a_report_dir_that_is_a_file_falls_back_and_a_report_lost_at_reboot_is_an_error() {
+    let lo = Loop::new(16 << 20);
+    let rd = RunDir::new();
+    let not_a_dir = rd.dir.path().join("reports-file");
+    std::fs::write(&not_a_dir, b"").unwrap();
+    let cfg = rd.config(&format!(
+        "devices:\n  - {{select: {{name: {}}}, target: read-only}}\n\
+         tests:\n  - {{workload: seq-read, size: 4M, runtime: 1s}}\n",
+        lo.name()
+    ));
+    let out = rd.run_in(&not_a_dir, Some(&cfg), &[]);
+    let err = stderr(&out);
+    let line = result_line(&out);
+    let landed = PathBuf::from(&line["report"]);
+    assert!(
+        !landed.starts_with(&not_a_dir) && landed.is_file(),
+        "the report is in a fallback directory: {landed:?}"
+    );
+    // Folded back from the console's line breaks.
+    let said = format!("{err}{}", stdout(&out))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(said.contains("is a file, not a directory"), "{said}");
+    assert!(said.contains("NOT in the configured directory"), "{said}");
+    // coreutils' answer, not the tool's: which filesystem holds the fallback.
+    let fs = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(landed.parent().unwrap())
+        .output()
+        .unwrap();
+    let volatile = matches!(
+        String::from_utf8_lossy(&fs.stdout).trim(),
+        "tmpfs" | "ramfs"
+    );
+    let (code, verdict) = if volatile { (4, "ERROR") } else { (0, "PASS") };
+    assert_eq!(out.status.code(), Some(code), "{said}");
+    assert_eq!(line["verdict"], verdict);
+    assert_eq!(
+        said.contains("emptied at the next boot"),
+        volatile,
+        "{said}"
+    );
+    let text = std::fs::read_to_string(&landed).unwrap();
+    assert!(text.contains(&format!("exit_code: {code}")), "{text}");
+    std::fs::remove_file(&landed).unwrap();
+}

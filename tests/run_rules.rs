@@ -881,43 +881,75 @@ fn an_unreadable_kernel_log_is_a_warning_not_a_failure() {
 
 #[test]
 fn a_refused_report_directory_falls_back_then_says_nowhere() {
-    // (fallback dirs usable, where the record is, exit)
-    let rows = [(true, "file", Exit::Pass), (false, "nowhere", Exit::Error)];
-    for (fallback_ok, want, exit) in rows {
+    // A fallback on tmpfs (/dev/shm here; /run and /tmp on most images) is emptied at the next
+    // boot: the report is written there, and the run is an error all the same.
+    let shm = std::path::PathBuf::from(format!("/dev/shm/usbperf-test-{}", std::process::id()));
+    std::fs::create_dir_all(&shm).unwrap();
+    // (fallback dirs: "lasting", "tmpfs" or "none"; where the record is; exit)
+    let rows = [
+        ("lasting", "file", Exit::Pass),
+        ("tmpfs", "file", Exit::Error),
+        ("none", "nowhere", Exit::Error),
+    ];
+    for (fallback, want, exit) in rows {
         let tree = Tree::new();
         // A directory under a regular file cannot be created, even by root.
         let blocker = tree.scratch("x").join("file");
         std::fs::write(&blocker, b"").unwrap();
         let mut s = Scenario::new(&raw(&["sda"]));
         s.report_dir = Some(blocker.join("reports"));
-        s.fallback = if fallback_ok {
-            vec![blocker.join("also-refused"), tree.scratch("fallback")]
-        } else {
-            vec![blocker.join("also-refused")]
+        let landing = match fallback {
+            "tmpfs" => shm.clone(),
+            _ => tree.scratch("fallback"),
+        };
+        s.fallback = match fallback {
+            "none" => vec![blocker.join("also-refused")],
+            _ => vec![blocker.join("also-refused"), landing.clone()],
         };
         let p = play(&tree, s);
         let o = &p.outcome;
         match (&o.place, want) {
             (ReportPlace::File(f), "file") => {
-                assert!(f.starts_with(tree.scratch("fallback")), "{f:?}");
+                assert!(f.starts_with(&landing), "{f:?}");
                 assert!(!o.in_configured_dir);
                 let text = std::fs::read_to_string(f).unwrap();
                 assert!(
                     text.contains("status: complete"),
                     "the final state is on file"
                 );
+                assert!(
+                    text.contains(&format!("exit_code: {}", exit as u8)),
+                    "{fallback}: the file holds the run's exit code:\n{text}"
+                );
             }
             (ReportPlace::Nowhere(_), "nowhere") => {}
             (other, _) => panic!("{want}: {other:?}"),
         }
-        assert_eq!(o.exit, exit, "{want}");
+        assert_eq!(o.exit, exit, "{fallback}");
         assert_eq!(o.report.exit_code, Some(exit as u8));
+        assert_eq!(
+            o.lost_at_reboot,
+            (fallback == "tmpfs").then_some("tmpfs"),
+            "{fallback}"
+        );
         assert!(o
             .report
             .warnings
             .iter()
             .any(|w| w.contains("cannot be written")));
+        let said_lost = o
+            .report
+            .warnings
+            .iter()
+            .any(|w| w.contains("emptied at the next boot"));
+        assert_eq!(
+            said_lost,
+            fallback == "tmpfs",
+            "{fallback}: {:?}",
+            o.report.warnings
+        );
     }
+    std::fs::remove_dir_all(&shm).unwrap();
 }
 
 #[test]

@@ -248,7 +248,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             width
         )
     );
-    let fallback = (!done.in_configured_dir).then_some(cfg.report_dir.as_path());
+    let fallback =
+        (!done.in_configured_dir).then_some((cfg.report_dir.as_path(), done.lost_at_reboot));
     print_summary(&done.report, &done.place, fallback, width);
     let exit = done.exit;
     let report_path = match &done.place {
@@ -293,8 +294,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     Ok(exit)
 }
 
-/// `fallback` is the configured report directory when the report had to go elsewhere.
-fn print_summary(report: &Report, place: &ReportPlace, fallback: Option<&Path>, width: usize) {
+/// `fallback` is the configured report directory when the report had to go elsewhere, with
+/// the filesystem that loses it at the next boot, if it is on one.
+fn print_summary(
+    report: &Report,
+    place: &ReportPlace,
+    fallback: Option<(&Path, Option<&str>)>,
+    width: usize,
+) {
     let say =
         |line: String, indent: &str| crate::outln!("{}", crate::out::wrap(&line, width, indent));
     let place = match place {
@@ -302,9 +309,17 @@ fn print_summary(report: &Report, place: &ReportPlace, fallback: Option<&Path>, 
             None => format!("report {}", p.display()),
             // /run and /tmp are tmpfs on most images: the factory record would be gone at
             // the next boot unless it is copied or uploaded first.
-            Some(dir) => format!(
-                "report {} is NOT in the configured directory {} (which cannot be written): \
-                 on tmpfs it is lost at reboot; the full report is on standard output above",
+            Some((dir, Some(fs))) => format!(
+                "report {} is NOT in the configured directory {} (which cannot be written) \
+                 but on {fs}, emptied at the next boot: ERROR (exit 4) until report_dir can be \
+                 written; copy the report now (the full report is also on standard output \
+                 above)",
+                p.display(),
+                dir.display()
+            ),
+            Some((dir, None)) => format!(
+                "report {} is NOT in the configured directory {} (which cannot be written); \
+                 fix report_dir so the next run's report goes where the station looks",
                 p.display(),
                 dir.display()
             ),

@@ -48,6 +48,9 @@ pub struct RunOutcome {
     pub place: ReportPlace,
     /// Whether the report is in the configured directory (not a fallback).
     pub in_configured_dir: bool,
+    /// The filesystem that loses the report at the next boot (tmpfs, ramfs), when a fallback
+    /// put it on one.
+    pub lost_at_reboot: Option<&'static str>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -382,12 +385,31 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
     };
     book.report.interrupted_by = env.stop.signal_name();
     book.report.finished_at = Some(env.clock.now());
+    let in_configured_dir = book.file.path().parent() == Some(cfg.report_dir.as_path());
+    // A report a fallback put on tmpfs is gone at the next boot: a hole in the production
+    // record as surely as one in no file, so the run is an error (exit 4, ERROR on the result
+    // line) and the boot service tries again, whatever the tests said.
+    let lost_at_reboot = if in_configured_dir {
+        None
+    } else {
+        crate::report::file::lost_at_reboot(book.file.path())
+    };
+    let exit = match lost_at_reboot {
+        Some(fs) => {
+            book.report.warnings.push(format!(
+                "the report is on {fs} ({}), which is emptied at the next boot: the run is an \
+                 error until report_dir can be written; copy the report or upload it first",
+                book.file.path().display()
+            ));
+            Exit::Error
+        }
+        None => exit,
+    };
     book.report.exit_code = Some(exit as u8);
     book.save();
     env.progress.done();
 
     let place = book.file.place();
-    let in_configured_dir = book.file.path().parent() == Some(cfg.report_dir.as_path());
     let Book { mut report, .. } = book;
     let exit = match place {
         ReportPlace::File(_) => exit,
@@ -404,6 +426,7 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         exit,
         place,
         in_configured_dir,
+        lost_at_reboot,
     })
 }
 

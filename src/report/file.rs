@@ -106,6 +106,25 @@ impl ReportFile {
     }
 }
 
+/// The filesystem holding `path` when it keeps nothing across a reboot (tmpfs, ramfs): its
+/// name, for the message. `None` for a lasting filesystem, or when the question cannot be
+/// answered (the report is then treated as kept, as before any fallback).
+pub fn lost_at_reboot(path: &Path) -> Option<&'static str> {
+    use nix::sys::statfs::{statfs, FsType, TMPFS_MAGIC};
+    // nix names tmpfs's magic number but not ramfs's (linux/magic.h).
+    #[allow(clippy::unnecessary_cast)]
+    const RAMFS_MAGIC: FsType = FsType(0x8584_58f6_u32 as _);
+    let dir = path.parent().unwrap_or(path);
+    let fs = statfs(dir).ok()?.filesystem_type();
+    if fs == TMPFS_MAGIC {
+        Some("tmpfs")
+    } else if fs == RAMFS_MAGIC {
+        Some("ramfs")
+    } else {
+        None
+    }
+}
+
 /// Creates the report file under a name no other file has: the run id makes a clash all but
 /// impossible, and should one happen (a copied-in file, a clock set back) the next free
 /// `-N` suffix is taken instead of replacing anything.
