@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use super::{EngineError, EngineKind, JobCtx, JobStats, OpKind, StopReason};
+use super::{Access, EngineError, EngineKind, JobCtx, JobStats, OpKind, StopReason};
 
 /// What `queue` did with an I/O.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,28 +128,69 @@ struct Shared {
 }
 
 /// Where a lane takes its I/O numbers from: its own counter when it is the job's only lane
-/// (no atomic per I/O), the job's shared counter otherwise.
+/// (no atomic per I/O), the job's shared counter otherwise. A shared counter hands out runs
+/// of `batch` numbers: on random access the order of the numbers does not matter, and one
+/// locked add per run instead of per I/O keeps 64 threads of a thread pool from bouncing the
+/// counter's cache line between CPUs (fio's psync jobs share nothing either). Sequential
+/// access takes them one at a time, so the lanes together still walk the region in order.
 enum Issue<'a> {
     Own(u64),
-    Shared(&'a Shared),
+    Shared {
+        shared: &'a Shared,
+        next: u64,
+        end: u64,
+        batch: u64,
+    },
 }
 
-impl Issue<'_> {
-    /// The next I/O number, if the plan has one. An own number is taken by `advance` once the
-    /// I/O is queued; a shared one is taken here (its lanes queue one I/O at a time).
+/// The run of I/O numbers a lane of a shared random job takes at once.
+const SHARED_BATCH: u64 = 16;
+
+/// Bytes a lane of a shared job completes before it adds them to the job's progress (one
+/// locked add per this many bytes, not per I/O; samplers read it every 100 ms or more).
+const SHARED_PROGRESS_BYTES: u64 = 256 << 10;
+
+impl<'a> Issue<'a> {
+    fn shared(shared: &'a Shared, access: Access) -> Issue<'a> {
+        let batch = match access {
+            Access::Random => SHARED_BATCH,
+            Access::Sequential | Access::Spread { .. } => 1,
+        };
+        Issue::Shared {
+            shared,
+            next: 0,
+            end: 0,
+            batch,
+        }
+    }
+
+    /// The next I/O number, if the plan has one; taken by `advance` once the I/O is queued,
+    /// so a number claimed but not queued (the lane stopped) is never lost.
     #[inline]
-    fn claim(&self, limit: u64) -> Option<u64> {
+    fn claim(&mut self, limit: u64) -> Option<u64> {
         let index = match self {
             Issue::Own(index) => *index,
-            Issue::Shared(shared) => shared.next_index.fetch_add(1, Ordering::Relaxed),
+            Issue::Shared {
+                shared,
+                next,
+                end,
+                batch,
+            } => {
+                if *next == *end {
+                    *next = shared.next_index.fetch_add(*batch, Ordering::Relaxed);
+                    *end = *next + *batch;
+                }
+                *next
+            }
         };
         (index < limit).then_some(index)
     }
 
     #[inline]
     fn advance(&mut self) {
-        if let Issue::Own(index) = self {
-            *index += 1;
+        match self {
+            Issue::Own(index) => *index += 1,
+            Issue::Shared { next, .. } => *next += 1,
         }
     }
 
@@ -157,13 +198,13 @@ impl Issue<'_> {
     fn time_up(&self) -> bool {
         match self {
             Issue::Own(_) => false,
-            Issue::Shared(shared) => shared.time_up.load(Ordering::Relaxed),
+            Issue::Shared { shared, .. } => shared.time_up.load(Ordering::Relaxed),
         }
     }
 
     #[inline]
     fn set_time_up(&self) {
-        if let Issue::Shared(shared) = self {
+        if let Issue::Shared { shared, .. } = self {
             shared.time_up.store(true, Ordering::Relaxed);
         }
     }
@@ -186,7 +227,8 @@ pub(crate) fn run_job<E: IoEngine>(engine: &E, ctx: &JobCtx<'_>) -> Result<JobSt
                 scope.spawn(move || {
                     // The lanes' threads do the I/O: their CPU is the job's.
                     let cpu0 = super::thread_cpu_ns();
-                    let result = run_lane(engine, ctx, lane, depth, Issue::Shared(shared));
+                    let issue = Issue::shared(shared, ctx.plan.access);
+                    let result = run_lane(engine, ctx, lane, depth, issue);
                     if result.is_err() {
                         // The job has failed: its other lanes stop now, as the other jobs do.
                         ctx.abort.store(true, Ordering::Relaxed);
@@ -295,13 +337,17 @@ fn run_lane<E: IoEngine>(
             let bytes = stats.bytes();
             match issue {
                 // The job's only writer of its counter: a plain store, no locked add.
-                Issue::Own(_) => ctx.progress.store(bytes, Ordering::Relaxed),
-                Issue::Shared(_) => {
+                Issue::Own(_) => {
+                    ctx.progress.store(bytes, Ordering::Relaxed);
+                    reported_bytes = bytes;
+                }
+                Issue::Shared { .. } if bytes - reported_bytes >= SHARED_PROGRESS_BYTES => {
                     ctx.progress
                         .fetch_add(bytes - reported_bytes, Ordering::Relaxed);
+                    reported_bytes = bytes;
                 }
+                Issue::Shared { .. } => {}
             }
-            reported_bytes = bytes;
             if stopping.is_none() && ctx.deadline_ns.is_some_and(|d| $done_ns >= d) {
                 stopping = Some(StopReason::Time);
                 issue.set_time_up();
@@ -427,6 +473,12 @@ fn run_lane<E: IoEngine>(
         after_pass!(done_ns);
     }
     lane.close(in_flight == 0);
+    // What a shared lane has not added to the job's progress yet.
+    let bytes = stats.bytes();
+    if bytes > reported_bytes {
+        ctx.progress
+            .fetch_add(bytes - reported_bytes, Ordering::Relaxed);
+    }
     if let Some(e) = first_error {
         return Err(e);
     }

@@ -8,11 +8,42 @@ use super::{fill_random, AlignedBuffer, EngineError, EngineKind, JobCtx, OpKind}
 
 pub struct SyncEngine;
 
-/// One thread's buffer and the target.
+/// One thread's buffer and its own open file description of the target.
 pub struct SyncLane {
     fd: std::os::fd::RawFd,
+    /// Whether `fd` was opened for this lane (and is closed with it).
+    owned: bool,
     len: usize,
     buffer: AlignedBuffer,
+}
+
+/// A second open file description of the target, with the same flags (`O_DIRECT`, the access
+/// mode, `O_DSYNC`): every `pread` on a descriptor shared by many threads takes and drops a
+/// reference on one `struct file`, and 64 threads doing so bounce its cache line between the
+/// CPUs. fio's psync jobs each open the file themselves; so does each lane here. Reopened
+/// through `/proc/self/fd`, which names the very inode already opened (and checked) by the
+/// caller, never a path that could have been replaced. `None` when /proc is not mounted: the
+/// lane then shares the caller's descriptor.
+fn reopen(fd: std::os::fd::RawFd) -> Option<std::os::fd::RawFd> {
+    // SAFETY: F_GETFL on a descriptor the caller owns for the whole run.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return None;
+    }
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
+    let keep = libc::O_ACCMODE | libc::O_DIRECT | libc::O_DSYNC | libc::O_SYNC | libc::O_NOATIME;
+    // SAFETY: a valid NUL-terminated path; the new descriptor is owned by the lane.
+    let new = unsafe { libc::open(path.as_ptr(), (flags & keep) | libc::O_CLOEXEC) };
+    (new >= 0).then_some(new)
+}
+
+impl Drop for SyncLane {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: the lane opened this descriptor and nothing else holds it.
+            unsafe { libc::close(self.fd) };
+        }
+    }
 }
 
 impl IoEngine for SyncEngine {
@@ -38,8 +69,10 @@ impl IoEngine for SyncEngine {
             source: std::io::Error::from_raw_os_error(libc::ENOMEM),
         })?;
         fill_random(buffer.slot_mut(0, len), ctx.plan.seed ^ lane as u64);
+        let own = reopen(ctx.fd);
         Ok(SyncLane {
-            fd: ctx.fd,
+            fd: own.unwrap_or(ctx.fd),
+            owned: own.is_some(),
             len,
             buffer,
         })
