@@ -321,6 +321,22 @@ fn usb_link(
         attr_with(dev.as_ref(), "speed", parse::usb_speed_mbps),
     );
     link.version = h.version.clone();
+    // What the device can do, whatever it linked at: its BOS capabilities (absent on devices
+    // before USB 2.01), else bcdUSB.
+    let bos = dev
+        .attr_bytes("bos_descriptors", parse::BOS_MAX_BYTES)
+        .ok()
+        .and_then(|b| parse::bos_caps(&b));
+    if let Some((mbps, from_bos)) = super::linkcheck::capability(h.version.as_deref(), bos.as_ref())
+    {
+        link.capable_mbps = Some(mbps);
+        link.capable_from_bos = from_bos;
+    }
+    // The hub port it is plugged into, and that port's SuperSpeed twin where it has one.
+    link.port = dev.link("port");
+    if link.port.is_some() {
+        link.port_peer = dev.link("port/peer");
+    }
     link.vendor_id = h.vendor_id.clone().or_else(|| dev.property("ID_VENDOR_ID"));
     link.product_id = h.product_id.clone().or_else(|| dev.property("ID_MODEL_ID"));
     link.manufacturer = nonempty(dev.attr("manufacturer")).ok();

@@ -138,6 +138,20 @@ pub struct UsbLink {
     /// `bcdUSB`; a USB 1.1 link can still say 2.00, so never judge by it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The fastest the device says it can signal, in Mbit/s (12, 480, 5000, 10000): from its
+    /// BOS descriptor's capabilities where it has one, else from `bcdUSB`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capable_mbps: Option<f64>,
+    /// `capable_mbps` comes from the BOS descriptor (not only `bcdUSB`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capable_from_bos: bool,
+    /// The hub port the device is plugged into (`usb1-port2`, `1-1-port3`: its `port` link).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<String>,
+    /// That port's SuperSpeed twin (`usb2-port2`, its `peer` link): a USB 2 port with
+    /// SuperSpeed lanes beside it. Absent on a USB 2 only port, or when `port` is unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port_peer: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vendor_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -180,9 +180,139 @@ pub fn usb_speed_name(mbps: f64) -> &'static str {
     }
 }
 
+/// The device capabilities a USB device lists in its BOS descriptor (the kernel's
+/// `bos_descriptors` attribute, USB 3.2 section 9.6.2): what it can signal at, whatever it
+/// linked at. A USB 3 device running at high speed reports `bcdUSB` 2.10 but still lists its
+/// SuperSpeed capability here, so this, not `version`, says whether it could go faster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BosCaps {
+    /// USB 2.0 Extension (LPM): a high-speed device of USB 2.01 or later.
+    pub usb2_extension: bool,
+    /// SuperSpeed USB (5 Gbit/s) capability.
+    pub superspeed: bool,
+    /// SuperSpeedPlus (10 Gbit/s or more) capability.
+    pub superspeed_plus: bool,
+}
+
+/// BOS descriptors are at most 64 KiB (`wTotalLength` is 16 bits); a larger file is refused.
+pub const BOS_MAX_BYTES: usize = 1 << 16;
+
+/// Parses `bos_descriptors` (raw bytes). `None` when the header is not a BOS descriptor; the
+/// walk stops at the first capability whose length does not fit, keeping what came before.
+pub fn bos_caps(bytes: &[u8]) -> Option<BosCaps> {
+    // bLength, bDescriptorType (0x0F: BOS), wTotalLength, bNumDeviceCaps.
+    if bytes.len() < 5 || bytes[0] < 5 || bytes[1] != 0x0F {
+        return None;
+    }
+    let total = usize::from(u16::from_le_bytes([bytes[2], bytes[3]]));
+    let end = total.min(bytes.len());
+    let mut caps = BosCaps::default();
+    let mut at = usize::from(bytes[0]);
+    while at + 3 <= end {
+        let len = usize::from(bytes[at]);
+        if len < 3 || at + len > end {
+            break;
+        }
+        // bDescriptorType 0x10: DEVICE CAPABILITY; then bDevCapabilityType.
+        if bytes[at + 1] == 0x10 {
+            match bytes[at + 2] {
+                0x02 => caps.usb2_extension = true,
+                0x03 => caps.superspeed = true,
+                0x0A => caps.superspeed_plus = true,
+                _ => {}
+            }
+        }
+        at += len;
+    }
+    Some(caps)
+}
+
+/// `bcdUSB` (`2.00`, `3.20`) as (major, minor): what a device reports, not what it linked at.
+pub fn usb_version_number(v: &str) -> Option<(u8, u8)> {
+    let (maj, min) = v.trim().split_once('.')?;
+    Some((maj.parse().ok()?, min.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn bos_capabilities_from_recorded_descriptors() {
+        let none = BosCaps::default();
+        let table: &[(&str, &str, Option<BosCaps>)] = &[
+            // QEMU's usb-bot stick on xHCI (tests/fixtures/qemu/x86-q10-6.12.umockdev, 4-1):
+            // USB 2.0 Extension, then SuperSpeed with 5 Gbit/s among its speeds.
+            (
+                "050F160002071002020000000A1003000C00020A2000",
+                "a USB 3 stick",
+                Some(BosCaps {
+                    usb2_extension: true,
+                    superspeed: true,
+                    ..none
+                }),
+            ),
+            // The same recording's xHCI SuperSpeed root hub (usb4).
+            (
+                "050F0F00010A100300080001000000",
+                "a SuperSpeed root hub",
+                Some(BosCaps {
+                    superspeed: true,
+                    ..none
+                }),
+            ),
+            // A USB 2.01 device: only the USB 2.0 Extension (LPM).
+            (
+                "050F0C000107100202000000",
+                "a USB 2.01 device",
+                Some(BosCaps {
+                    usb2_extension: true,
+                    ..none
+                }),
+            ),
+            // SuperSpeedPlus after SuperSpeed (a 10 Gbit/s device; the SSP capability is
+            // 16 bytes with one sublink speed attribute).
+            (
+                "050F1F00020A1003000E00020A200010100A00000000000000000030000A00",
+                "a 10 Gbit/s device",
+                Some(BosCaps {
+                    superspeed: true,
+                    superspeed_plus: true,
+                    ..none
+                }),
+            ),
+            // A capability longer than the descriptor says it holds: what came before stays.
+            (
+                "050F11000207100202000000FF10030000",
+                "a truncated second capability",
+                Some(BosCaps {
+                    usb2_extension: true,
+                    ..none
+                }),
+            ),
+            ("", "empty", None),
+            ("0501", "too short", None),
+            ("0902200001010080FA", "a configuration descriptor", None),
+        ];
+        for (bytes, what, want) in table {
+            assert_eq!(bos_caps(&hex(bytes)), *want, "{what}");
+        }
+    }
+
+    #[test]
+    fn usb_version_numbers() {
+        assert_eq!(usb_version_number(" 2.00"), Some((2, 0)));
+        assert_eq!(usb_version_number("3.20"), Some((3, 20)));
+        assert_eq!(usb_version_number("1.10"), Some((1, 10)));
+        assert_eq!(usb_version_number("two"), None);
+    }
 
     #[test]
     fn usb_speeds_from_the_sysfs_abi() {

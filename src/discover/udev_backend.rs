@@ -45,6 +45,14 @@ impl<'a> DevNode<'a> for UdevNode<'a> {
             },
         }
     }
+    // libudev cuts binary values at the first NUL and resolves no links: both are read from
+    // the device's directory itself.
+    fn attr_bytes(&self, name: &str, cap: usize) -> Result<Vec<u8>, AttrError> {
+        self.sys.attr_bytes(&self.devpath(), name, cap)
+    }
+    fn link(&self, name: &str) -> Option<String> {
+        self.sys.link_name(&self.devpath(), name)
+    }
     fn property(&self, key: &str) -> Option<String> {
         s(self.dev.property_value(key))
     }

@@ -98,13 +98,13 @@ pub fn device_reasons(disk: &Disk, rules: &[(usize, &Threshold)]) -> Vec<Reason>
         if let Some(min) = t.min_link_mbps {
             match &disk.usb {
                 Some(u) => {
-                    let cause = linkcheck::cause(min, u);
-                    if !cause.is_empty() {
+                    if let Some(d) = linkcheck::diagnose(min, u) {
                         out.push(
-                            at(ReasonKind::Link, format!("link: {cause} [{rule}]"))
+                            at(ReasonKind::Link, format!("link: {} [{rule}]", d.text))
                                 .figure(&metric::LINK_MBPS, u.speed_mbps, min)
                                 .device(&disk.name)
-                                .port(format!("usb:{}", u.port_path)),
+                                .port(format!("usb:{}", u.port_path))
+                                .cause(d.cause.as_str()),
                         );
                     }
                 }

@@ -112,6 +112,10 @@ pub struct Reason {
     /// A kernel event's kind (`io_error`, `usb_disconnect`), for `kernel_event`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<String>,
+    /// Which end of a slow link is at fault, for `link`: `superspeed-lanes`, `device-limit`,
+    /// `slow-hub`, `port-limit`, `high-speed-handshake`, `gen1-link`, `unknown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
     /// For people; programs read the fields above.
     pub text: String,
 }
@@ -145,6 +149,8 @@ struct ReasonRecord {
     port: Option<String>,
     #[serde(default)]
     event: Option<String>,
+    #[serde(default)]
+    cause: Option<String>,
     text: String,
 }
 
@@ -163,6 +169,7 @@ impl From<ReasonRepr> for Reason {
                 device: r.device,
                 port: r.port,
                 event: r.event,
+                cause: r.cause,
                 text: r.text,
             },
         }
@@ -182,6 +189,7 @@ impl Reason {
             device: None,
             port: None,
             event: None,
+            cause: None,
             text: text.into(),
         }
     }
@@ -209,6 +217,11 @@ impl Reason {
         self.port = Some(port.into());
         self
     }
+    pub fn cause(mut self, cause: impl Into<String>) -> Reason {
+        self.cause = Some(cause.into());
+        self
+    }
+
     pub fn event(mut self, kind: impl Into<String>) -> Reason {
         self.event = Some(kind.into());
         self

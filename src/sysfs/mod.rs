@@ -113,6 +113,26 @@ impl SysfsRoot {
         }
     }
 
+    /// Reads a binary attribute (`bos_descriptors`) of at most `cap` bytes; a larger file is
+    /// refused as malformed, unread past the cap.
+    pub fn attr_bytes(&self, devpath: &str, name: &str, cap: usize) -> Result<Vec<u8>, AttrError> {
+        use std::io::Read;
+        let p = self.dir(devpath).join(name);
+        let f = match fs::File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(AttrError::Absent),
+            Err(e) => return Err(AttrError::Unreadable(e.to_string())),
+        };
+        let mut bytes = Vec::new();
+        f.take(cap as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| AttrError::Unreadable(e.to_string()))?;
+        if bytes.len() > cap {
+            return Err(AttrError::Malformed(format!("larger than {cap} bytes")));
+        }
+        Ok(bytes)
+    }
+
     /// Reads and parses an attribute with `f`, keeping the reason when it fails.
     pub fn attr_parse<T>(
         &self,

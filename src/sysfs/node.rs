@@ -21,6 +21,11 @@ pub trait DevNode<'a> {
     fn driver(&self) -> Option<String>;
     /// A sysfs attribute (file below the device directory), trimmed.
     fn attr(&self, name: &str) -> Result<String, AttrError>;
+    /// A binary sysfs attribute (`bos_descriptors`), refused past `cap` bytes.
+    fn attr_bytes(&self, name: &str, cap: usize) -> Result<Vec<u8>, AttrError>;
+    /// The last component of the target of the link `name` below the device (`port`,
+    /// `port/peer`).
+    fn link(&self, name: &str) -> Option<String>;
     /// A kernel or udev property (`DEVNAME`, `ID_PATH`).
     fn property(&self, key: &str) -> Option<String>;
     fn parent(&self) -> Option<Box<dyn DevNode<'a> + 'a>>;
@@ -75,6 +80,12 @@ impl<'a> DevNode<'a> for SysNode<'a> {
     }
     fn attr(&self, name: &str) -> Result<String, AttrError> {
         self.sys.attr(&self.devpath, name)
+    }
+    fn attr_bytes(&self, name: &str, cap: usize) -> Result<Vec<u8>, AttrError> {
+        self.sys.attr_bytes(&self.devpath, name, cap)
+    }
+    fn link(&self, name: &str) -> Option<String> {
+        self.sys.link_name(&self.devpath, name)
     }
     fn property(&self, key: &str) -> Option<String> {
         self.props
