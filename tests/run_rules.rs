@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use common::{require_tool, tools, TempDir};
+use common::{require_tool, tools, validate_reports, TempDir};
 use usbperf::config;
 use usbperf::discover::{Backend, SysfsRoot};
 use usbperf::engine::{EngineError, EngineRequest, OpKind};
@@ -143,6 +143,9 @@ struct FakeEngine {
     power_seen: Mutex<Vec<String>>,
     /// The disks a cell has started on, for [`Act::Meet`].
     started: (Mutex<Vec<String>>, std::sync::Condvar),
+    /// Runs so far of each disk's workload: a cell measured again takes the script's next
+    /// entry for it (the last one repeats).
+    runs: Mutex<Vec<(String, WorkloadKind)>>,
 }
 
 impl FakeEngine {
@@ -188,11 +191,22 @@ impl CellEngine for FakeEngine {
                     .push(format!("{disk} {port} {}", v.trim()));
             }
         }
-        let act = self
+        let nth = {
+            let mut runs = self.runs.lock().unwrap();
+            let n = runs
+                .iter()
+                .filter(|(d, w)| *d == disk && *w == params.workload)
+                .count();
+            runs.push((disk.clone(), params.workload));
+            n
+        };
+        let acts: Vec<&Act> = self
             .script
             .iter()
-            .find(|(d, w, _)| *d == disk && *w == params.workload)
-            .map(|(_, _, a)| a.clone());
+            .filter(|(d, w, _)| *d == disk && *w == params.workload)
+            .map(|(_, _, a)| a)
+            .collect();
+        let act = acts.get(nth).or(acts.last()).map(|a| (*a).clone());
         {
             let (started, cv) = &self.started;
             started.lock().unwrap().push(disk.clone());
@@ -402,6 +416,7 @@ fn play(tree: &Tree, s: Scenario<'_>) -> Played {
         stop: stop.clone(),
         power_seen: Mutex::new(Vec::new()),
         started: Default::default(),
+        runs: Mutex::new(Vec::new()),
     };
     let clock = SteppedClock {
         at: Mutex::new(Duration::ZERO),
@@ -1361,4 +1376,147 @@ fn shared_lanes_run_one_after_another() {
         .concurrent_with
         .iter()
         .any(|x| x == "mmcblk0"));
+}
+
+/// A figure within `marginal_percent` of its limit is marginal: a miss is measured again up to
+/// `retest` times and every attempt is kept; a pass is a note, never a failure. An I/O error
+/// or a kernel event is never retested.
+#[test]
+fn marginal_misses_are_retested_and_every_attempt_is_kept() {
+    let mib = |v: f64| {
+        Act::Figures(Figures {
+            mib_per_s: Some(v),
+            ..Figures::default()
+        })
+    };
+    struct Row {
+        what: &'static str,
+        rule: &'static str,
+        acts: Vec<Act>,
+        pass: bool,
+        retests: u32,
+        marginal: bool,
+        words: &'static str,
+    }
+    let rule = "{select: {name: sda}, workload: seq-read, min_mib_per_s: 100, \
+                marginal_percent: 10, retest: 2}";
+    let rows = [
+        Row {
+            what: "a clear pass",
+            rule,
+            acts: vec![mib(150.0)],
+            pass: true,
+            retests: 0,
+            marginal: false,
+            words: "pass",
+        },
+        Row {
+            what: "a pass within the band: a note, no retest",
+            rule,
+            acts: vec![mib(105.0)],
+            pass: true,
+            retests: 0,
+            marginal: true,
+            words: "pass (marginal)",
+        },
+        Row {
+            what: "a marginal miss, then a pass",
+            rule,
+            acts: vec![mib(95.0), mib(120.0)],
+            pass: true,
+            retests: 1,
+            marginal: false,
+            words: "pass after 1 retest",
+        },
+        Row {
+            what: "marginal misses until the budget is spent",
+            rule,
+            acts: vec![mib(95.0), mib(96.0), mib(97.0)],
+            pass: false,
+            retests: 2,
+            marginal: true,
+            words: "fail after 2 retests",
+        },
+        Row {
+            what: "a clear miss is not retested",
+            rule,
+            acts: vec![mib(50.0), mib(150.0)],
+            pass: false,
+            retests: 0,
+            marginal: false,
+            words: "fail",
+        },
+        Row {
+            what: "an I/O error is never retested",
+            rule,
+            acts: vec![Act::IoError(vec![]), mib(150.0)],
+            pass: false,
+            retests: 0,
+            marginal: false,
+            words: "fail",
+        },
+        Row {
+            what: "a marginal miss beside a kernel error is never retested",
+            rule,
+            acts: vec![
+                Act::Log(vec![
+                    "blk_update_request: I/O error, dev sda, sector 2048 op 0x0:(READ)".into(),
+                ]),
+                mib(150.0),
+            ],
+            pass: false,
+            retests: 0,
+            marginal: false,
+            words: "fail",
+        },
+        Row {
+            what: "the profile's retest when the rule has none",
+            rule: "{select: {name: sda}, workload: seq-read, min_mib_per_s: 100, \
+                   marginal_percent: 10}",
+            acts: vec![mib(95.0), mib(99.0), mib(98.0), mib(120.0)],
+            pass: true,
+            retests: 3,
+            marginal: false,
+            words: "pass after 3 retests",
+        },
+    ];
+    for row in rows {
+        let tree = Tree::new();
+        let mut s = Scenario::new(&format!(
+            "{}retest: 3\ntests:\n  - {{workload: seq-read, size: 1M}}\nthresholds:\n  - {}\n",
+            raw(&["sda"]),
+            row.rule
+        ));
+        for a in &row.acts {
+            s.script.push(("sda", SeqRead, a.clone()));
+        }
+        let p = play(&tree, s);
+        let d = p.device("sda");
+        let what = format!("{}: {:?}", row.what, d.verdict);
+        assert_eq!(d.verdict.pass, row.pass, "{what}");
+        assert_eq!(d.verdict.retests, row.retests, "{what}");
+        assert_eq!(d.verdict.marginal, row.marginal, "{what}");
+        assert_eq!(d.verdict.words(), row.words, "{what}");
+        let cell = &d.cells[0];
+        assert_eq!(cell.attempts.len() as u32, row.retests, "{what}");
+        for a in &cell.attempts {
+            // Every earlier attempt failed on a marginal figure only, and kept its figure.
+            assert_eq!(a.status, CellStatus::Failed, "{what}");
+            assert!(a.reasons.iter().any(|r| r.marginal), "{what}");
+            assert!(a.result.is_some(), "{what}");
+        }
+        if row.retests > 0 {
+            assert!(
+                p.lines
+                    .iter()
+                    .any(|l| l.contains("measuring it again (retest 1 of")),
+                "{what}: {:?}",
+                p.lines
+            );
+        }
+        // The report as written holds the attempts and is valid against its schema.
+        if let ReportPlace::File(f) = &p.outcome.place {
+            validate_reports(std::slice::from_ref(f));
+        }
+    }
 }

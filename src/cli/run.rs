@@ -117,6 +117,20 @@ pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
     if flags != config::ConfigFile::default() {
         layers.push(("command line".into(), flags));
     }
+    // The station a unit is tested on is the station's to say, not the image's: its
+    // environment is the last layer.
+    if let Some(station) = std::env::var("USBPERF_STATION")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+    {
+        layers.push((
+            "USBPERF_STATION".into(),
+            config::ConfigFile {
+                station: Some(station),
+                ..config::ConfigFile::default()
+            },
+        ));
+    }
     Ok(config::resolve(layers))
 }
 
@@ -350,13 +364,18 @@ fn print_summary(
         }
     }
     for d in &report.devices {
+        // `PASS`, `PASS (marginal)`, `PASS after 1 retest`, `FAIL after 2 retests`.
+        let words = d.verdict.words();
+        let (word, rest) = words.split_once(' ').unwrap_or((words.as_str(), ""));
         say(
             format!(
-                "  {:<10} {:<6} {}",
+                "  {:<10} {:<6} {} {rest}",
                 d.name,
                 d.disk.class,
-                if d.verdict.pass { "PASS" } else { "FAIL" }
-            ),
+                word.to_uppercase()
+            )
+            .trim_end()
+            .to_string(),
             "    ",
         );
         for reason in &d.verdict.reasons {

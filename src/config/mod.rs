@@ -484,6 +484,22 @@ pub struct Threshold {
     /// Over-current events allowed on the USB port the device hangs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_over_current: Option<u64>,
+    /// The band around the figure limits (`min_mib_per_s`, `min_iops`, `max_p99_latency_ms`),
+    /// in % of the limit: a figure that misses by less, or passes by less, is marginal.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "marginal_percent"
+    )]
+    pub marginal_percent: Option<u8>,
+    /// How many times a cell whose only failures are marginal misses of this rule is measured
+    /// again (the profile's `retest` when absent).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "retest_count"
+    )]
+    pub retest: Option<u8>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -544,6 +560,28 @@ pub struct ConfigFile {
     /// `--schedule serial` and `auto` on the board): each group runs as one lane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_lanes: Option<Vec<Vec<LaneKey>>>,
+    /// How many times a cell whose only failures are marginal is measured again, for every
+    /// threshold without a `retest` of its own.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "retest_count"
+    )]
+    pub retest: Option<u8>,
+    /// The test station's name, recorded in the report (`USBPERF_STATION` overrides it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub station: Option<String>,
+}
+
+/// Retests a cell may get: at most 5, so a board that is really slow fails in bounded time.
+pub const MAX_RETEST: u64 = 5;
+
+fn retest_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    bounded(d, 0, MAX_RETEST, "retest").map(|v| Some(v as u8))
+}
+
+fn marginal_percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    bounded(d, 1, 50, "marginal_percent").map(|v| Some(v as u8))
 }
 
 /// An integer in `min..=max`, checked inside the visitor so the error points at the value.
@@ -677,6 +715,15 @@ pub struct Config {
     pub schedule: ScheduleMode,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_lanes: Vec<Vec<LaneKey>>,
+    /// Retests for thresholds without their own `retest` (0: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retest: u8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub station: Option<String>,
+}
+
+fn is_zero(v: &u8) -> bool {
+    *v == 0
 }
 
 pub const DEFAULT_REPORT_DIR: &str = "/var/lib/usbperf/reports";
@@ -890,6 +937,8 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         upload: None,
         schedule: ScheduleMode::default(),
         shared_lanes: Vec::new(),
+        retest: 0,
+        station: None,
     };
     for (source, l) in layers {
         c.sources.push(source);
@@ -928,6 +977,12 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         }
         if let Some(v) = l.shared_lanes {
             c.shared_lanes = v;
+        }
+        if let Some(v) = l.retest {
+            c.retest = v;
+        }
+        if l.station.is_some() {
+            c.station = l.station;
         }
     }
     c
@@ -980,6 +1035,12 @@ mod tests {
             (
                 "headroom_percent: 150\n",
                 "t.yaml:1:19: headroom_percent: 150 is out of range",
+            ),
+            // A retest budget is bounded, so a slow board fails in bounded time.
+            ("retest: 9\n", "t.yaml:1:9: retest: 9 is out of range"),
+            (
+                "thresholds:\n  - {select: {class: usb}, min_mib_per_s: 30, marginal_percent: 80}\n",
+                "marginal_percent must be from 1 to 50",
             ),
             // A selector that selects nothing, or everything by accident, is refused.
             (

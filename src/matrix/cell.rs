@@ -185,9 +185,11 @@ pub fn judge_outcome(
     match outcome {
         Ok(res) => {
             let reasons = verdict::result_reasons(&res, rules);
+            // A marginal pass is a note: it says how close the figure came, never fails.
+            let failed = reasons.iter().any(|r| r.kind != ReasonKind::Note);
             cell.status = if res.stopped_by == engine::StopReason::Interrupted {
                 CellStatus::Interrupted
-            } else if reasons.is_empty() {
+            } else if !failed {
                 CellStatus::Passed
             } else {
                 CellStatus::Failed
@@ -326,5 +328,6 @@ pub fn pending(workload: WorkloadKind) -> Cell {
         result: None,
         kernel_events: Vec::new(),
         concurrent_with: Vec::new(),
+        attempts: Vec::new(),
     }
 }

@@ -21,7 +21,9 @@ use crate::events;
 use crate::exit::Exit;
 use crate::report::file::{ReportFile, ReportPlace};
 use crate::report::metric;
-use crate::report::schema::{DeviceReport, Report, RunStatus, Schedule, Tool, SCHEMA_VERSION};
+use crate::report::schema::{
+    Attempt, DeviceReport, Report, RunStatus, Schedule, Tool, SCHEMA_VERSION,
+};
 use crate::report::unit::{self, UnitIdentity};
 use crate::safety::testfile;
 use crate::units;
@@ -544,12 +546,59 @@ fn run_device(
             }
             break ran;
         };
+        let ran = retest_marginal(r, &cell, ran, alone);
         if ran.vanished {
             let mut b = r.book();
             cell::not_run_vanished(&mut b.report.devices[di].cells[ci + 1..], &c.disk.name);
             b.save();
             return;
         }
+    }
+}
+
+/// Measures a cell again while its only failures are marginal threshold misses, up to the
+/// rule's `retest` (else the profile's); every earlier attempt stays in the cell. A failure of
+/// any other kind (an I/O error, a kernel event, a vanished device) is never retested.
+fn retest_marginal(
+    r: &Lanes<'_, '_>,
+    at: &CellAt<'_>,
+    mut ran: Ran,
+    alone: Option<Option<(AloneRule, Option<f64>)>>,
+) -> Ran {
+    let (di, ci) = (at.di, at.ci);
+    let mut retests = 0u8;
+    loop {
+        let (only_marginal, budget) = {
+            let b = r.book();
+            let cell = &b.report.devices[di].cells[ci];
+            (
+                cell.only_marginal_failures(),
+                verdict::retest_budget(cell, at.cfg),
+            )
+        };
+        if !ran.clean || !only_marginal || retests >= budget || r.stop.requested() {
+            return ran;
+        }
+        retests += 1;
+        let mut earlier = {
+            let mut b = r.book();
+            let cell = &mut b.report.devices[di].cells[ci];
+            let mut kept = std::mem::take(&mut cell.attempts);
+            kept.push(Attempt::of(cell));
+            kept
+        };
+        r.progress.line(&format!(
+            "usbperf-matrix: {} {}: failed only by a marginal figure: measuring it again \
+             (retest {retests} of {budget})",
+            at.c.disk.name,
+            at.spec.workload.as_str()
+        ));
+        ran = run_cell(r, at, alone);
+        let mut b = r.book();
+        let cell = &mut b.report.devices[di].cells[ci];
+        earlier.append(&mut cell.attempts);
+        cell.attempts = earlier;
+        b.save();
     }
 }
 

@@ -326,39 +326,100 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
                 .rule(format!("thresholds[{i}]"))
                 .workload(r.workload)
         };
+        // A figure within `marginal_percent` of its limit, on either side, is marginal: a
+        // miss that may be the measurement's noise (retested when the rule says so), or a pass
+        // with little to spare (a note, never a failure).
+        let band = t.marginal_percent.map(f64::from);
+        let near = |figure: f64, limit: f64| {
+            band.is_some_and(|b| (figure - limit).abs() < limit.abs() * b / 100.0)
+        };
+        let mut marginal_pass = |what: String, m: &metric::Metric, figure: f64, limit: f64| {
+            out.push(
+                Reason::new(
+                    ReasonKind::Note,
+                    format!(
+                        "{w}: marginal: {what}, within {}% of the limit [{rule}]",
+                        t.marginal_percent.unwrap_or(0)
+                    ),
+                )
+                .rule(format!("thresholds[{i}]"))
+                .workload(r.workload)
+                .figure(m, Some(figure), limit)
+                .marginal(),
+            );
+        };
+        let mut fails: Vec<Reason> = Vec::new();
+        let mut miss = |reason: Reason, figure: f64, limit: f64| {
+            fails.push(if near(figure, limit) {
+                let text = format!("{} (marginal)", reason.text);
+                let mut r = reason.marginal();
+                r.text = text;
+                r
+            } else {
+                reason
+            });
+        };
         if let Some(min) = t.min_mib_per_s {
             if r.mib_per_s < min {
-                out.push(
+                miss(
                     at(format!(
                         "{w}: {:.1} MiB/s < minimum {min} MiB/s [{rule}]",
                         r.mib_per_s
                     ))
                     .figure(&metric::MIB_PER_S, Some(r.mib_per_s), min),
+                    r.mib_per_s,
+                    min,
+                );
+            } else if near(r.mib_per_s, min) {
+                marginal_pass(
+                    format!("{:.1} MiB/s against a minimum of {min} MiB/s", r.mib_per_s),
+                    &metric::MIB_PER_S,
+                    r.mib_per_s,
+                    min,
                 );
             }
         }
         if let Some(min) = t.min_iops {
             if r.iops < min {
-                out.push(
+                miss(
                     at(format!(
                         "{w}: {:.0} IOPS < minimum {min} IOPS [{rule}]",
                         r.iops
                     ))
                     .figure(&metric::IOPS, Some(r.iops), min),
+                    r.iops,
+                    min,
+                );
+            } else if near(r.iops, min) {
+                marginal_pass(
+                    format!("{:.0} IOPS against a minimum of {min} IOPS", r.iops),
+                    &metric::IOPS,
+                    r.iops,
+                    min,
                 );
             }
         }
         if let Some(max) = t.max_p99_latency_ms {
             let p99_ms = r.all.latency.p99_ns as f64 / 1e6;
             if r.all.ios > 0 && p99_ms > max {
-                out.push(
+                miss(
                     at(format!(
                         "{w}: p99 latency {p99_ms:.1} ms > maximum {max} ms [{rule}]"
                     ))
                     .figure(&metric::P99_LATENCY_MS, Some(p99_ms), max),
+                    p99_ms,
+                    max,
+                );
+            } else if r.all.ios > 0 && near(p99_ms, max) {
+                marginal_pass(
+                    format!("p99 latency {p99_ms:.1} ms against a maximum of {max} ms"),
+                    &metric::P99_LATENCY_MS,
+                    p99_ms,
+                    max,
                 );
             }
         }
+        out.extend(fails);
         if let Some(max) = t.max_stalls {
             if r.all.stalls.over_1s > max {
                 out.push(
@@ -457,6 +518,28 @@ pub fn judge_device(d: &mut DeviceReport, rules: &[(usize, &Threshold)]) {
         r.device.get_or_insert_with(|| d.name.clone());
     }
     d.verdict = Verdict::from_reasons(reasons);
+    d.verdict.retests = d.cells.iter().map(|c| c.attempts.len() as u32).sum();
+    d.verdict.marginal = d.cells.iter().any(Cell::marginal);
+}
+
+/// How many retests a cell whose failures are all marginal may get: the most any of its
+/// failing rules allows (a rule's `retest`, else the profile's).
+pub fn retest_budget(cell: &Cell, cfg: &crate::config::Config) -> u8 {
+    cell.reasons
+        .iter()
+        .filter(|r| r.marginal && r.kind == ReasonKind::Threshold)
+        .filter_map(|r| {
+            let i: usize = r
+                .rule
+                .as_deref()?
+                .strip_prefix("thresholds[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()?;
+            Some(cfg.thresholds.get(i)?.retest.unwrap_or(cfg.retest))
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// The unit's verdict: every required device that is missing, every failed device, no

@@ -112,6 +112,19 @@ fn suites(r: &Report) -> Vec<Suite> {
                 // Notes of a passed cell (a size clamped to the device) are no failure.
                 system_out.extend(texts(&c.reasons));
             }
+            // A retested cell says so, with what each earlier attempt measured.
+            for (n, a) in c.attempts.iter().enumerate() {
+                system_out.push(format!(
+                    "attempt {} of {}: {}{}",
+                    n + 1,
+                    c.attempts.len() + 1,
+                    a.status.as_str(),
+                    a.result
+                        .as_ref()
+                        .map(|r| format!(" {}", figures(r)))
+                        .unwrap_or_default()
+                ));
+            }
             cases.push(Case {
                 classname: classname.clone(),
                 name,
@@ -152,9 +165,18 @@ fn suites(r: &Report) -> Vec<Suite> {
             outcome: if d.verdict.pass {
                 Outcome::Pass
             } else {
-                Outcome::Failure(or_default(&d.verdict.reasons, "failed"))
+                let mut why = or_default(&d.verdict.reasons, "failed");
+                if d.verdict.retests > 0 {
+                    why.insert(0, d.verdict.words());
+                }
+                Outcome::Failure(why)
             },
-            system_out: Vec::new(),
+            // `pass (marginal)`, `pass after 1 retest`: what the verdict rests on.
+            system_out: if d.verdict.retests > 0 || d.verdict.marginal {
+                vec![d.verdict.words()]
+            } else {
+                Vec::new()
+            },
         });
         out.push(Suite {
             name: match &d.label {

@@ -192,6 +192,61 @@ pub struct Cell {
     /// The other devices whose cells ran while this one did (`schedule: auto`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub concurrent_with: Vec<String>,
+    /// The earlier attempts of a cell measured again because its only failures were marginal
+    /// (`retest`), first first; the fields above are the last attempt's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+}
+
+/// One earlier attempt of a retested cell: how it went and what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub status: CellStatus,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<Reason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<BenchResult>,
+}
+
+impl Attempt {
+    /// The attempt a cell holds now, before it is measured again.
+    pub fn of(cell: &Cell) -> Attempt {
+        Attempt {
+            status: cell.status,
+            reasons: cell.reasons.clone(),
+            started_at: cell.started_at,
+            wall_seconds: cell.wall_seconds,
+            result: cell.result.clone(),
+        }
+    }
+}
+
+impl Cell {
+    /// Whether every failure of this cell is a marginal threshold miss: the only kind a retest
+    /// may measure again (an I/O error, a kernel event, a vanished device never is).
+    pub fn only_marginal_failures(&self) -> bool {
+        use super::verdict::ReasonKind;
+        let failures: Vec<&Reason> = self
+            .reasons
+            .iter()
+            .filter(|r| r.kind != ReasonKind::Note)
+            .collect();
+        self.status == CellStatus::Failed
+            && self.kernel_events.is_empty()
+            && !failures.is_empty()
+            && failures
+                .iter()
+                .all(|r| r.kind == ReasonKind::Threshold && r.marginal)
+    }
+
+    /// Whether a figure of this cell is within its threshold's marginal band.
+    pub fn marginal(&self) -> bool {
+        self.reasons.iter().any(|r| r.marginal)
+    }
 }
 
 /// A new random report id: a version 4 UUID (RFC 9562) from the kernel's random pool

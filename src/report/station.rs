@@ -213,6 +213,7 @@ pub(crate) mod tests {
             result: None,
             kernel_events: Vec::new(),
             concurrent_with: Vec::new(),
+            attempts: Vec::new(),
         }
     }
 

@@ -116,6 +116,10 @@ pub struct Reason {
     /// `slow-hub`, `port-limit`, `high-speed-handshake`, `gen1-link`, `unknown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// The figure is within its threshold's `marginal_percent` of the limit: a `threshold`
+    /// that missed by less, or a `note` on one that passed by less.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub marginal: bool,
     /// For people; programs read the fields above.
     pub text: String,
 }
@@ -151,6 +155,8 @@ struct ReasonRecord {
     event: Option<String>,
     #[serde(default)]
     cause: Option<String>,
+    #[serde(default)]
+    marginal: bool,
     text: String,
 }
 
@@ -170,6 +176,7 @@ impl From<ReasonRepr> for Reason {
                 port: r.port,
                 event: r.event,
                 cause: r.cause,
+                marginal: r.marginal,
                 text: r.text,
             },
         }
@@ -190,6 +197,7 @@ impl Reason {
             port: None,
             event: None,
             cause: None,
+            marginal: false,
             text: text.into(),
         }
     }
@@ -217,6 +225,11 @@ impl Reason {
         self.port = Some(port.into());
         self
     }
+    pub fn marginal(mut self) -> Reason {
+        self.marginal = true;
+        self
+    }
+
     pub fn cause(mut self, cause: impl Into<String>) -> Reason {
         self.cause = Some(cause.into());
         self
@@ -239,6 +252,16 @@ pub struct Verdict {
     pub pass: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<Reason>,
+    /// How many times cells were measured again because their only failures were marginal.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retests: u32,
+    /// A figure the verdict rests on is within its threshold's marginal band.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub marginal: bool,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl Verdict {
@@ -246,6 +269,20 @@ impl Verdict {
         Verdict {
             pass: reasons.is_empty(),
             reasons,
+            retests: 0,
+            marginal: false,
+        }
+    }
+
+    /// The verdict in words: `pass`, `pass (marginal)`, `pass after 1 retest`, `fail after 2
+    /// retests`, `fail`.
+    pub fn words(&self) -> String {
+        let word = if self.pass { "pass" } else { "fail" };
+        match self.retests {
+            0 if self.pass && self.marginal => "pass (marginal)".into(),
+            0 => word.into(),
+            1 => format!("{word} after 1 retest"),
+            n => format!("{word} after {n} retests"),
         }
     }
 }
