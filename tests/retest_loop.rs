@@ -1,0 +1,110 @@
+//! Marginal figures and retests on a real loop device: the limits are set just above and just
+//! below what the device measured a moment before, and the verdict is checked against the
+//! figures the report holds (a loop device's speed varies from run to run, so each assertion
+//! is made from the figure that was measured, never from the one expected).
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// The band every limit below uses, in %.
+const BAND: f64 = 50.0;
+
+fn seq_read(lo: &Loop, rule: &str) -> (Value, i32) {
+    let rd = RunDir::new();
+    let cfg = rd.config(&format!(
+        "devices:\n  - {{select: {{name: {}}}, target: read-only}}\n\
+         tests:\n  - {{workload: seq-read, size: 8M, runtime: 1s}}\n{rule}",
+        lo.name()
+    ));
+    let out = rd.run(Some(&cfg), &[]);
+    let (path, v) = rd.report();
+    validate_reports(&[path]);
+    (v, out.status.code().unwrap_or(-1))
+}
+
+fn mib(result: &Value) -> f64 {
+    result["mib_per_s"].as_f64().expect("mib_per_s")
+}
+
+#[test]
+fn a_limit_just_above_and_just_below_a_measured_figure() {
+    let lo = Loop::new(32 << 20);
+    let (v, code) = seq_read(&lo, "");
+    assert_eq!(code, 0, "{v:#}");
+    let figure = mib(&v["devices"][0]["cells"][0]["result"]);
+
+    // Just above: a miss inside the band is measured again, once; every attempt is kept.
+    let limit = (figure * 1.3).round().max(1.0);
+    let (v, code) = seq_read(
+        &lo,
+        &format!(
+            "thresholds:\n  - {{select: {{class: loop}}, workload: seq-read, \
+             min_mib_per_s: {limit}, marginal_percent: {BAND}, retest: 1}}\n"
+        ),
+    );
+    let d = &v["devices"][0];
+    let cell = &d["cells"][0];
+    let attempts = cell["attempts"].as_array().cloned().unwrap_or_default();
+    let first = attempts
+        .first()
+        .map(|a| mib(&a["result"]))
+        .unwrap_or_else(|| mib(&cell["result"]));
+    let marginal_miss = |f: f64| f < limit && f > limit * (1.0 - BAND / 100.0);
+    // Whether it was retested follows from the first figure alone.
+    assert_eq!(attempts.len(), usize::from(marginal_miss(first)), "{d:#}");
+    for a in &attempts {
+        assert_eq!(a["status"], "failed", "{a:#}");
+        assert!(
+            a["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["marginal"] == true && r["kind"] == "threshold"),
+            "{a:#}"
+        );
+    }
+    let last = mib(&cell["result"]);
+    let pass = last >= limit;
+    assert_eq!(d["verdict"]["pass"], pass, "{d:#}");
+    assert_eq!(code, if pass { 0 } else { 1 }, "{d:#}");
+    if !attempts.is_empty() {
+        assert_eq!(d["verdict"]["retests"], 1, "{d:#}");
+    }
+
+    // Just below: a pass inside the band is a note, never a failure.
+    let limit = (figure * 0.8).max(0.1);
+    let (v, code) = seq_read(
+        &lo,
+        &format!(
+            "thresholds:\n  - {{select: {{class: loop}}, workload: seq-read, \
+             min_mib_per_s: {limit:.3}, marginal_percent: {BAND}, retest: 1}}\n"
+        ),
+    );
+    let d = &v["devices"][0];
+    let cell = &d["cells"][0];
+    let f = mib(&cell["result"]);
+    if f >= limit {
+        assert_eq!(code, 0, "{d:#}");
+        assert_eq!(d["verdict"]["pass"], true, "{d:#}");
+        let marginal = f < limit * (1.0 + BAND / 100.0);
+        assert_eq!(
+            d["verdict"]["marginal"] == true,
+            marginal,
+            "{f} {limit}: {d:#}"
+        );
+        let noted = cell["reasons"]
+            .as_array()
+            .map(|rs| {
+                rs.iter()
+                    .any(|r| r["kind"] == "note" && r["marginal"] == true)
+            })
+            .unwrap_or(false);
+        assert_eq!(noted, marginal, "{d:#}");
+        assert!(
+            cell.get("attempts").is_none(),
+            "a pass is never retested: {d:#}"
+        );
+    }
+}
