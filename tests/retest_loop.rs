@@ -106,5 +106,9 @@ fn a_limit_just_above_and_just_below_a_measured_figure() {
             cell.get("attempts").is_none(),
             "a pass is never retested: {d:#}"
         );
+    } else {
+        // Slower this time than 0.8 of a moment ago: a marginal miss, measured again once.
+        assert_eq!(cell["attempts"].as_array().map(Vec::len), Some(1), "{d:#}");
+        assert_eq!(d["verdict"]["retests"], 1, "{d:#}");
     }
 }
