@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -1303,4 +1303,89 @@ fn a_schema_1_report_of_commit_4124e44_still_reads() {
         text.contains("loop0: capacity: 64M is below the 1G required"),
         "{text}"
     );
+}
+
+/// First-pass yield, retest and marginal rates from a generated fleet with planted rates: every
+/// fourth unit's first device passed after a retest, every fifth one's carried a marginal
+/// figure, and the units alternate between two stations.
+#[test]
+fn first_pass_yield_retest_and_marginal_rates_per_board_station_and_class() {
+    let d = TempDir::new("fleet-yield");
+    let dir = d.path().join("r");
+    let units = 20;
+    generate(&dir, units, "yaml", &["--outliers", "0"]);
+    let files = sorted_reports(&dir);
+    assert_eq!(files.len(), units as usize);
+    let (mut devices, mut first_pass, mut retested, mut marginal) = (0usize, 0, 0, 0);
+    let mut by_station: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        let mut v: serde_norway::Value =
+            serde_norway::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let station = if i % 2 == 0 { "st-A" } else { "st-B" };
+        v["config"]["station"] = station.into();
+        let devs = v["devices"].as_sequence_mut().unwrap();
+        for (k, dev) in devs.iter_mut().enumerate() {
+            let verdict = &mut dev["verdict"];
+            let pass = verdict["pass"].as_bool().unwrap();
+            let retest = k == 0 && i % 4 == 0 && pass;
+            if retest {
+                verdict["retests"] = 1.into();
+            }
+            let m = k == 0 && i % 5 == 0;
+            if m {
+                verdict["marginal"] = true.into();
+            }
+            devices += 1;
+            first_pass += usize::from(pass && !retest);
+            retested += usize::from(retest);
+            marginal += usize::from(m);
+            let e = by_station.entry(station.into()).or_default();
+            e.0 += 1;
+            e.1 += usize::from(pass && !retest);
+        }
+        std::fs::write(f, serde_norway::to_string(&v).unwrap()).unwrap();
+    }
+    let s = fleet_json(&[dir.to_str().unwrap()]);
+    let rows = s["yields"].as_array().unwrap();
+    let row = |dim: &str, value: &str| {
+        rows.iter()
+            .find(|r| r["dimension"] == dim && r["value"] == value)
+            .unwrap_or_else(|| panic!("no {dim}={value} in {rows:#?}"))
+    };
+    let close = |got: &Value, want: f64| (got.as_f64().unwrap() - want).abs() < 1e-9;
+    // Over all classes, the per-class rows add up to the planted totals.
+    let classes: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["dimension"] == "device-class")
+        .collect();
+    let n: u64 = classes.iter().map(|r| r["devices"].as_u64().unwrap()).sum();
+    assert_eq!(n as usize, devices);
+    let sum = |field: &str| -> f64 {
+        classes
+            .iter()
+            .map(|r| r[field].as_f64().unwrap() * r["devices"].as_f64().unwrap())
+            .sum()
+    };
+    assert!((sum("first_pass_yield") - first_pass as f64).abs() < 1e-6);
+    assert!((sum("retest_rate") - retested as f64).abs() < 1e-6);
+    assert!((sum("marginal_rate") - marginal as f64).abs() < 1e-6);
+    let retested_after: u64 = classes
+        .iter()
+        .map(|r| r["passed_after_retest"].as_u64().unwrap())
+        .sum();
+    assert_eq!(retested_after as usize, retested);
+    for (station, (n, first)) in &by_station {
+        let r = row("station", station);
+        assert_eq!(r["devices"], *n as u64, "{r}");
+        assert!(
+            close(&r["first_pass_yield"], *first as f64 / *n as f64),
+            "{r}"
+        );
+    }
+    assert!(rows.iter().any(|r| r["dimension"] == "board"), "{rows:#?}");
+    // The text output shows the table once reports carry retests.
+    let o = fleet(&[dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("first-pass yield (device tests):"), "{text}");
+    assert!(text.contains("st-A"), "{text}");
 }

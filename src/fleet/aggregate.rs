@@ -102,6 +102,9 @@ pub struct Accumulator {
     boards: BTreeSet<String>,
     reasons: HashMap<String, (u32, String)>,
     ports: BTreeMap<String, (u32, u32)>,
+    /// (dimension, value) -> device tests, first-pass passes, passes after a retest, retested,
+    /// marginal.
+    yields: BTreeMap<(&'static str, String), [u32; 5]>,
     curves: BTreeMap<String, Vec<(u32, CurveTrace)>>,
     thresholds: Vec<FactoryThreshold>,
     errors: Vec<FileIssue>,
@@ -148,6 +151,7 @@ impl Accumulator {
             boards: BTreeSet::new(),
             reasons: HashMap::new(),
             ports: BTreeMap::new(),
+            yields: BTreeMap::new(),
             curves: BTreeMap::new(),
             thresholds: Vec::new(),
             errors: Vec::new(),
@@ -396,6 +400,22 @@ impl Accumulator {
                 bump(&mut g.reasons, reason);
                 bump(&mut self.reasons, reason);
             }
+            for key in [
+                ("board", &r.board),
+                ("station", &r.station),
+                ("port", &d.port),
+                ("device-class", &d.class),
+            ] {
+                let e = match self.yields.get_mut(&(key.0, key.1.clone())) {
+                    Some(e) => e,
+                    None => self.yields.entry((key.0, key.1.clone())).or_default(),
+                };
+                e[0] += 1;
+                e[1] += u32::from(d.pass && d.retests == 0);
+                e[2] += u32::from(d.pass && d.retests > 0);
+                e[3] += u32::from(d.retests > 0);
+                e[4] += u32::from(d.marginal);
+            }
             if d.port.starts_with("usb:") {
                 let link_fail = d.reasons.iter().any(|r| r.link);
                 let e = match self.ports.get_mut(&d.port) {
@@ -592,6 +612,24 @@ impl Accumulator {
             trend_bucket: if bucket_days == 1 { "daily" } else { "weekly" }.into(),
             failure_reasons: ranked(self.reasons),
             link_failures_by_port: ports,
+            yields: self
+                .yields
+                .into_iter()
+                .map(
+                    |((dimension, value), [n, first, after, retested, marginal])| {
+                        let n = n as usize;
+                        YieldRow {
+                            dimension: dimension.into(),
+                            value,
+                            devices: n,
+                            first_pass_yield: ratio(first as usize, n),
+                            passed_after_retest: after as usize,
+                            retest_rate: ratio(retested as usize, n),
+                            marginal_rate: ratio(marginal as usize, n),
+                        }
+                    },
+                )
+                .collect(),
             groups,
             factory_thresholds: thresholds,
             write_curves: self

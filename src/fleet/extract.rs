@@ -57,6 +57,9 @@ pub struct UnitRecord {
     pub file: u32,
     pub unit: String,
     pub board: String,
+    /// The test station (`station:`, `USBPERF_STATION`), or `unknown station`.
+    #[serde(default)]
+    pub station: String,
     pub tool_version: String,
     pub started_at: DateTime<Utc>,
     pub pass: bool,
@@ -172,6 +175,12 @@ pub struct DeviceRecord {
     pub port: String,
     pub model: String,
     pub pass: bool,
+    /// Cells measured again because their only failures were marginal.
+    #[serde(default)]
+    pub retests: u32,
+    /// A figure the verdict rests on was within its marginal band.
+    #[serde(default)]
+    pub marginal: bool,
     pub reasons: Vec<FleetReason>,
     /// (metric, value, the figure's own check passed).
     pub values: Vec<(String, f64, bool)>,
@@ -356,6 +365,8 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                 port,
                 model,
                 pass: d.verdict.pass,
+                retests: d.verdict.retests,
+                marginal: d.verdict.marginal,
                 reasons,
                 values,
                 curve,
@@ -381,10 +392,12 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
             }
         }
     }
+    let station = clean(&r.config.station).unwrap_or_else(|| "unknown station".into());
     UnitRecord {
         file,
         unit,
         board,
+        station,
         tool_version: r.tool.version,
         started_at: r.started_at,
         pass: r.verdict.pass,

@@ -127,6 +127,7 @@ pub fn render_html_linked(
     tiles(&mut o, s);
     failures(&mut o, s);
     ports(&mut o, s);
+    yields(&mut o, s);
     curves(&mut o, s);
     o.push_str("<h2>Distributions</h2><div class=\"legend\"><span>bars: devices per bin</span>\
         <span style=\"color:#222\">| median</span>\
@@ -271,6 +272,33 @@ fn ports(o: &mut String, s: &FleetSummary) {
             p.devices,
             p.link_failures,
             pct(p.failure_rate)
+        );
+    }
+    o.push_str("</tbody></table>\n");
+}
+
+/// First-pass yield, retest and marginal rates, one row per board, station, port and class;
+/// shown once any report carries a retest or a marginal figure (older reports carry neither).
+fn yields(o: &mut String, s: &FleetSummary) {
+    if !s
+        .yields
+        .iter()
+        .any(|y| y.retest_rate > 0.0 || y.marginal_rate > 0.0)
+    {
+        return;
+    }
+    o.push_str("<h2>First-pass yield</h2><table class=\"yields\"><thead><tr><th>by</th><th>value</th><th>devices</th><th>first-pass yield</th><th>passed after a retest</th><th>retest rate</th><th>marginal rate</th></tr></thead><tbody>");
+    for y in &s.yields {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&y.dimension),
+            esc(&y.value),
+            y.devices,
+            pct(y.first_pass_yield),
+            y.passed_after_retest,
+            pct(y.retest_rate),
+            pct(y.marginal_rate)
         );
     }
     o.push_str("</tbody></table>\n");

@@ -69,6 +69,8 @@ pub struct UnitLite {
 pub struct ConfigLite {
     #[serde(default)]
     pub thresholds: Vec<ThresholdLite>,
+    #[serde(default)]
+    pub station: Option<String>,
 }
 
 /// A threshold the factory run applied, for drawing it on the fleet's charts.
@@ -104,6 +106,10 @@ pub struct VerdictLite {
     pub pass: bool,
     #[serde(default)]
     pub reasons: Vec<ReasonLite>,
+    #[serde(default)]
+    pub retests: u32,
+    #[serde(default)]
+    pub marginal: bool,
 }
 
 /// A verdict reason: a sentence (schema 1) or a record (schema 2), whose kind and fields

@@ -77,6 +77,8 @@ pub struct FleetSummary {
     pub trend_bucket: String,
     pub failure_reasons: Vec<ReasonCount>,
     pub link_failures_by_port: Vec<PortLinks>,
+    /// First-pass yield, retest and marginal rates per board, station, port and class.
+    pub yields: Vec<YieldRow>,
     pub groups: Vec<GroupSummary>,
     /// Thresholds the reports' factory configs applied (drawn on the charts).
     pub factory_thresholds: Vec<FactoryThreshold>,
@@ -91,6 +93,24 @@ pub struct FleetSummary {
     /// Figures refused as no measurement (not finite, negative, beyond a ceiling); the rest
     /// of their report counts.
     pub rejected_figures: Vec<RejectedFigure>,
+}
+
+/// How device tests of one board, station, port or class went the first time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct YieldRow {
+    /// `board`, `station`, `port` or `device-class`.
+    pub dimension: String,
+    pub value: String,
+    /// Device tests (devices × reports).
+    pub devices: usize,
+    /// Passed with no retest: the share a factory ships without touching the unit again.
+    pub first_pass_yield: f64,
+    /// Passed after a retest of a marginal figure.
+    pub passed_after_retest: usize,
+    /// Had at least one cell measured again.
+    pub retest_rate: f64,
+    /// Had a figure within its marginal band, in its final verdict.
+    pub marginal_rate: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]

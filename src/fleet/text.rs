@@ -228,6 +228,34 @@ pub fn render_table(s: &FleetSummary) -> String {
         }
         table(&rows, 1, &mut out);
     }
+    // Older reports carry no retest or marginal figure: the table appears once one does.
+    if s.yields
+        .iter()
+        .any(|y| y.retest_rate > 0.0 || y.marginal_rate > 0.0)
+    {
+        let _ = writeln!(out, "\nfirst-pass yield (device tests):");
+        let mut rows = vec![vec![
+            "  by".to_string(),
+            "value".into(),
+            "devices".into(),
+            "first pass".into(),
+            "after retest".into(),
+            "retested".into(),
+            "marginal".into(),
+        ]];
+        for y in &s.yields {
+            rows.push(vec![
+                format!("  {}", y.dimension),
+                y.value.clone(),
+                y.devices.to_string(),
+                pct(y.first_pass_yield),
+                y.passed_after_retest.to_string(),
+                pct(y.retest_rate),
+                pct(y.marginal_rate),
+            ]);
+        }
+        table(&rows, 2, &mut out);
+    }
     let _ = writeln!(
         out,
         "\ntrend of seq-write MiB/s (last {TREND_POINTS} {} medians; all of them in yaml, json, html):",
