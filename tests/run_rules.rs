@@ -1520,3 +1520,32 @@ fn marginal_misses_are_retested_and_every_attempt_is_kept() {
         }
     }
 }
+
+/// A part outside the board's `parts:` list fails its device with reason kind `part`; the
+/// listed part passes.
+#[test]
+fn a_part_outside_the_approved_list_fails_its_device() {
+    for (allowed, pass) in [
+        ("{model: EHCI-HS-STICK}", true),
+        ("{model: NOT-THIS-ONE}", false),
+    ] {
+        let tree = Tree::new();
+        let s = Scenario::new(&format!(
+            "{}parts:\n  - {{class: usb, allowed: [{allowed}]}}\n",
+            raw(&["sda"])
+        ));
+        let p = play(&tree, s);
+        let d = p.device("sda");
+        assert_eq!(d.verdict.pass, pass, "{allowed}: {:?}", d.verdict.reasons);
+        let kinds: Vec<ReasonKind> = d.verdict.reasons.iter().map(|r| r.kind).collect();
+        assert_eq!(kinds.contains(&ReasonKind::Part), !pass, "{kinds:?}");
+        assert_eq!(
+            p.outcome.exit,
+            if pass {
+                Exit::Pass
+            } else {
+                Exit::VerdictFailed
+            }
+        );
+    }
+}

@@ -571,6 +571,48 @@ pub struct ConfigFile {
     /// The test station's name, recorded in the report (`USBPERF_STATION` overrides it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub station: Option<String>,
+    /// The parts the board may carry, per device class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Vec<PartRule>>,
+    /// This board's revision, for the `parts` entries that name one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board_revision: Option<String>,
+}
+
+/// The parts a board may carry in one device class (on one board revision when
+/// `board_revision` is set): a disk of that class must match one `allowed` identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartRule {
+    pub class: crate::device::DeviceClass,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board_revision: Option<String>,
+    pub allowed: Vec<PartId>,
+}
+
+/// One approved identity: every field given must match the disk's (text compared without
+/// case or surrounding blanks; `manfid` and `oemid` as numbers, so `0x15` is `0x000015`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartId {
+    /// eMMC/SD CID manufacturer id (`0x000015`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manfid: Option<String>,
+    /// eMMC/SD CID OEM/application id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oemid: Option<String>,
+    /// eMMC/SD CID product name (`8GTF4R`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// NVMe, SATA, SCSI or USB vendor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    /// NVMe, SATA, SCSI or USB model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// USB `vendor:product` ids (`0781:5581`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vid_pid: Option<String>,
 }
 
 /// Retests a cell may get: at most 5, so a board that is really slow fails in bounded time.
@@ -720,6 +762,10 @@ pub struct Config {
     pub retest: u8,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub station: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PartRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board_revision: Option<String>,
 }
 
 fn is_zero(v: &u8) -> bool {
@@ -939,6 +985,8 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         shared_lanes: Vec::new(),
         retest: 0,
         station: None,
+        parts: Vec::new(),
+        board_revision: None,
     };
     for (source, l) in layers {
         c.sources.push(source);
@@ -983,6 +1031,12 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         }
         if l.station.is_some() {
             c.station = l.station;
+        }
+        if let Some(v) = l.parts {
+            c.parts = v;
+        }
+        if l.board_revision.is_some() {
+            c.board_revision = l.board_revision;
         }
     }
     c

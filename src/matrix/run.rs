@@ -366,7 +366,8 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
     let interrupted = env.stop.requested();
     for (di, c) in chosen.iter().enumerate() {
         let rules = verdict::applicable(&cfg.thresholds, &c.disk, &facts);
-        verdict::judge_device(&mut book.report.devices[di], &rules);
+        let part = super::parts::check(&c.disk, &cfg.parts, cfg.board_revision.as_deref());
+        verdict::judge_device(&mut book.report.devices[di], &rules, part);
     }
     book.report.verdict = verdict::judge_unit(
         &book.report.devices,

@@ -477,8 +477,10 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
 /// Judges a device whose cells ran: its link, SATA and capacity limits, every failed or
 /// errored cell's reasons, and never a pass when a test did not run to the end or no test
 /// ran at all. Also records each USB link check as data (`link_checks`).
-pub fn judge_device(d: &mut DeviceReport, rules: &[(usize, &Threshold)]) {
+/// `part`: the device's failure of the approved-parts list, if any (`parts::check`).
+pub fn judge_device(d: &mut DeviceReport, rules: &[(usize, &Threshold)], part: Option<Reason>) {
     let mut reasons = device_reasons(&d.disk, rules);
+    reasons.extend(part);
     reasons.extend(health_reasons(&d.disk, rules));
     // The structured record of each link check, passed or not.
     if let Some(u) = &d.disk.usb {

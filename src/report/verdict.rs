@@ -18,6 +18,9 @@ pub enum ReasonKind {
     Link,
     /// A SATA link below `min_sata_gbps`, or of unknown speed.
     SataLink,
+    /// A part that is not on the board's approved list (`parts:`), or whose identity is
+    /// unknown where a list is set.
+    Part,
     /// A health figure beyond its limit (flash life, pre-EOL, media or CRC errors, PCIe link,
     /// USB over-current), or unknown where a limit is set.
     Health,
@@ -60,6 +63,7 @@ impl ReasonKind {
             ReasonKind::Threshold => "threshold",
             ReasonKind::Link => "link",
             ReasonKind::SataLink => "sata_link",
+            ReasonKind::Part => "part",
             ReasonKind::Health => "health",
             ReasonKind::Verify => "verify",
             ReasonKind::IoError => "io_error",
@@ -308,6 +312,7 @@ mod tests {
                 Threshold,
                 Link,
                 SataLink,
+                Part,
                 Health,
                 Verify,
                 IoError,
