@@ -1549,3 +1549,35 @@ fn a_part_outside_the_approved_list_fails_its_device() {
         );
     }
 }
+
+/// A USB device that enumerates again at another speed while it is tested fails with a link
+/// reason naming the change and the kernel's line (cause `speed-changed`).
+#[test]
+fn a_link_that_changes_speed_during_the_run_is_named() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(&raw(&["sde"]));
+    let line = "usb 4-2: reset high-speed USB device number 3 using xhci_hcd";
+    s.script
+        .push(("sde", SeqRead, Act::Log(vec![line.to_string()])));
+    let p = play(&tree, s);
+    let d = p.device("sde");
+    assert!(!d.verdict.pass);
+    let r = d
+        .verdict
+        .reasons
+        .iter()
+        .find(|r| r.kind == ReasonKind::Link)
+        .unwrap_or_else(|| panic!("no link reason: {:?}", d.verdict.reasons));
+    assert_eq!(r.cause.as_deref(), Some("speed-changed"), "{r:?}");
+    assert!(
+        r.text
+            .contains("port 4-2 changed speed while it was tested: it came up at 5000M"),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains(line), "{}", r.text);
+    assert_eq!(r.measured, Some(480.0));
+    if let ReportPlace::File(f) = &p.outcome.place {
+        validate_reports(std::slice::from_ref(f));
+    }
+}

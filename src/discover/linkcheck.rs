@@ -159,6 +159,8 @@ pub enum LinkCause {
     HighSpeedHandshake,
     /// A SuperSpeedPlus device trained at Gen 1.
     Gen1Link,
+    /// The device enumerated again at another speed while it was tested.
+    SpeedChanged,
     /// The speed of the device or of a hub on its path is unknown.
     Unknown,
 }
@@ -173,6 +175,7 @@ impl LinkCause {
             LinkCause::PortLimit => "port-limit",
             LinkCause::HighSpeedHandshake => "high-speed-handshake",
             LinkCause::Gen1Link => "gen1-link",
+            LinkCause::SpeedChanged => "speed-changed",
             LinkCause::Unknown => "unknown",
         }
     }

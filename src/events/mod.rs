@@ -24,7 +24,9 @@ pub mod kmsg;
 pub mod watch;
 
 pub use attrib::{attribute_event, partition_parent, usb_ancestors, DeviceKeys};
-pub use classify::{classify, classify_record, EventKey, EventKind, KernelEvent, Severity};
+pub use classify::{
+    classify, classify_record, enumerated_speed, EventKey, EventKind, KernelEvent, Severity,
+};
 pub use kmsg::{parse_record, KmsgParseError, KmsgRecord};
 pub use watch::{
     attribute, classify_records, disk_vanished, removal_event, EventsError, KmsgWatcher, SeqTracker,

@@ -481,6 +481,7 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
 pub fn judge_device(d: &mut DeviceReport, rules: &[(usize, &Threshold)], part: Option<Reason>) {
     let mut reasons = device_reasons(&d.disk, rules);
     reasons.extend(part);
+    reasons.extend(speed_change(d));
     reasons.extend(health_reasons(&d.disk, rules));
     // The structured record of each link check, passed or not.
     if let Some(u) = &d.disk.usb {
@@ -522,6 +523,41 @@ pub fn judge_device(d: &mut DeviceReport, rules: &[(usize, &Threshold)], part: O
     d.verdict = Verdict::from_reasons(reasons);
     d.verdict.retests = d.cells.iter().map(|c| c.attempts.len() as u32).sum();
     d.verdict.marginal = d.cells.iter().any(Cell::marginal);
+}
+
+/// A USB device that enumerated again at another speed while it was tested (the kernel's
+/// `reset`/`new ... USB device` line names the speed): a link that re-negotiated under load,
+/// the mark of a marginal cable or connector. The first such line is named.
+pub fn speed_change(d: &DeviceReport) -> Option<Reason> {
+    let u = d.disk.usb.as_ref()?;
+    let was = u.speed_mbps?;
+    let (line, now) = d
+        .cells
+        .iter()
+        .flat_map(|c| c.kernel_events.iter())
+        .filter_map(|e| {
+            let (port, mbps) = crate::events::enumerated_speed(&e.line)?;
+            (port == u.port_path && mbps != was).then_some((e.line.as_str(), mbps))
+        })
+        .next()?;
+    Some(
+        Reason::new(
+            ReasonKind::Link,
+            format!(
+                "link: port {} changed speed while it was tested: it came up at {} and the kernel \
+                 then said \"{line}\" ({}): the link re-negotiated under load, which points at \
+                 a marginal cable or connector",
+                u.port_path,
+                speed_label(was),
+                speed_label(now)
+            ),
+        )
+        .figure(&metric::LINK_MBPS, Some(now), was)
+        .device(&d.name)
+        .port(format!("usb:{}", u.port_path))
+        .cause(linkcheck::LinkCause::SpeedChanged.as_str())
+        .rule("link speed change"),
+    )
 }
 
 /// How many retests a cell whose failures are all marginal may get: the most any of its

@@ -24,6 +24,8 @@ mod scsi;
 mod uas;
 mod usb;
 
+pub use usb::enumerated_speed;
+
 /// What a kernel line reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,6 +5,28 @@ use super::{
     after, child_port, is_digits, split_name, EventKey, EventKind::*, KernelEvent, Severity::*,
 };
 
+/// The port and the speed a `hub_port_init` line says a device (re)enumerated at, in Mbit/s:
+/// `usb 1-1: reset full-speed USB device number 3 using ehci-pci` is ("1-1", 12). The speed
+/// words are `usb_speed_string`'s, and "SuperSpeed[ Plus[ Gen XxY]]" (drivers/usb/core/hub.c).
+pub fn enumerated_speed(line: &str) -> Option<(String, f64)> {
+    let rest = line.strip_prefix("usb ")?;
+    let (port, body) = rest.split_once(": ")?;
+    let body = body
+        .strip_prefix("reset ")
+        .or_else(|| body.strip_prefix("new "))?;
+    let (speed, _) = body.split_once(" USB device number ")?;
+    let mbps = match speed {
+        "low-speed" => 1.5,
+        "full-speed" => 12.0,
+        "high-speed" => 480.0,
+        "SuperSpeed" => 5000.0,
+        "SuperSpeed Plus Gen 2x2" => 20000.0,
+        s if s.starts_with("SuperSpeed Plus") => 10000.0,
+        _ => return None,
+    };
+    Some((port.to_string(), mbps))
+}
+
 /// A line of USB device `keys[0]` (driver `usb`), after its prefix.
 pub(super) fn device_line(m: &str, body: &str, keys: &[EventKey]) -> Option<KernelEvent> {
     let ev = |kind, sev| Some(KernelEvent::new(kind, sev, m, keys.to_vec()));
@@ -75,6 +97,43 @@ pub(super) fn hub_line(m: &str, body: &str, keys: &[EventKey]) -> Option<KernelE
 mod tests {
     use super::super::tests::check;
     use super::super::{EventKind::*, Severity::*};
+
+    #[test]
+    fn the_speed_a_device_enumerated_at() {
+        use super::enumerated_speed;
+        let table: &[(&str, Option<(&str, f64)>)] = &[
+            (
+                "usb 1-1: reset full-speed USB device number 3 using ehci-pci",
+                Some(("1-1", 12.0)),
+            ),
+            (
+                "usb 1-1.2: new high-speed USB device number 5 using xhci_hcd",
+                Some(("1-1.2", 480.0)),
+            ),
+            (
+                "usb 2-1: reset SuperSpeed USB device number 2 using xhci_hcd",
+                Some(("2-1", 5000.0)),
+            ),
+            (
+                "usb 2-1: new SuperSpeed Plus Gen 2x1 USB device number 2 using xhci_hcd",
+                Some(("2-1", 10000.0)),
+            ),
+            (
+                "usb 2-1: new SuperSpeed Plus Gen 2x2 USB device number 2 using xhci_hcd",
+                Some(("2-1", 20000.0)),
+            ),
+            (
+                "usb 1-1.4: new low-speed USB device number 7 using dwc2",
+                Some(("1-1.4", 1.5)),
+            ),
+            ("usb 1-1: USB disconnect, device number 5", None),
+            ("usb 1-1: new wireless USB device number 2 using hwa", None),
+        ];
+        for (line, want) in table {
+            let got = enumerated_speed(line);
+            assert_eq!(got.as_ref().map(|(p, s)| (p.as_str(), *s)), *want, "{line}");
+        }
+    }
 
     /// Real kernel lines (each rule's format string is cited at the rule) and lines that
     /// must not count.
