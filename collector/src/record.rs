@@ -9,9 +9,9 @@
 //! decodes many times faster.
 //!
 //! Layout, little-endian, lengths and counts as LEB128: the format byte [`FORMAT`]; the
-//! metric-name table; the unit, board, tool version; started_at as seconds and nanoseconds;
-//! pass; the devices (label, class, port, model, pass, reasons, values as name index, figure
-//! and ok, the write curve); the thresholds; the identity; the rejected figures. The fields
+//! metric-name table; the unit, board, station, tool version; started_at as seconds and
+//! nanoseconds; pass; the devices (label, class, port, model, pass, retests, marginal,
+//! reasons, values as name index, figure and ok, the write curve); the thresholds; the identity; the rejected figures. The fields
 //! are taken apart by exhaustive patterns, so a field added to the record type does not
 //! compile here until it is stored (and `FLEET_RECORD_VERSION` bumped).
 
@@ -22,7 +22,7 @@ use usbperf::fleet::extract::{DeviceRecord, FleetReason, RejectedFigure, UnitRec
 use usbperf::fleet::reader::{CurveLite, KneeLite, SampleLite, SelectLite, ThresholdLite};
 
 /// The first byte of every encoded record: a different layout gets a different byte.
-pub const FORMAT: u8 = 1;
+pub const FORMAT: u8 = 2;
 
 /// Why stored bytes are no record (a damaged row, or one from another layout).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +45,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
         file: _,
         unit,
         board,
+        station,
         tool_version,
         started_at,
         pass,
@@ -69,6 +70,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
     }
     w.str(unit);
     w.str(board);
+    w.str(station);
     w.str(tool_version);
     w.0.extend_from_slice(&started_at.timestamp().to_le_bytes());
     w.0.extend_from_slice(&started_at.timestamp_subsec_nanos().to_le_bytes());
@@ -81,6 +83,8 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
             port,
             model,
             pass,
+            retests,
+            marginal,
             reasons,
             values,
             curve,
@@ -90,6 +94,8 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
         w.str(port);
         w.str(model);
         w.bool(*pass);
+        w.len(*retests as usize);
+        w.bool(*marginal);
         w.len(reasons.len());
         for FleetReason {
             key,
@@ -196,6 +202,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
     }
     let unit = r.string("the unit")?;
     let board = r.string("the board")?;
+    let station = r.string("the station")?;
     let tool_version = r.string("the tool version")?;
     let secs = i64::from_le_bytes(r.array("started_at")?);
     let nanos = u32::from_le_bytes(r.array("started_at")?);
@@ -210,6 +217,9 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
         let port = r.string("a device port")?;
         let model = r.string("a device model")?;
         let pass = r.bool("a device verdict")?;
+        let retests = u32::try_from(r.len("a device's retests")?)
+            .map_err(|_| DecodeError::Range("a device's retests"))?;
+        let marginal = r.bool("a device verdict")?;
         let k = r.len("the reasons")?;
         let mut reasons = Vec::with_capacity(k.min(64));
         for _ in 0..k {
@@ -256,6 +266,8 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
             port,
             model,
             pass,
+            retests,
+            marginal,
             reasons,
             values,
             curve,
@@ -297,6 +309,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
         file,
         unit,
         board,
+        station,
         tool_version,
         started_at,
         pass,
