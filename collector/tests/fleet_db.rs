@@ -287,7 +287,8 @@ fn a_database_from_before_the_fleet_table_is_back_filled_on_first_use() {
 
 /// Version 1 stored each record as JSON in `body`, in a table without the `record` column:
 /// opening such a database adds the column, and the first fleet query extracts its reports
-/// again from their raw documents (version 2, the binary record), with the same fleet.
+/// again from their raw documents (the current version, the binary record), with the same
+/// fleet.
 #[test]
 fn a_database_of_json_records_is_back_filled_to_the_binary_record() {
     // The version 1 table, as that collector created it, with rows of its kind.
@@ -302,12 +303,12 @@ fn a_database_of_json_records_is_back_filled_to_the_binary_record() {
              'record', '{\"not\": \"a record of this version\"}', 1 FROM reports;",
     );
     let conn = rusqlite::Connection::open(tmp.path().join("r.db")).unwrap();
-    let (v2, with_record): (i64, i64) = conn
+    let (current, with_record): (i64, i64) = conn
         .query_row(
-            "SELECT count(*) FILTER (WHERE version = 2), count(record) FROM fleet_records",
-            [],
+            "SELECT count(*) FILTER (WHERE version = ?1), count(record) FROM fleet_records",
+            [usbperf_collect::ingest::FLEET_RECORD_VERSION],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
-    assert_eq!((v2, with_record), (30, 30));
+    assert_eq!((current, with_record), (30, 30));
 }
