@@ -1581,3 +1581,51 @@ fn a_link_that_changes_speed_during_the_run_is_named() {
         validate_reports(std::slice::from_ref(f));
     }
 }
+
+/// `sd_speed_claim: true`: an SD card whose sequential write falls short of what its SD Status
+/// claims fails. The recorded QEMU card claims nothing (its `ssr` is zeros); the tree is edited
+/// so it claims Class 10, U3 and V30 (30 MB/s).
+#[test]
+fn an_sd_card_that_writes_slower_than_it_claims_fails() {
+    for (mib, pass) in [(12.0, false), (40.0, true)] {
+        let tree = Tree::new();
+        let card = tree
+            .sys()
+            .join("devices/pci0000:00/0000:00:06.0/mmc_host/mmc0/mmc0:4567");
+        let mut ssr = "0".repeat(128).into_bytes();
+        ssr[16..18].copy_from_slice(b"04");
+        ssr[28..30].copy_from_slice(b"30");
+        ssr[30..32].copy_from_slice(b"1e");
+        std::fs::write(card.join("ssr"), [ssr, b"\n".to_vec()].concat()).unwrap();
+        let mut s = Scenario::new(&format!(
+            "{}tests:\n  - {{workload: seq-write, size: 1M}}\nthresholds:\n  - {{select: {{class: sd}}, sd_speed_claim: true}}\n",
+            raw(&["mmcblk0"])
+        ));
+        s.script.push((
+            "mmcblk0",
+            SeqWrite,
+            Act::Figures(Figures {
+                mib_per_s: Some(mib),
+                ..Figures::default()
+            }),
+        ));
+        let p = play(&tree, s);
+        let d = p.device("mmcblk0");
+        let claims = d.disk.mmc.as_ref().and_then(|m| m.speed_claims);
+        assert_eq!(
+            claims.map(|c| c.min_write_mb_per_s()),
+            Some(30),
+            "{:?}",
+            d.disk.mmc
+        );
+        assert_eq!(d.verdict.pass, pass, "{mib}: {:?}", d.verdict.reasons);
+        if !pass {
+            assert!(
+                p.reasons("mmcblk0")
+                    .contains("MB/s is below the 30 MB/s the card claims (Class 10, U3, V30"),
+                "{}",
+                p.reasons("mmcblk0")
+            );
+        }
+    }
+}

@@ -484,6 +484,11 @@ pub struct Threshold {
     /// Over-current events allowed on the USB port the device hangs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_over_current: Option<u64>,
+    /// An SD card's sequential write must reach what its SD Status claims (Speed Class, UHS
+    /// Speed Grade, Video Speed Class): a card that claims more than it writes is counterfeit
+    /// or worn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sd_speed_claim: bool,
     /// The band around the figure limits (`min_mib_per_s`, `min_iops`, `max_p99_latency_ms`),
     /// in % of the limit: a figure that misses by less, or passes by less, is marginal.
     #[serde(

@@ -173,6 +173,7 @@ pub fn disk(sys: &SysfsRoot, node: &dyn DevNode<'_>, mounts: &[MountEntry]) -> D
         m.serial = nonempty(card.attr("serial")).ok();
         m.cid = nonempty(card.attr("cid")).ok();
         m.csd = nonempty(card.attr("csd")).ok();
+        m.speed_claims = card.attr("ssr").ok().and_then(|s| parse::sd_ssr(&s));
         m.area = parse::emmc_area(&name).filter(|_| mmc_type.as_deref() == Some("MMC"));
         let host = card.parent().map(|h| h.sysname());
         if let Some(h) = &host {

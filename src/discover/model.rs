@@ -235,6 +235,9 @@ pub struct MmcInfo {
     /// Host controller (`mmc0`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// What an SD card claims to write at (its SSR): Speed Class, UHS and Video Speed Class.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speed_claims: Option<super::parse::SdSpeedClaims>,
     /// Bus timing from debugfs `ios` (`mmc HS400 enhanced strobe`); needs debugfs mounted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timing: Option<String>,

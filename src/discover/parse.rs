@@ -227,6 +227,59 @@ pub fn bos_caps(bytes: &[u8]) -> Option<BosCaps> {
     Some(caps)
 }
 
+/// The write speed an SD card claims in its SD Status Register (the `ssr` attribute, 512 bits
+/// as hex, SD Physical Layer 4.11): its Speed Class, UHS Speed Grade and Video Speed Class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct SdSpeedClaims {
+    /// Speed Class 2, 4, 6 or 10 (0: none claimed).
+    pub speed_class: u8,
+    /// UHS Speed Grade 1 or 3 (0: none).
+    pub uhs_speed_grade: u8,
+    /// Video Speed Class 6, 10, 30, 60 or 90 (0: none).
+    pub video_speed_class: u8,
+}
+
+impl SdSpeedClaims {
+    /// The sustained sequential write the claims promise, in MB/s (10^6 bytes): the highest
+    /// of the three; 0 when the card claims none.
+    pub fn min_write_mb_per_s(&self) -> u32 {
+        u32::from(self.speed_class)
+            .max(u32::from(self.uhs_speed_grade) * 10)
+            .max(u32::from(self.video_speed_class))
+    }
+}
+
+/// Parses `ssr`: SPEED_CLASS at bits 447:440 (byte 8: 0, 1, 2, 3, 4 for Class 0, 2, 4, 6,
+/// 10), UHS_SPEED_GRADE at 399:396 (the high nibble of byte 14: 0, 1, 3), VIDEO_SPEED_CLASS at
+/// 391:384 (byte 15). Codes the specification reserves are read as no claim.
+pub fn sd_ssr(hex: &str) -> Option<SdSpeedClaims> {
+    let t = hex.trim();
+    if t.len() != 128 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let byte = |i: usize| u8::from_str_radix(&t[i * 2..i * 2 + 2], 16).ok();
+    let speed_class = match byte(8)? {
+        1 => 2,
+        2 => 4,
+        3 => 6,
+        4 => 10,
+        _ => 0,
+    };
+    let uhs_speed_grade = match byte(14)? >> 4 {
+        g @ (1 | 3) => g,
+        _ => 0,
+    };
+    let video_speed_class = match byte(15)? {
+        v @ (6 | 10 | 30 | 60 | 90) => v,
+        _ => 0,
+    };
+    Some(SdSpeedClaims {
+        speed_class,
+        uhs_speed_grade,
+        video_speed_class,
+    })
+}
+
 /// `bcdUSB` (`2.00`, `3.20`) as (major, minor): what a device reports, not what it linked at.
 pub fn usb_version_number(v: &str) -> Option<(u8, u8)> {
     let (maj, min) = v.trim().split_once('.')?;
@@ -303,6 +356,40 @@ mod tests {
         ];
         for (bytes, what, want) in table {
             assert_eq!(bos_caps(&hex(bytes)), *want, "{what}");
+        }
+    }
+
+    #[test]
+    fn sd_speed_claims_from_the_ssr() {
+        // The SSR of QEMU's sd-card (tests/fixtures/qemu/x86-e2e.umockdev): no claim.
+        let qemu = "0".repeat(128);
+        // A card claiming Class 10, U3 and V30: bytes 8, 14 and 15 set as the SD Physical
+        // Layer specification places them (the rest as a real card may have them).
+        let mut v30 = qemu.clone().into_bytes();
+        v30[16..18].copy_from_slice(b"04");
+        v30[28..30].copy_from_slice(b"30");
+        v30[30..32].copy_from_slice(b"1e");
+        let v30 = String::from_utf8(v30).unwrap();
+        let mut c4 = qemu.clone().into_bytes();
+        c4[16..18].copy_from_slice(b"02");
+        let c4 = String::from_utf8(c4).unwrap();
+        let table: &[(&str, Option<(u8, u8, u8, u32)>)] = &[
+            (&qemu, Some((0, 0, 0, 0))),
+            (&v30, Some((10, 3, 30, 30))),
+            (&c4, Some((4, 0, 0, 4))),
+            ("", None),
+            ("00ff", None),
+        ];
+        for (hex, want) in table {
+            let got = sd_ssr(hex).map(|c| {
+                (
+                    c.speed_class,
+                    c.uhs_speed_grade,
+                    c.video_speed_class,
+                    c.min_write_mb_per_s(),
+                )
+            });
+            assert_eq!(got, *want, "{hex}");
         }
     }
 

@@ -482,6 +482,7 @@ pub fn judge_device(d: &mut DeviceReport, rules: &[(usize, &Threshold)], part: O
     let mut reasons = device_reasons(&d.disk, rules);
     reasons.extend(part);
     reasons.extend(speed_change(d));
+    reasons.extend(sd_claim_reasons(d, rules));
     reasons.extend(health_reasons(&d.disk, rules));
     // The structured record of each link check, passed or not.
     if let Some(u) = &d.disk.usb {
@@ -557,6 +558,54 @@ pub fn speed_change(d: &DeviceReport) -> Option<Reason> {
         .port(format!("usb:{}", u.port_path))
         .cause(linkcheck::LinkCause::SpeedChanged.as_str())
         .rule("link speed change"),
+    )
+}
+
+/// An SD card whose sequential write fell short of what its SD Status claims, where a rule
+/// with `sd_speed_claim: true` applies: the best `seq-write` of the device against the highest
+/// of its Speed Class, UHS Speed Grade and Video Speed Class (in MB/s, 10^6 bytes).
+pub fn sd_claim_reasons(d: &DeviceReport, rules: &[(usize, &Threshold)]) -> Option<Reason> {
+    let (i, _) = rules.iter().find(|(_, t)| t.sd_speed_claim)?;
+    let claims = d.disk.mmc.as_ref()?.speed_claims?;
+    let claim = claims.min_write_mb_per_s();
+    if claim == 0 {
+        return None;
+    }
+    let best = d
+        .cells
+        .iter()
+        .filter(|c| c.workload == crate::workload::WorkloadKind::SeqWrite)
+        .filter_map(|c| c.result.as_ref().map(|r| r.mib_per_s))
+        .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))))?;
+    let limit_mib = f64::from(claim) * 1e6 / f64::from(1u32 << 20);
+    if best >= limit_mib {
+        return None;
+    }
+    let mut said = Vec::new();
+    if claims.speed_class > 0 {
+        said.push(format!("Class {}", claims.speed_class));
+    }
+    if claims.uhs_speed_grade > 0 {
+        said.push(format!("U{}", claims.uhs_speed_grade));
+    }
+    if claims.video_speed_class > 0 {
+        said.push(format!("V{}", claims.video_speed_class));
+    }
+    Some(
+        Reason::new(
+            ReasonKind::Threshold,
+            format!(
+                "seq-write: {:.1} MB/s is below the {claim} MB/s the card claims ({} in its SD \
+                 Status): a counterfeit or worn card, or a test file on a full or fragmented \
+                 filesystem [thresholds[{i}]]",
+                best * f64::from(1u32 << 20) / 1e6,
+                said.join(", ")
+            ),
+        )
+        .rule(format!("thresholds[{i}]"))
+        .workload(crate::workload::WorkloadKind::SeqWrite)
+        .figure(&metric::MIB_PER_S, Some(best), limit_mib)
+        .device(&d.name),
     )
 }
 
