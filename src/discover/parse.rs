@@ -373,7 +373,9 @@ mod tests {
         let mut c4 = qemu.clone().into_bytes();
         c4[16..18].copy_from_slice(b"02");
         let c4 = String::from_utf8(c4).unwrap();
-        let table: &[(&str, Option<(u8, u8, u8, u32)>)] = &[
+        // (Speed Class, UHS grade, Video class, the MB/s they promise)
+        type Claims = Option<(u8, u8, u8, u32)>;
+        let table: &[(&str, Claims)] = &[
             (&qemu, Some((0, 0, 0, 0))),
             (&v30, Some((10, 3, 30, 30))),
             (&c4, Some((4, 0, 0, 4))),
