@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{require_root, require_tool, TempDir};
+use common::{attach_loop, require_root, require_tool, TempDir};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -55,18 +55,8 @@ impl FakeMedium {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        let out = Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "losetup over the FUSE file failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         FakeMedium {
-            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            dev: attach_loop(&file),
             mount,
             server,
         }

@@ -181,11 +181,6 @@ impl LinkCause {
     }
 }
 
-/// Empty when the link is fast enough; otherwise what is wrong and its usual causes.
-pub fn cause(expected: f64, usb: &UsbLink) -> String {
-    diagnose(expected, usb).map(|d| d.text).unwrap_or_default()
-}
-
 /// A slow link's cause: the kind, and the same in words naming the port (and the hub).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diagnosis {

@@ -277,14 +277,10 @@ fn ports(o: &mut String, s: &FleetSummary) {
     o.push_str("</tbody></table>\n");
 }
 
-/// First-pass yield, retest and marginal rates, one row per board, station, port and class;
-/// shown once any report carries a retest or a marginal figure (older reports carry neither).
+/// First-pass yield, retest and marginal rates, one row per board, station, port and class,
+/// when they say more than the pass rates.
 fn yields(o: &mut String, s: &FleetSummary) {
-    if !s
-        .yields
-        .iter()
-        .any(|y| y.retest_rate > 0.0 || y.marginal_rate > 0.0)
-    {
+    if !s.yields_worth_showing() {
         return;
     }
     o.push_str("<h2>First-pass yield</h2><table class=\"yields\"><thead><tr><th>by</th><th>value</th><th>devices</th><th>first-pass yield</th><th>passed after a retest</th><th>retest rate</th><th>marginal rate</th></tr></thead><tbody>");

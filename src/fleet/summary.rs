@@ -95,6 +95,16 @@ pub struct FleetSummary {
     pub rejected_figures: Vec<RejectedFigure>,
 }
 
+impl FleetSummary {
+    /// Whether the yields say more than the pass rates: once any report carries a retest or
+    /// a marginal figure (older reports carry neither).
+    pub fn yields_worth_showing(&self) -> bool {
+        self.yields
+            .iter()
+            .any(|y| y.retest_rate > 0.0 || y.marginal_rate > 0.0)
+    }
+}
+
 /// How device tests of one board, station, port or class went the first time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct YieldRow {

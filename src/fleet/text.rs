@@ -228,11 +228,7 @@ pub fn render_table(s: &FleetSummary) -> String {
         }
         table(&rows, 1, &mut out);
     }
-    // Older reports carry no retest or marginal figure: the table appears once one does.
-    if s.yields
-        .iter()
-        .any(|y| y.retest_rate > 0.0 || y.marginal_rate > 0.0)
-    {
+    if s.yields_worth_showing() {
         let _ = writeln!(out, "\nfirst-pass yield (device tests):");
         let mut rows = vec![vec![
             "  by".to_string(),

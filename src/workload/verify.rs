@@ -409,11 +409,17 @@ impl PatternHook {
         )
     }
 
-    /// Records a bad block, and what each of its sectors holds for the usable-size estimate.
-    fn record(&self, offset: u64, buf: &[u8], kind: MismatchKind) {
+    /// Records a bad block, and what each of its sectors holds for the usable-size estimate
+    /// (`expected`: the block as written, when the caller has it already).
+    fn record(&self, offset: u64, buf: &[u8], expected: Option<Vec<u8>>, kind: MismatchKind) {
         self.mismatched.fetch_add(1, Ordering::Relaxed);
+        let expected = expected.unwrap_or_else(|| {
+            let mut e = vec![0u8; buf.len()];
+            self.fill(offset, &mut e);
+            e
+        });
         if let Ok(mut estimate) = self.estimate.lock() {
-            self.scan_sectors(&mut estimate, offset, buf);
+            self.scan_sectors(&mut estimate, offset, buf, &expected);
         }
         if let Ok(mut kept) = self.kept.lock() {
             if kept.len() < KEEP_MISMATCHES {
@@ -426,9 +432,7 @@ impl PatternHook {
 impl PatternHook {
     /// Reads each sector's tag: the offset whose data it holds (this run's seed), or nothing
     /// of this run; a sector that holds its own offset's tag is compared byte for byte.
-    fn scan_sectors(&self, estimate: &mut Estimate, offset: u64, buf: &[u8]) {
-        let mut expected = vec![0u8; buf.len()];
-        self.fill(offset, &mut expected);
+    fn scan_sectors(&self, estimate: &mut Estimate, offset: u64, buf: &[u8], expected: &[u8]) {
         for (k, (got, want)) in buf
             .chunks(SECTOR_BYTES)
             .zip(expected.chunks(SECTOR_BYTES))
@@ -523,20 +527,20 @@ impl DataHook for PatternHook {
             } else {
                 MismatchKind::NoPattern
             };
-            self.record(offset, buf, kind);
+            self.record(offset, buf, None, kind);
             return;
         }
         let stored_offset = word(buf, 8);
         let stored_seed = word(buf, 24);
         if stored_seed != self.seed {
-            self.record(offset, buf, MismatchKind::Stale { seed: stored_seed });
+            self.record(offset, buf, None, MismatchKind::Stale { seed: stored_seed });
             return;
         }
         if stored_offset != offset {
             let kind = MismatchKind::Aliased {
                 holds_offset: stored_offset,
             };
-            self.record(offset, buf, kind);
+            self.record(offset, buf, None, kind);
             return;
         }
         let payload = &buf[HEADER_BYTES..];
@@ -553,14 +557,11 @@ impl DataHook for PatternHook {
                 first.get_or_insert(i as u64);
             }
         }
-        self.record(
-            offset,
-            buf,
-            MismatchKind::Corrupt {
-                bytes_differing: differing,
-                first_at_byte: first.unwrap_or(32),
-            },
-        );
+        let kind = MismatchKind::Corrupt {
+            bytes_differing: differing,
+            first_at_byte: first.unwrap_or(32),
+        };
+        self.record(offset, buf, Some(expected), kind);
     }
 }
 

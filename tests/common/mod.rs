@@ -116,24 +116,30 @@ impl Loop {
         let img = dir.path().join("disk.img");
         let f = std::fs::File::create(&img).unwrap();
         f.set_len(size_bytes).unwrap();
-        let out = Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&img)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "losetup failed (is the loop module available?): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         Loop {
-            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+            dev: attach_loop(&img),
             dir,
         }
     }
     pub fn name(&self) -> &str {
         self.dev.trim_start_matches("/dev/")
     }
+}
+
+/// A loop device over `file` (`/dev/loopN`); the caller detaches it.
+pub fn attach_loop(file: &Path) -> String {
+    let out = Command::new("losetup")
+        .args(["--find", "--show"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "losetup over {} failed (is the loop module available?): {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 impl Drop for Loop {
