@@ -12,7 +12,15 @@ pub enum UnitError {
     SizeOverflow(String),
     #[error("duration {0:?} is not understood: write a whole number with a suffix ms, s, m or h, e.g. 500ms, 5s, 2m (a bare number means seconds)")]
     BadDuration(String),
+    #[error(
+        "duration {0:?} is too long: the longest duration is {MAX_DURATION_SECS}s (about 31 years)"
+    )]
+    DurationTooLong(String),
 }
+
+/// The longest duration any setting takes; one bound for text and bare numbers alike, so a
+/// value that was read is always written back in a form that reads again.
+pub const MAX_DURATION_SECS: u64 = 1_000_000_000;
 
 const SIZE_SUFFIXES: [(&str, u32); 6] = [
     ("", 0),
@@ -120,10 +128,21 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
         _ => return Err(UnitError::BadDuration(text.to_string())),
     };
     let seconds = value * seconds_per_unit;
-    if !seconds.is_finite() || !(0.0..=1e9).contains(&seconds) {
+    if !seconds.is_finite() || seconds < 0.0 {
         return Err(UnitError::BadDuration(text.to_string()));
     }
+    if seconds > MAX_DURATION_SECS as f64 {
+        return Err(UnitError::DurationTooLong(text.to_string()));
+    }
     Ok(Duration::from_secs_f64(seconds))
+}
+
+/// A duration given as a bare number of seconds, under the same bound as [`parse_duration`].
+pub fn duration_from_secs(secs: u64) -> Result<Duration, UnitError> {
+    if secs > MAX_DURATION_SECS {
+        return Err(UnitError::DurationTooLong(secs.to_string()));
+    }
+    Ok(Duration::from_secs(secs))
 }
 
 /// Prints a duration in the largest unit that holds it exactly (`500ms`, `5s`, `2m`).
@@ -215,6 +234,16 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(
+            parse_duration("1000000001"),
+            Err(UnitError::DurationTooLong("1000000001".into()))
+        );
+        assert_eq!(
+            duration_from_secs(18446744073709),
+            Err(UnitError::DurationTooLong("18446744073709".into()))
+        );
+        let longest = duration_from_secs(MAX_DURATION_SECS).unwrap();
+        assert_eq!(parse_duration(&format_duration(longest)).unwrap(), longest);
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("").is_err());
         assert!(parse_duration("s").is_err());

@@ -240,6 +240,20 @@ fn fuzz_config_parser_and_resolver_do_not_panic() {
     );
 }
 
+/// Inputs a long fuzz once found: each must be read, refused or resolved without a panic.
+#[test]
+fn inputs_the_long_fuzz_found_do_not_panic() {
+    for text in [
+        // A bare number of seconds past the longest duration text accepts: it was read and
+        // then written back as text that no longer read.
+        "profile: quick\nwait_devices: 18446744073709\n",
+        "profile: quick\nwait_devices: 1844674407\n",
+    ] {
+        let r = std::panic::catch_unwind(|| check_one(text));
+        assert!(r.is_ok(), "panicked on:\n{text}");
+    }
+}
+
 #[test]
 #[ignore = "long fuzz: scripts/test runs it with USBPERF_FUZZ_SECS"]
 fn fuzz_config_long() {
@@ -247,9 +261,15 @@ fn fuzz_config_long() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
+    // A seed from a failed run reproduces it: USBPERF_FUZZ_SEED=<the printed seed>.
+    let seed = std::env::var("USBPERF_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
     let start = Instant::now();
     let c = fuzz(seed, u64::MAX, Some(start + Duration::from_secs(secs)));
     println!(

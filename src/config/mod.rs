@@ -128,7 +128,11 @@ impl<'de> Deserialize<'de> for Dur {
         d.deserialize_any(NumOrText(
             "a duration such as 500ms, 5s or 2m",
             |s| units::parse_duration(s).map(Dur).map_err(|e| e.to_string()),
-            |n| Ok(Dur(Duration::from_secs(n))),
+            |n| {
+                units::duration_from_secs(n)
+                    .map(Dur)
+                    .map_err(|e| e.to_string())
+            },
         ))
     }
 }
