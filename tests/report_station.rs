@@ -1,4 +1,4 @@
-//! What a test station reads on the unit: the `USBPERF-RESULT v1` line as
+//! What a test station reads on the unit: the `USBPERF-RESULT v2` line as
 //! the last line of standard output, `run --junit FILE` and `run --lava`, driven through the
 //! built binary on real loop devices (root), like tests/edges.rs.
 
@@ -60,7 +60,7 @@ fn result_line(out: &Output) -> BTreeMap<String, String> {
     let last = text.lines().last().unwrap_or_default().to_string();
     let mut words = last.split(' ');
     assert_eq!(words.next(), Some("USBPERF-RESULT"), "last line: {last}");
-    assert_eq!(words.next(), Some("v1"), "{last}");
+    assert_eq!(words.next(), Some("v2"), "{last}");
     let mut keys = Vec::new();
     let mut map = BTreeMap::new();
     for w in words {
@@ -77,7 +77,9 @@ fn result_line(out: &Output) -> BTreeMap<String, String> {
             "exit",
             "devices",
             "failed",
-            "report"
+            "report",
+            "marginal",
+            "retests"
         ],
         "{last}"
     );

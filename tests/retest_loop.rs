@@ -11,7 +11,8 @@ use serde_json::Value;
 /// The band every limit below uses, in %.
 const BAND: f64 = 50.0;
 
-fn seq_read(lo: &Loop, rule: &str) -> (Value, i32) {
+/// The report, the exit code, and the result line's `marginal` and `retests` values.
+fn seq_read(lo: &Loop, rule: &str) -> (Value, i32, Line) {
     let rd = RunDir::new();
     let cfg = rd.config(&format!(
         "devices:\n  - {{select: {{name: {}}}, target: read-only}}\n\
@@ -21,7 +22,25 @@ fn seq_read(lo: &Loop, rule: &str) -> (Value, i32) {
     let out = rd.run(Some(&cfg), &[]);
     let (path, v) = rd.report();
     validate_reports(&[path]);
-    (v, out.status.code().unwrap_or(-1))
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    let value = |key: &str| {
+        last.split(' ')
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {key}= in {last}"))
+            .to_string()
+    };
+    let line = Line {
+        marginal: value("marginal"),
+        retests: value("retests"),
+    };
+    (v, out.status.code().unwrap_or(-1), line)
+}
+
+/// What the station reads of a retest on the result line.
+struct Line {
+    marginal: String,
+    retests: String,
 }
 
 fn mib(result: &Value) -> f64 {
@@ -31,13 +50,14 @@ fn mib(result: &Value) -> f64 {
 #[test]
 fn a_limit_just_above_and_just_below_a_measured_figure() {
     let lo = Loop::new(32 << 20);
-    let (v, code) = seq_read(&lo, "");
+    let (v, code, line) = seq_read(&lo, "");
+    assert_eq!((line.marginal.as_str(), line.retests.as_str()), ("-", "-"));
     assert_eq!(code, 0, "{v:#}");
     let figure = mib(&v["devices"][0]["cells"][0]["result"]);
 
     // Just above: a miss inside the band is measured again, once; every attempt is kept.
     let limit = (figure * 1.3).round().max(1.0);
-    let (v, code) = seq_read(
+    let (v, code, line) = seq_read(
         &lo,
         &format!(
             "thresholds:\n  - {{select: {{class: loop}}, workload: seq-read, \
@@ -72,10 +92,24 @@ fn a_limit_just_above_and_just_below_a_measured_figure() {
     if !attempts.is_empty() {
         assert_eq!(d["verdict"]["retests"], 1, "{d:#}");
     }
+    // The station's line says the same as the report.
+    let retested = format!("{}:1", lo.name());
+    assert_eq!(
+        line.retests == retested,
+        !attempts.is_empty(),
+        "{}",
+        line.retests
+    );
+    assert_eq!(
+        line.marginal == lo.name(),
+        d["verdict"]["marginal"] == true,
+        "{}: {d:#}",
+        line.marginal
+    );
 
     // Just below: a pass inside the band is a note, never a failure.
     let limit = (figure * 0.8).max(0.1);
-    let (v, code) = seq_read(
+    let (v, code, line) = seq_read(
         &lo,
         &format!(
             "thresholds:\n  - {{select: {{class: loop}}, workload: seq-read, \
@@ -102,6 +136,8 @@ fn a_limit_just_above_and_just_below_a_measured_figure() {
             })
             .unwrap_or(false);
         assert_eq!(noted, marginal, "{d:#}");
+        assert_eq!(line.marginal == lo.name(), marginal, "{}", line.marginal);
+        assert_eq!(line.retests, "-");
         assert!(
             cell.get("attempts").is_none(),
             "a pass is never retested: {d:#}"

@@ -591,7 +591,7 @@ fn the_run_fits_the_console_width() {
         out.lines()
             .last()
             .unwrap()
-            .starts_with("USBPERF-RESULT v1 "),
+            .starts_with("USBPERF-RESULT v2 "),
         "{out}"
     );
     let wide = run("250");

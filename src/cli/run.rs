@@ -303,7 +303,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     // The station's line comes last, so `tail -n 1` finds it.
     crate::outln!(
         "{}",
-        station::result_line(&done.report, exit as u8, report_path)
+        station::result_line(&done.report, exit as u8, report_path, cfg.result_line)
     );
     Ok(exit)
 }

@@ -519,6 +519,22 @@ pub enum ReportFormat {
     Json,
 }
 
+/// The grammar of the station's `USBPERF-RESULT` line. `v2` is `v1` with two keys appended
+/// (`marginal`, `retests`); a station written for `v1` pins it until it reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResultLine {
+    V1,
+    #[default]
+    V2,
+}
+
+impl ResultLine {
+    pub fn is_default(&self) -> bool {
+        *self == ResultLine::default()
+    }
+}
+
 /// A config file or profile as written: every key optional, unknown keys rejected.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -586,6 +602,9 @@ pub struct ConfigFile {
     /// This board's revision, for the `parts` entries that name one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub board_revision: Option<String>,
+    /// The result line's version: `v2` (the default) or `v1` for a station that reads only it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_line: Option<ResultLine>,
 }
 
 /// The parts a board may carry in one device class (on one board revision when
@@ -622,6 +641,72 @@ pub struct PartId {
     /// USB `vendor:product` ids (`0781:5581`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vid_pid: Option<String>,
+    /// eMMC/SD CID product revision (`0x1`), compared as a number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prv: Option<String>,
+    /// The firmware the part may run: one revision (`10.0.2`, `0x0300`), or an inclusive range
+    /// of numbered revisions (`0x0100..0x01ff`, `0x0200..`, `..7`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "firmware_spec"
+    )]
+    pub firmware: Option<String>,
+}
+
+/// A part's id or revision as a number: `0x`-prefixed hex (`0x000015`, `0x15`) or decimal
+/// (`21`; `0300` is 300), so the spellings of one number compare equal.
+pub fn id_number(s: &str) -> Option<u64> {
+    let t = s.trim();
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) if !h.is_empty() => u64::from_str_radix(h, 16).ok(),
+        Some(_) => None,
+        None => t.parse().ok(),
+    }
+}
+
+/// A firmware range's ends, `None` for an open end; `None` overall when `spec` is one
+/// revision rather than a range.
+pub fn firmware_range(spec: &str) -> Option<(Option<u64>, Option<u64>)> {
+    let (lo, hi) = spec.split_once("..")?;
+    let end = |t: &str| {
+        if t.trim().is_empty() {
+            Some(None)
+        } else {
+            id_number(t).map(Some)
+        }
+    };
+    Some((end(lo)?, end(hi)?))
+}
+
+fn firmware_spec<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.trim().is_empty() {
+        return Err(de::Error::custom(
+            "firmware is empty: give a revision such as 10.0.2, or a range such as 0x0100..0x01ff",
+        ));
+    }
+    if s.contains("..") {
+        match firmware_range(&s) {
+            Some((Some(lo), Some(hi))) if lo > hi => {
+                return Err(de::Error::custom(format!(
+                    "firmware range {s:?} runs backwards: write the lower revision first"
+                )))
+            }
+            Some((None, None)) => return Err(de::Error::custom(
+                "firmware range \"..\" names no revision: give at least one end, such as 0x0200..",
+            )),
+            Some(_) => {}
+            None => {
+                return Err(de::Error::custom(format!(
+                    "firmware range {s:?} is not understood: its ends must be numbers, such as \
+                     0x0100..0x01ff or 7..9; a revision that is not a number (10.0.2) is given \
+                     alone, one allowed entry per revision"
+                )))
+            }
+        }
+    }
+    Ok(Some(s))
 }
 
 /// Retests a cell may get: at most 5, so a board that is really slow fails in bounded time.
@@ -775,6 +860,8 @@ pub struct Config {
     pub parts: Vec<PartRule>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub board_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "ResultLine::is_default")]
+    pub result_line: ResultLine,
 }
 
 fn is_zero(v: &u8) -> bool {
@@ -996,6 +1083,7 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         station: None,
         parts: Vec::new(),
         board_revision: None,
+        result_line: ResultLine::V2,
     };
     for (source, l) in layers {
         c.sources.push(source);
@@ -1046,6 +1134,9 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         }
         if l.board_revision.is_some() {
             c.board_revision = l.board_revision;
+        }
+        if let Some(v) = l.result_line {
+            c.result_line = v;
         }
     }
     c

@@ -2,11 +2,14 @@
 //! `USBPERF-RESULT` line and the LAVA test signals. Pure functions of the finished report, so
 //! the grammar is tested without a device; `cli::run` only prints them.
 //!
-//! The result line (version `v1`), keys always present and always in this order:
+//! The result line (version `v2`), keys always present and always in this order:
 //!
 //! ```text
-//! USBPERF-RESULT v1 unit=<label> report_id=<id> verdict=PASS|FAIL|INCOMPLETE|ERROR exit=<code> devices=<N> failed=<names> report=<path>
+//! USBPERF-RESULT v2 unit=<label> report_id=<id> verdict=PASS|FAIL|INCOMPLETE|ERROR exit=<code> devices=<N> failed=<names> report=<path> marginal=<names> retests=<name:count,...>
 //! ```
+//!
+//! `v1` is the same line without the last two keys (config `result_line: v1`): `v2` only
+//! appends, so a station that reads keys by name reads both.
 //!
 //! Values never contain a space: every byte outside printable ASCII (`!`..`~`) and the bytes
 //! ` `, `%`, `=` and `,` are written `%XX` (upper-case hex of the UTF-8 byte), so a value is
@@ -16,11 +19,28 @@
 use std::path::Path;
 
 use super::schema::{Cell, CellStatus, Report};
+use crate::config::ResultLine;
 
 /// The first word of the line: what a station greps for.
 pub const RESULT_TAG: &str = "USBPERF-RESULT";
-/// The version of the line's grammar; a new key or order bumps it.
-pub const RESULT_VERSION: &str = "v1";
+
+/// The version word of the line's grammar; a new key or order bumps it.
+pub fn version_word(v: ResultLine) -> &'static str {
+    match v {
+        ResultLine::V1 => "v1",
+        ResultLine::V2 => "v2",
+    }
+}
+
+/// Encoded names joined by `,`, or `-` for none.
+fn name_list(names: impl Iterator<Item = String>) -> String {
+    let v: Vec<String> = names.collect();
+    if v.is_empty() {
+        "-".to_string()
+    } else {
+        v.join(",")
+    }
+}
 
 /// Percent-encodes `s` for a result-line value (see the module's grammar).
 pub fn encode_value(s: &str) -> String {
@@ -62,29 +82,55 @@ pub fn verdict_word(exit_code: u8, report_path: Option<&Path>) -> &'static str {
 
 /// The `USBPERF-RESULT` line (no newline) for a finished run: `exit_code` is the process's
 /// exit status, `report_path` the file holding the report, `None` when it reached none.
-pub fn result_line(r: &Report, exit_code: u8, report_path: Option<&Path>) -> String {
-    let failed: Vec<String> = r
-        .devices
-        .iter()
-        .filter(|d| !d.verdict.pass)
-        .map(|d| encode_value(&d.name))
-        .collect();
-    let failed = if failed.is_empty() {
-        "-".to_string()
-    } else {
-        failed.join(",")
-    };
+pub fn result_line(
+    r: &Report,
+    exit_code: u8,
+    report_path: Option<&Path>,
+    version: ResultLine,
+) -> String {
+    let failed = name_list(
+        r.devices
+            .iter()
+            .filter(|d| !d.verdict.pass)
+            .map(|d| encode_value(&d.name)),
+    );
     let report = report_path
         .map(|p| encode_value(&p.to_string_lossy()))
         .unwrap_or_else(|| "-".into());
-    format!(
-        "{RESULT_TAG} {RESULT_VERSION} unit={} report_id={} verdict={} exit={exit_code} \
+    let mut line = format!(
+        "{RESULT_TAG} {} unit={} report_id={} verdict={} exit={exit_code} \
          devices={} failed={failed} report={report}",
+        version_word(version),
         encode_value(&unit_label(r)),
         encode_value(r.report_id.as_deref().unwrap_or("")),
         verdict_word(exit_code, report_path),
         r.devices.len(),
-    )
+    );
+    if version == ResultLine::V2 {
+        // A marginal device passed or failed within its band; a retested one was measured
+        // again: the station can count first-pass yield without reading the report.
+        let marginal = name_list(
+            r.devices
+                .iter()
+                .filter(|d| d.verdict.marginal)
+                .map(|d| encode_value(&d.name)),
+        );
+        let retests = name_list(
+            r.devices
+                .iter()
+                .filter(|d| d.verdict.retests > 0)
+                // `:` is encoded in the name, so the entry splits on it once.
+                .map(|d| {
+                    format!(
+                        "{}:{}",
+                        encode_value(&d.name).replace(':', "%3A"),
+                        d.verdict.retests
+                    )
+                }),
+        );
+        line.push_str(&format!(" marginal={marginal} retests={retests}"));
+    }
+    line
 }
 
 /// Names of a device's cells that are unique within it: the workload, then `-2`, `-3` for a
@@ -299,10 +345,10 @@ pub(crate) mod tests {
     }
 
     /// The station's side: split on spaces, check tag and version, decode every value.
-    fn parse(line: &str) -> (Vec<String>, BTreeMap<String, String>) {
+    fn parse(line: &str, version: ResultLine) -> (Vec<String>, BTreeMap<String, String>) {
         let mut words = line.split(' ');
         assert_eq!(words.next(), Some(RESULT_TAG));
-        assert_eq!(words.next(), Some(RESULT_VERSION));
+        assert_eq!(words.next(), Some(version_word(version)));
         let mut keys = Vec::new();
         let mut map = BTreeMap::new();
         for w in words {
@@ -389,31 +435,64 @@ pub(crate) mod tests {
             ),
             (4, None, "ERROR", ""),
         ] {
-            let line = result_line(&r, exit, place);
-            assert!(!line.contains('\n'), "{line}");
-            let (keys, map) = parse(&line);
-            assert_eq!(
-                keys,
-                [
+            for version in [ResultLine::V1, ResultLine::V2] {
+                let line = result_line(&r, exit, place, version);
+                assert!(!line.contains('\n'), "{line}");
+                let (keys, map) = parse(&line, version);
+                let mut want = vec![
                     "unit",
                     "report_id",
                     "verdict",
                     "exit",
                     "devices",
                     "failed",
-                    "report"
-                ],
-                "{line}"
-            );
-            assert_eq!(decode(&map["unit"]), "SN 42=x");
-            assert_eq!(decode(&map["report_id"]), "0123456789abcdef");
-            assert_eq!(map["verdict"], verdict);
-            assert_eq!(map["exit"], exit.to_string());
-            assert_eq!(map["devices"], "2");
-            let failed: Vec<String> = map["failed"].split(',').map(decode).collect();
-            assert_eq!(failed, ["sda"]);
-            assert_eq!(decode(&map["report"]), report_value);
+                    "report",
+                ];
+                if version == ResultLine::V2 {
+                    want.extend(["marginal", "retests"]);
+                    assert_eq!(map["marginal"], "-", "{line}");
+                    assert_eq!(map["retests"], "-", "{line}");
+                }
+                assert_eq!(keys, want, "{line}");
+                assert_eq!(decode(&map["unit"]), "SN 42=x");
+                assert_eq!(decode(&map["report_id"]), "0123456789abcdef");
+                assert_eq!(map["verdict"], verdict);
+                assert_eq!(map["exit"], exit.to_string());
+                assert_eq!(map["devices"], "2");
+                let failed: Vec<String> = map["failed"].split(',').map(decode).collect();
+                assert_eq!(failed, ["sda"]);
+                assert_eq!(decode(&map["report"]), report_value);
+            }
         }
+    }
+
+    #[test]
+    fn v2_names_marginal_and_retested_devices() {
+        let mut r = report();
+        r.devices[0].verdict.marginal = true;
+        r.devices[0].verdict.retests = 2;
+        r.devices[1].name = "usb:1 a".into();
+        r.devices[1].verdict.retests = 1;
+        let line = result_line(&r, 1, Some(Path::new("/r.yaml")), ResultLine::V2);
+        let (_, map) = parse(&line, ResultLine::V2);
+        let marginal: Vec<String> = map["marginal"].split(',').map(decode).collect();
+        assert_eq!(marginal, ["mmcblk0"]);
+        let retests: Vec<(String, u32)> = map["retests"]
+            .split(',')
+            .map(|e| {
+                let (name, n) = e.split_once(':').expect("name:count");
+                (decode(name), n.parse().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            retests,
+            [("mmcblk0".to_string(), 2), ("usb:1 a".to_string(), 1)]
+        );
+        // v1 is the same line without the last two keys.
+        let v1 = result_line(&r, 1, Some(Path::new("/r.yaml")), ResultLine::V1);
+        let v2_head = line.replacen(" v2 ", " v1 ", 1);
+        assert!(v2_head.starts_with(&v1), "{v1}\n{line}");
+        assert!(!v1.contains("marginal="), "{v1}");
     }
 
     #[test]
@@ -423,11 +502,11 @@ pub(crate) mod tests {
         r.report_id = None;
         r.unit.serial = None;
         r.unit.hostname = Some("board".into());
-        let line = result_line(&r, 1, Some(Path::new("/r.yaml")));
+        let line = result_line(&r, 1, Some(Path::new("/r.yaml")), ResultLine::V2);
         assert_eq!(
             line,
-            "USBPERF-RESULT v1 unit=board report_id=- verdict=FAIL exit=1 devices=0 failed=- \
-             report=/r.yaml"
+            "USBPERF-RESULT v2 unit=board report_id=- verdict=FAIL exit=1 devices=0 failed=- \
+             report=/r.yaml marginal=- retests=-"
         );
     }
 
