@@ -50,9 +50,23 @@ fn the_recorded_emmc_is_allowed_by_its_cid_and_refused_by_another() {
     assert_eq!(why.device.as_deref(), Some("mmcblk0"));
     assert!(
         why.text.contains(
-            "part: mmcblk0 is manfid 0x0000aa oemid 0x0158 name QEMU!!, not an approved emmc part \
-             (allowed: manfid 0x15 name 8GTF4R; manfid 0x45 oemid 0x0100)"
+            "part: mmcblk0 is manfid 0x0000aa oemid 0x0158 name QEMU!! prv 0x1 firmware 0x0, not \
+             an approved emmc part (allowed: manfid 0x15 name 8GTF4R; manfid 0x45 oemid 0x0100)"
         ),
+        "{}",
+        why.text
+    );
+    // The same part on a firmware range: QEMU's eMMC reports firmware 0x0 and prv 0x1.
+    let fw = |spec: &str| {
+        rule(&format!(
+            "{{class: emmc, allowed: [{{manfid: '0xaa', prv: '0x01', firmware: '{spec}'}}]}}"
+        ))
+    };
+    assert_eq!(parts::check(emmc, &[fw("0x0..0x3")], None), None);
+    let why = parts::check(emmc, &[fw("0x1..")], None).expect("firmware below the range");
+    assert!(
+        why.text
+            .contains("allowed: manfid 0xaa prv 0x01 firmware 0x1.."),
         "{}",
         why.text
     );
@@ -67,6 +81,13 @@ fn the_recorded_nvme_is_allowed_by_its_model_and_refused_by_another() {
         .expect("the NVMe namespace");
     let allowed = rule("{class: nvme, allowed: [{model: QEMU NVMe Ctrl}]}");
     assert_eq!(parts::check(nvme, &[allowed], None), None);
+    // QEMU 10's NVMe reports firmware_rev "10.0.2  ": a revision that is no number, given alone.
+    assert_eq!(nvme.firmware.as_deref(), Some("10.0.2"));
+    let same_fw = rule("{class: nvme, allowed: [{model: QEMU NVMe Ctrl, firmware: 10.0.2}]}");
+    assert_eq!(parts::check(nvme, &[same_fw], None), None);
+    let other_fw = rule("{class: nvme, allowed: [{model: QEMU NVMe Ctrl, firmware: 9.2.0}]}");
+    let why = parts::check(nvme, &[other_fw], None).expect("another firmware");
+    assert!(why.text.contains("firmware 10.0.2"), "{}", why.text);
     let refused = rule("{class: nvme, allowed: [{model: Samsung SSD 980}]}");
     let why = parts::check(nvme, &[refused], None).expect("another model");
     assert_eq!(why.kind, ReasonKind::Part);

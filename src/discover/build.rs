@@ -71,7 +71,11 @@ pub fn disk(sys: &SysfsRoot, node: &dyn DevNode<'_>, mounts: &[MountEntry]) -> D
 
     let scsi = find("scsi", Some("scsi_device")).map(|i| &ancestors[i]);
     let mmc_card = find("mmc", None).map(|i| &ancestors[i]);
-    let nvme = find("nvme", None).map(|i| &ancestors[i]);
+    // A namespace's parent is its controller (`nvme`), or with native multipath its subsystem
+    // (`nvme-subsystem`), which carries the same model, serial and firmware_rev.
+    let nvme = find("nvme", None)
+        .or_else(|| find("nvme-subsystem", None))
+        .map(|i| &ancestors[i]);
 
     let scsi_vendor = scsi.and_then(|s| nonempty(s.attr("vendor")).ok());
     let mmc_type = mmc_card.and_then(|c| {
@@ -102,6 +106,10 @@ pub fn disk(sys: &SysfsRoot, node: &dyn DevNode<'_>, mounts: &[MountEntry]) -> D
         .or_else(|| nvme.and_then(|n| nonempty(n.attr("model")).ok()))
         .or_else(|| mmc_card.and_then(|c| nonempty(c.attr("name")).ok()))
         .or_else(|| decoded_property(node, "ID_MODEL"));
+    d.firmware = scsi
+        .and_then(|s| nonempty(s.attr("rev")).ok())
+        .or_else(|| nvme.and_then(|n| nonempty(n.attr("firmware_rev")).ok()))
+        .or_else(|| mmc_card.and_then(|c| nonempty(c.attr("fwrev")).ok()));
     d.serial = node
         .property("ID_SERIAL_SHORT")
         .filter(|s| !s.is_empty())
@@ -169,6 +177,7 @@ pub fn disk(sys: &SysfsRoot, node: &dyn DevNode<'_>, mounts: &[MountEntry]) -> D
             .or_else(|| node.property("MMC_NAME"));
         m.manfid = nonempty(card.attr("manfid")).ok();
         m.oemid = nonempty(card.attr("oemid")).ok();
+        m.prv = nonempty(card.attr("prv")).ok();
         m.date = nonempty(card.attr("date")).ok();
         m.serial = nonempty(card.attr("serial")).ok();
         m.cid = nonempty(card.attr("cid")).ok();

@@ -36,6 +36,10 @@ pub struct Disk {
     pub vendor: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The firmware revision the device reports: SCSI/SATA/USB `rev` (INQUIRY), NVMe
+    /// `firmware_rev`, eMMC/SD `fwrev` (the EXT_CSD firmware version, or the CID's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serial: Option<String>,
     /// udev `ID_PATH` (the stable port path, e.g. `pci-0000:00:1d.7-usb-0:1:1.0-scsi-0:0:0:0`).
@@ -220,6 +224,9 @@ pub struct MmcInfo {
     pub manfid: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oemid: Option<String>,
+    /// CID product revision (`0x1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prv: Option<String>,
     /// Manufacturing date as the card reports it (`MM/YYYY`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub date: Option<String>,

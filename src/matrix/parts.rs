@@ -3,7 +3,7 @@
 //! that left the line with a flash part not on its bill of materials, or a counterfeit card
 //! whose CID names no known maker, fails with what was found and what was allowed.
 
-use crate::config::{PartId, PartRule};
+use crate::config::{firmware_range, id_number, PartId, PartRule};
 use crate::discover::Disk;
 use crate::report::verdict::{Reason, ReasonKind};
 
@@ -21,6 +21,7 @@ pub fn identity(disk: &Disk) -> Vec<(&'static str, String)> {
             add("manfid", m.manfid.as_deref());
             add("oemid", m.oemid.as_deref());
             add("name", m.name.as_deref());
+            add("prv", m.prv.as_deref());
         }
         None => {
             add("vendor", disk.vendor.as_deref());
@@ -32,25 +33,28 @@ pub fn identity(disk: &Disk) -> Vec<(&'static str, String)> {
             add("vid_pid", Some(&format!("{v}:{p}")));
         }
     }
+    add("firmware", disk.firmware.as_deref());
     out
 }
 
-/// A CID id as a number (`0x000015`, `0x15`, `21`), so the spellings compare equal.
-fn number(s: &str) -> Option<u64> {
-    let t = s.trim();
-    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => t.parse().ok(),
-    }
-}
-
 fn same(field: &str, want: &str, got: &str) -> bool {
+    let text = || want.trim().eq_ignore_ascii_case(got.trim());
     match field {
-        "manfid" | "oemid" => match (number(want), number(got)) {
+        "manfid" | "oemid" | "prv" => match (id_number(want), id_number(got)) {
             (Some(a), Some(b)) => a == b,
-            _ => want.trim().eq_ignore_ascii_case(got.trim()),
+            _ => text(),
         },
-        _ => want.trim().eq_ignore_ascii_case(got.trim()),
+        // A range holds numbered revisions only (the config refuses other ends); a revision
+        // that is no number is outside every range.
+        "firmware" => match firmware_range(want) {
+            Some((lo, hi)) => id_number(got)
+                .is_some_and(|v| lo.map_or(true, |lo| v >= lo) && hi.map_or(true, |hi| v <= hi)),
+            None => match (id_number(want), id_number(got)) {
+                (Some(a), Some(b)) => a == b,
+                _ => text(),
+            },
+        },
+        _ => text(),
     }
 }
 
@@ -63,6 +67,8 @@ fn fields(p: &PartId) -> Vec<(&'static str, &str)> {
         ("vendor", p.vendor.as_deref()),
         ("model", p.model.as_deref()),
         ("vid_pid", p.vid_pid.as_deref()),
+        ("prv", p.prv.as_deref()),
+        ("firmware", p.firmware.as_deref()),
     ]
     .into_iter()
     .filter_map(|(k, v)| v.map(|v| (k, v)))
@@ -217,6 +223,71 @@ mod tests {
         let r = rule("{class: emmc, allowed: [{manfid: '0x15'}]}");
         let why = check(&blank, std::slice::from_ref(&r), None).unwrap();
         assert!(why.text.contains("unknown identity"), "{}", why.text);
+    }
+
+    #[test]
+    fn firmware_is_one_revision_or_a_numbered_range() {
+        let with_fw = |fw: &str| Disk {
+            firmware: Some(fw.into()),
+            ..emmc("0x000015", "8GTF4R")
+        };
+        let rows = [
+            ("0x0100..0x01ff", "0x0100", true, "the lower end is inside"),
+            ("0x0100..0x01ff", "0x1ff", true, "the upper end is inside"),
+            ("0x0100..0x01ff", "0x0200", false, "past the upper end"),
+            ("0x0100..0x01ff", "0x00ff", false, "below the lower end"),
+            ("0x0200..", "0x0300000000000000", true, "an open upper end"),
+            ("..7", "7", true, "an open lower end"),
+            ("..7", "8", false, "past an open lower end's upper end"),
+            (
+                "0x0100..0x01ff",
+                "V1.2",
+                false,
+                "a revision that is no number",
+            ),
+            ("10.0.2", "10.0.2", true, "one revision, as text"),
+            ("10.0.2", "10.0.3", false, "another revision"),
+            (
+                "0x300",
+                "0x0300",
+                true,
+                "one numbered revision, as a number",
+            ),
+        ];
+        for (spec, fw, pass, what) in rows {
+            let r = rule(&format!(
+                "{{class: emmc, allowed: [{{manfid: '0x15', firmware: '{spec}'}}]}}"
+            ));
+            let got = check(&with_fw(fw), std::slice::from_ref(&r), None);
+            assert_eq!(got.is_none(), pass, "{what} ({spec} / {fw}): {got:?}");
+            if let Some(why) = got {
+                assert!(why.text.contains(&format!("firmware {fw}")), "{}", why.text);
+                assert!(
+                    why.text.contains(&format!("firmware {spec}")),
+                    "{}",
+                    why.text
+                );
+            }
+        }
+        // A part that says no firmware at all is outside a list that names one.
+        let r = rule("{class: emmc, allowed: [{firmware: '0x1..0x2'}]}");
+        assert!(check(&emmc("0x15", "A"), std::slice::from_ref(&r), None).is_some());
+    }
+
+    #[test]
+    fn a_firmware_range_that_cannot_hold_is_a_config_error() {
+        for (spec, words) in [
+            ("0x20..0x10", "runs backwards"),
+            ("..", "names no revision"),
+            ("1.2..1.9", "its ends must be numbers"),
+            ("", "firmware is empty"),
+        ] {
+            let e = serde_norway::from_str::<PartRule>(&format!(
+                "{{class: emmc, allowed: [{{firmware: '{spec}'}}]}}"
+            ))
+            .unwrap_err();
+            assert!(e.to_string().contains(words), "{spec}: {e}");
+        }
     }
 
     #[test]
