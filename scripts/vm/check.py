@@ -279,6 +279,19 @@ class Checker:
                 self.check(s in byser and byser[s][0]["class"] == "usb", f"inventory: {s} found, class usb")
                 if x.get("luns", 1) > 1:
                     self.check(len(byser.get(s, [])) == x["luns"], f"inventory: the {x['luns']}-LUN stick gives {x['luns']} usb disks")
+            # A stick behind QEMU's usb-hub (full speed) checked against 480M: the cause is the
+            # hub, named as such, with the port's exit code 1.
+            for i in self.with_expect("hub_cause"):
+                want = self.expect(i)["hub_cause"]
+                hj = self.read("list-hub.json")
+                if not self.check(hj is not None, f"link cause: {i} stick checked behind its hub (list-hub.json)"):
+                    continue
+                lcs = json.loads(hj).get("link_check", [])
+                lc = lcs[0] if len(lcs) == 1 else {}
+                self.check((self.read("list-hub.rc") or "").strip() == "1", "link cause: list --expect exits 1 on the slow link")
+                self.check(lc.get("pass") is False and lc.get("measured_mbps") == 12.0 and lc.get("cause_kind") == want
+                           and re.search(r"behind hub \S+ which itself runs at 12M", lc.get("cause", "")),
+                           f"link cause: the stick behind the full-speed hub fails as {want}, naming the hub: {lcs}")
             nv = [d for d in disks if d["class"] == "nvme"]
             if "nvme" in self.classes and nv:
                 want = next(self.devices[i]["serial"] for i in inventory if self.expect(i)["class"] == "nvme")

@@ -196,6 +196,8 @@ def init_env(g):
         out.append(f"FIND_{d['id']}={q(how)}; MOUNT_{d['id']}={q(d.get('mount', ''))}")
     rules = [d["profile_rule"] for d in disks(g) if d.get("profile_rule")]
     out.append(f"PROFILE_RULES={q(chr(10).join('  - ' + r for r in rules))}")
+    hub = [d["serial"] for d in disks(g) if (d.get("expect") or {}).get("hub_cause")]
+    out.append(f"HUB_STICK_SERIAL={q(hub[0] if hub else '')}")
     return "\n".join(out) + "\n"
 
 

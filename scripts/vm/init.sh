@@ -122,6 +122,16 @@ done >> $H/sysfs.txt 2>&1
 for f in $(find /sys/devices -name over_current_count -o -name rx_lanes 2>/dev/null); do echo "$f=$(cat "$f")"; done >> $H/sysfs.txt 2>&1
 USBPERF_HEALTH_RECORD=$H usbperf-matrix list --format json > $E/list.json 2> $E/list.err; echo $? > $E/list.rc
 usbperf-matrix list
+# A stick behind a full-speed hub (the guest's `hub_cause` entry) links at 12M: its link check
+# against 480M must name the hub as the cause. Its port is found by its serial.
+hs=
+[ -n "$HUB_STICK_SERIAL" ] && hs=$(grep -lx "$HUB_STICK_SERIAL" /sys/bus/usb/devices/*/serial 2>/dev/null | head -n 1)
+if [ -n "$hs" ]; then
+  hp=${hs%/serial}; hp=${hp##*/}
+  usbperf-matrix list --expect "usb:$hp=480" --format json > $E/list-hub.json 2> $E/list-hub.err
+  echo $? > $E/list-hub.rc
+  usbperf-matrix list --expect "usb:$hp=480" | grep '^link '
+fi
 dmesg > $E/dmesg-boot.txt
 
 # run_scen NAME PATTERN ACTION [usbperf args...]: runs usbperf-matrix in the background; when
