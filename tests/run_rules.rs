@@ -1188,6 +1188,16 @@ fn auto_runs_small_blocks_on_fast_devices_and_cpu_heavy_cells_alone() {
         "{:?}",
         sda_seq.reasons
     );
+    let note = sda_seq
+        .reasons
+        .iter()
+        .find(|r| r.kind == ReasonKind::Note && r.metric.as_deref() == Some("cpu_percent"))
+        .unwrap();
+    assert_eq!(
+        note.text,
+        "seq-read: measured alone: beside other devices it used 150 % of a CPU, over half its \
+         share, so the CPU may have set that figure"
+    );
     assert!(p
         .lines
         .iter()

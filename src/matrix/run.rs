@@ -709,7 +709,8 @@ fn run_cell(
                 Reason::new(
                     ReasonKind::Note,
                     format!(
-                        "{w}: measured alone: beside other devices it used {cpu:.0} % of a CPU,                          over half its share, so the CPU may have set that figure"
+                        "{w}: measured alone: beside other devices it used {cpu:.0} % of a CPU, \
+                         over half its share, so the CPU may have set that figure"
                     ),
                 )
                 .workload(spec.workload)
