@@ -1389,3 +1389,117 @@ fn first_pass_yield_retest_and_marginal_rates_per_board_station_and_class() {
     assert!(text.contains("first-pass yield (device tests):"), "{text}");
     assert!(text.contains("st-A"), "{text}");
 }
+
+/// The distance of each group's figures to the factory limits on them: from the generated
+/// fleet's own thresholds (seq-write at least 10 MiB/s on eMMC, 5 MiB/s and 500 IOPS on USB,
+/// a 480M link), checked against the figures read straight from the reports.
+#[test]
+fn each_groups_distance_to_its_class_limits() {
+    let d = TempDir::new("fleet-limits");
+    let dir = d.path().join("r");
+    generate(&dir, 30, "yaml", &["--outliers", "0"]);
+    // (board, class, metric) -> every figure of the reports.
+    let mut figures: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
+    for f in sorted_reports(&dir) {
+        let v: Value = serde_norway::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        let board = v["unit"]["model"]
+            .as_str()
+            .unwrap_or("unknown board")
+            .to_string();
+        for dev in v["devices"].as_array().unwrap() {
+            let class = dev["disk"]["class"].as_str().unwrap().to_string();
+            for c in dev["cells"].as_array().unwrap() {
+                if let Some(m) = c["result"]["mib_per_s"].as_f64() {
+                    let w = c["workload"].as_str().unwrap();
+                    figures
+                        .entry((board.clone(), class.clone(), format!("{w}.mib_per_s")))
+                        .or_default()
+                        .push(m);
+                }
+            }
+        }
+    }
+    let s = fleet_json(&[dir.to_str().unwrap()]);
+    let mut checked = 0;
+    for g in s["groups"].as_array().unwrap() {
+        let key: Vec<&str> = g["key"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        let (board, class) = (key[0], key[1]);
+        for m in g["metrics"].as_array().unwrap() {
+            let metric = m["metric"].as_str().unwrap();
+            let limits = m.get("limits").and_then(Value::as_array);
+            let want: Option<f64> = match (class, metric) {
+                ("emmc", "seq-write.mib_per_s") => Some(10.0),
+                ("usb", "seq-write.mib_per_s") => Some(5.0),
+                ("usb", "rand-read.iops") => Some(500.0),
+                ("usb", "link_mbps") => Some(480.0),
+                _ => None,
+            };
+            let Some(limit) = want else {
+                assert!(
+                    limits.is_none(),
+                    "{board}/{class} {metric}: no limit on it: {m}"
+                );
+                continue;
+            };
+            let l = &limits.unwrap_or_else(|| panic!("{board}/{class} {metric}: {m}"))[0];
+            assert_eq!(l["bound"], "min");
+            assert_eq!(l["limit"].as_f64(), Some(limit));
+            let pct = |v: f64| (v - limit) / limit * 100.0;
+            let close = |got: &Value, want: f64| (got.as_f64().unwrap() - want).abs() < 1e-6;
+            assert!(
+                close(&l["median_percent"], pct(m["median"].as_f64().unwrap())),
+                "{l}"
+            );
+            assert!(
+                close(&l["p5_percent"], pct(m["p5"].as_f64().unwrap())),
+                "{l}"
+            );
+            if metric == "seq-write.mib_per_s" {
+                // The worst figure, found in the reports themselves.
+                let raw = &figures[&(board.to_string(), class.to_string(), metric.to_string())];
+                let worst = raw.iter().cloned().fold(f64::INFINITY, f64::min);
+                assert!(
+                    close(&l["worst_percent"], pct(worst)),
+                    "{l} against {worst}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 2,
+        "both classes' seq-write limits were checked: {checked}"
+    );
+    // Grouped by board alone, a group holds several classes: no class's limit applies to it.
+    let s = fleet_json(&[dir.to_str().unwrap(), "--group-by", "board"]);
+    for g in s["groups"].as_array().unwrap() {
+        for m in g["metrics"].as_array().unwrap() {
+            assert!(m.get("limits").is_none(), "{m}");
+        }
+    }
+    // The page has them as a table, a row per group, metric and limit.
+    let o = fleet(&[dir.to_str().unwrap(), "--format", "html"]);
+    let page = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        page.contains("<h2>Distance to the limits</h2>"),
+        "no limits table"
+    );
+    assert!(
+        page.contains("<td>seq-write.mib_per_s</td><td>min 10</td>"),
+        "no eMMC seq-write row"
+    );
+    // The terminal says the same, per group.
+    let o = fleet(&[dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("distance to the limits"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("seq-write.mib_per_s") && l.contains("min 10")),
+        "{text}"
+    );
+}

@@ -549,6 +549,18 @@ impl Accumulator {
             .zip(per_group)
             .map(|((key, g), mut metrics)| {
                 metrics.sort_by_key(|m| metric_rank(&m.metric));
+                // Limits are per class: a group of one class is measured against the limits
+                // on that class and on every non-system device.
+                if let [class] = g.classes.iter().collect::<Vec<_>>()[..] {
+                    for m in &mut metrics {
+                        m.limits = self
+                            .thresholds
+                            .iter()
+                            .filter(|t| t.class.as_ref().map_or(true, |c| c == class))
+                            .filter_map(|t| LimitDistance::of(m, t))
+                            .collect();
+                    }
+                }
                 let name = self
                     .opts
                     .group_by
@@ -773,6 +785,7 @@ fn summarise_metric(
         trend,
         histogram,
         metric,
+        limits: Vec::new(),
     }
 }
 

@@ -128,6 +128,7 @@ pub fn render_html_linked(
     failures(&mut o, s);
     ports(&mut o, s);
     yields(&mut o, s);
+    limits(&mut o, s);
     curves(&mut o, s);
     o.push_str("<h2>Distributions</h2><div class=\"legend\"><span>bars: devices per bin</span>\
         <span style=\"color:#222\">| median</span>\
@@ -295,6 +296,38 @@ fn yields(o: &mut String, s: &FleetSummary) {
             y.passed_after_retest,
             pct(y.retest_rate),
             pct(y.marginal_rate)
+        );
+    }
+    o.push_str("</tbody></table>\n");
+}
+
+/// The groups' distance to the factory's limits, one row per group, metric and limit.
+fn limits(o: &mut String, s: &FleetSummary) {
+    let rows: Vec<_> = s
+        .groups
+        .iter()
+        .flat_map(|g| {
+            g.metrics
+                .iter()
+                .flat_map(move |m| m.limits.iter().map(move |l| (g, m, l)))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Distance to the limits</h2><p>In % of the limit: + is room to spare, \u{2212} a miss. The worst 5 % are the p5 of a minimum, the p95 of a maximum.</p><table class=\"limits\"><thead><tr><th>group</th><th>metric</th><th>limit</th><th>median</th><th>worst 5 %</th><th>worst</th></tr></thead><tbody>");
+    let m = |p: f64| format!("{p:+.0}%").replace('-', "\u{2212}");
+    for (g, mt, l) in rows {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{} {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&g.name),
+            esc(&mt.metric),
+            esc(&l.bound),
+            l.limit,
+            m(l.median_percent),
+            m(l.p5_percent),
+            m(l.worst_percent)
         );
     }
     o.push_str("</tbody></table>\n");

@@ -159,6 +159,49 @@ pub struct MetricSummary {
     /// Median per production day or week (`trend_bucket`).
     pub trend: Vec<TrendPoint>,
     pub histogram: Histogram,
+    /// How far the figures sit from each factory limit on them, for a group of one class.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<LimitDistance>,
+}
+
+/// How far a group's figures sit from one of the factory's limits, in % of the limit:
+/// positive is room to spare, negative a miss. A line engineer reads the worst 5 % to know
+/// how many units a small drift of the process would fail.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LimitDistance {
+    /// `min` or `max`.
+    pub bound: String,
+    pub limit: f64,
+    pub median_percent: f64,
+    /// The 5 % of figures nearest the limit: the p5 of a minimum, the p95 of a maximum.
+    pub p5_percent: f64,
+    /// The figure nearest the limit, or the worst miss: the min of a minimum, the max of a
+    /// maximum.
+    pub worst_percent: f64,
+}
+
+impl LimitDistance {
+    /// The distance of `m`'s figures to `t`, when `t` limits this metric (and its limit is
+    /// not 0, which has no percent).
+    pub fn of(m: &MetricSummary, t: &FactoryThreshold) -> Option<LimitDistance> {
+        if t.metric != m.metric || m.count == 0 || !t.value.is_finite() || t.value == 0.0 {
+            return None;
+        }
+        let l = t.value;
+        let (towards, near, worst) = match t.bound.as_str() {
+            "min" => (1.0, m.p5, m.min),
+            "max" => (-1.0, m.p95, m.max),
+            _ => return None,
+        };
+        let percent = |v: f64| towards * (v - l) / l.abs() * 100.0;
+        Some(LimitDistance {
+            bound: t.bound.clone(),
+            limit: l,
+            median_percent: percent(m.median),
+            p5_percent: percent(near),
+            worst_percent: percent(worst),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -288,6 +331,72 @@ pub struct ModelCurves {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn distance_to_a_limit_is_room_to_spare_on_either_bound() {
+        let m = |metric: &str, min, p5, median, p95, max| MetricSummary {
+            metric: metric.into(),
+            count: 10,
+            pass_rate: 1.0,
+            min,
+            p5,
+            median,
+            p95,
+            max,
+            passing: PassingStats {
+                count: 10,
+                p1: min,
+                p5,
+                median,
+                p95,
+                p99: max,
+            },
+            outliers: Vec::new(),
+            trend: Vec::new(),
+            histogram: Histogram::of(&[], 1),
+            limits: Vec::new(),
+        };
+        let t = |metric: &str, bound: &str, value| FactoryThreshold {
+            class: None,
+            metric: metric.into(),
+            bound: bound.into(),
+            value,
+        };
+        let w = "seq-write.mib_per_s";
+        let lat = "rand-read.p99_latency_ms";
+        // (summary, threshold, (median, worst 5 %, worst) in % of the limit)
+        let rows = [
+            (
+                m(w, 9.0, 11.0, 15.0, 20.0, 30.0),
+                t(w, "min", 10.0),
+                Some((50.0, 10.0, -10.0)),
+            ),
+            (
+                m(lat, 1.0, 2.0, 4.0, 8.0, 12.0),
+                t(lat, "max", 10.0),
+                Some((60.0, 20.0, -20.0)),
+            ),
+            (m(w, 9.0, 11.0, 15.0, 20.0, 30.0), t(lat, "max", 10.0), None),
+            (m(w, 9.0, 11.0, 15.0, 20.0, 30.0), t(w, "min", 0.0), None),
+            (
+                m(w, 9.0, 11.0, 15.0, 20.0, 30.0),
+                t(w, "exactly", 10.0),
+                None,
+            ),
+        ];
+        for (summary, threshold, want) in rows {
+            let got = LimitDistance::of(&summary, &threshold)
+                .map(|l| (l.median_percent, l.p5_percent, l.worst_percent));
+            match (got, want) {
+                (Some(g), Some(w)) => {
+                    for (a, b) in [(g.0, w.0), (g.1, w.1), (g.2, w.2)] {
+                        assert!((a - b).abs() < 1e-9, "{threshold:?}: {g:?} against {w:?}");
+                    }
+                }
+                (g, w) => assert_eq!(g.is_some(), w.is_some(), "{threshold:?}: {g:?}"),
+            }
+        }
+    }
 
     #[test]
     fn histogram_bins_are_equal_and_hold_every_value() {

@@ -94,6 +94,37 @@ fn metric_row(m: &MetricSummary) -> Vec<String> {
     ]
 }
 
+/// A signed distance in % of the limit: `+42%` room to spare, `-3%` a miss.
+fn margin(p: f64) -> String {
+    format!("{p:+.0}%")
+}
+
+/// The group's distance to each factory limit on its figures, when there is one.
+fn limit_rows(g: &super::aggregate::GroupSummary, out: &mut String) {
+    if g.metrics.iter().all(|m| m.limits.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  distance to the limits (% of the limit; + is room to spare, - a miss):"
+    );
+    let mut rows = vec![["  metric", "limit", "median", "worst 5%", "worst"]
+        .map(String::from)
+        .to_vec()];
+    for m in &g.metrics {
+        for l in &m.limits {
+            rows.push(vec![
+                format!("  {}", m.metric),
+                format!("{} {}", l.bound, fmt_value(&m.metric, l.limit)),
+                margin(l.median_percent),
+                margin(l.p5_percent),
+                margin(l.worst_percent),
+            ]);
+        }
+    }
+    table(&rows, 2, out);
+}
+
 /// One outlier value and the metric it belongs to.
 type Flagged<'a> = (&'a MetricSummary, &'a super::aggregate::Outlier);
 
@@ -202,6 +233,7 @@ pub fn render_table(s: &FleetSummary) -> String {
         .to_vec()];
         rows.extend(g.metrics.iter().map(metric_row));
         table(&rows, 1, &mut out);
+        limit_rows(g, &mut out);
         outlier_rows(g, &mut out);
         if !g.failure_reasons.is_empty() {
             let _ = writeln!(out, "  failure reasons:");
