@@ -30,6 +30,112 @@ pub struct UnitIdentity {
     pub cpu_model: Option<String>,
     pub cpu_count: usize,
     pub memory_bytes: u64,
+    /// The image the unit runs, from os-release: what tells one build from the next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageIdentity>,
+}
+
+/// The os-release(5) fields that name an image build. Yocto's `os-release` recipe writes `ID`,
+/// `VERSION_ID` (the distro's version) and `PRETTY_NAME` by default, and `BUILD_ID` (the
+/// build's date and time) or `IMAGE_VERSION` where a distro adds them to `OS_RELEASE_FIELDS`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageIdentity {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pretty_name: Option<String>,
+}
+
+/// os-release is a few hundred bytes; more is not an os-release file, and is not read.
+pub const OS_RELEASE_MAX_BYTES: usize = 16 << 10;
+/// A value longer than this is cut: it is a label, not a document.
+const OS_RELEASE_MAX_VALUE: usize = 256;
+
+/// Parses os-release(5): `KEY=value` lines, the value bare or in single or double quotes
+/// (`\"`, `\\`, `\$` and `` \` `` escaped in double quotes), `#` comments. Unknown keys and
+/// malformed lines are skipped; `None` when no field named an image.
+pub fn parse_os_release(text: &str) -> Option<ImageIdentity> {
+    let mut img = ImageIdentity::default();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((key, raw)) = line.split_once('=') else {
+            continue;
+        };
+        let value = unquote(raw.trim());
+        if value.is_empty() {
+            continue;
+        }
+        let value: String = value.chars().take(OS_RELEASE_MAX_VALUE).collect();
+        let slot = match key.trim() {
+            "ID" => &mut img.id,
+            "VERSION_ID" => &mut img.version_id,
+            "BUILD_ID" => &mut img.build_id,
+            "IMAGE_ID" => &mut img.image_id,
+            "IMAGE_VERSION" => &mut img.image_version,
+            "PRETTY_NAME" => &mut img.pretty_name,
+            _ => continue,
+        };
+        *slot = Some(value);
+    }
+    (img != ImageIdentity::default()).then_some(img)
+}
+
+fn unquote(v: &str) -> String {
+    let b = v.as_bytes();
+    if b.len() >= 2 && b[0] == b'\'' && b[b.len() - 1] == b'\'' {
+        return v[1..v.len() - 1].to_string();
+    }
+    if b.len() >= 2 && b[0] == b'"' && b[b.len() - 1] == b'"' {
+        let mut out = String::new();
+        let mut chars = v[1..v.len() - 1].chars();
+        while let Some(c) = chars.next() {
+            if c == '\\' {
+                match chars.next() {
+                    Some(e @ ('"' | '\\' | '$' | '`')) => out.push(e),
+                    Some(e) => {
+                        out.push('\\');
+                        out.push(e);
+                    }
+                    None => out.push('\\'),
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        return out;
+    }
+    v.to_string()
+}
+
+/// Reads the first of `paths` that exists, capped at [`OS_RELEASE_MAX_BYTES`].
+fn read_os_release(paths: &[PathBuf]) -> Option<ImageIdentity> {
+    use std::io::Read;
+    for p in paths {
+        let Ok(f) = std::fs::File::open(p) else {
+            continue;
+        };
+        let mut buf = Vec::new();
+        if f.take(OS_RELEASE_MAX_BYTES as u64 + 1)
+            .read_to_end(&mut buf)
+            .is_err()
+            || buf.len() > OS_RELEASE_MAX_BYTES
+        {
+            return None;
+        }
+        return parse_os_release(&String::from_utf8_lossy(&buf));
+    }
+    None
 }
 
 /// Where to read identity from (the real root in production; fixtures in tests).
@@ -38,6 +144,8 @@ pub struct IdentitySources {
     pub device_tree: PathBuf,
     pub dmi: PathBuf,
     pub machine_id: PathBuf,
+    /// os-release, the first that exists (`/etc/os-release`, then `/usr/lib/os-release`).
+    pub os_release: Vec<PathBuf>,
 }
 
 impl Default for IdentitySources {
@@ -46,6 +154,10 @@ impl Default for IdentitySources {
             device_tree: PathBuf::from("/proc/device-tree"),
             dmi: PathBuf::from("/sys/class/dmi/id"),
             machine_id: PathBuf::from("/etc/machine-id"),
+            os_release: vec![
+                PathBuf::from("/etc/os-release"),
+                PathBuf::from("/usr/lib/os-release"),
+            ],
         }
     }
 }
@@ -102,6 +214,7 @@ pub fn identify(src: &IdentitySources) -> UnitIdentity {
         .map(|c| c.brand().trim().to_string())
         .filter(|s| !s.is_empty());
     u.memory_bytes = sys.total_memory();
+    u.image = read_os_release(&src.os_release);
     u
 }
 
@@ -172,7 +285,13 @@ mod tests {
             device_tree: d.join("dt"),
             dmi: d.join("dmi"),
             machine_id: d.join("mid"),
+            os_release: vec![d.join("missing-os-release"), d.join("os-release")],
         };
+        std::fs::write(
+            d.join("os-release"),
+            include_str!("../../tests/fixtures/os-release/debian-12.os-release"),
+        )
+        .unwrap();
         let u = identify(&src);
         assert_eq!(
             u.model.as_deref(),
@@ -186,6 +305,15 @@ mod tests {
         );
         assert!(u.cpu_count >= 1 && u.memory_bytes > 0);
         assert_eq!(file_label(&u), "06612345");
+        // The first os-release that exists names the image.
+        let img = u.image.as_ref().expect("the image from os-release");
+        assert_eq!(img.id.as_deref(), Some("debian"));
+        assert_eq!(img.version_id.as_deref(), Some("12"));
+        // One past the cap is not an os-release file: nothing is read from it.
+        std::fs::write(d.join("os-release"), "ID=x\n".repeat(OS_RELEASE_MAX_BYTES)).unwrap();
+        assert_eq!(identify(&src).image, None);
+        std::fs::remove_file(d.join("os-release")).unwrap();
+        assert_eq!(identify(&src).image, None);
 
         std::fs::remove_dir_all(d.join("dt")).unwrap();
         std::fs::write(d.join("dmi/sys_vendor"), b"QEMU\n").unwrap();
@@ -201,6 +329,43 @@ mod tests {
         };
         assert_eq!(file_label(&odd), "a_b_c");
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn os_release_names_the_image() {
+        let debian = include_str!("../../tests/fixtures/os-release/debian-12.os-release");
+        let img = |id: &str, ver: &str, pretty: &str| ImageIdentity {
+            id: Some(id.into()),
+            version_id: Some(ver.into()),
+            pretty_name: Some(pretty.into()),
+            ..ImageIdentity::default()
+        };
+        let rows: &[(&str, Option<ImageIdentity>)] = &[
+            (debian, Some(img("debian", "12", "Debian GNU/Linux 12 (bookworm)"))),
+            (
+                "ID=poky\nVERSION_ID=5.0.5\nPRETTY_NAME=\"Poky (Yocto Project Reference Distro) 5.0.5 (scarthgap)\"\n",
+                Some(img("poky", "5.0.5", "Poky (Yocto Project Reference Distro) 5.0.5 (scarthgap)")),
+            ),
+            (
+                "# a comment\nID='acme'\nVERSION_ID=\"7.2.0\"\nBUILD_ID=\"2026-11-30 \\\"rc1\\\"\"\nIMAGE_VERSION=7.2.0-42\nnot a line\nIMAGE_ID=line-image\nPRETTY_NAME=''\n",
+                Some(ImageIdentity {
+                    id: Some("acme".into()),
+                    version_id: Some("7.2.0".into()),
+                    build_id: Some("2026-11-30 \"rc1\"".into()),
+                    image_id: Some("line-image".into()),
+                    image_version: Some("7.2.0-42".into()),
+                    pretty_name: None,
+                }),
+            ),
+            ("NAME=\"Only a name\"\n", None),
+            ("", None),
+        ];
+        for (text, want) in rows {
+            assert_eq!(&parse_os_release(text), want, "{text}");
+        }
+        let long = format!("ID={}\n", "x".repeat(1000));
+        let got = parse_os_release(&long).unwrap().id.unwrap();
+        assert_eq!(got.len(), OS_RELEASE_MAX_VALUE);
     }
 
     #[test]
