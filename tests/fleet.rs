@@ -1503,3 +1503,58 @@ fn each_groups_distance_to_its_class_limits() {
         "{text}"
     );
 }
+
+/// Regressions between image builds on generated fleets: one with an 18 % slower eMMC
+/// seq-write planted in its second build, and one of noise only. The first is named, on every
+/// board, for that figure alone; the second names nothing.
+#[test]
+fn a_planted_regression_between_builds_is_named_and_noise_is_not() {
+    let d = TempDir::new("fleet-builds");
+    let builds = |name: &str, extra: &[&str]| {
+        let dir = d.path().join(name);
+        let mut args = vec!["--outliers", "0", "--slow-port-percent", "0"];
+        args.extend(["--builds", "7.1.0,7.2.0"]);
+        args.extend(extra);
+        generate(&dir, 200, "yaml", &args);
+        let s = fleet_json(&[dir.to_str().unwrap(), "--compare-builds"]);
+        s["builds"].as_array().cloned().unwrap_or_default()
+    };
+    let planted = builds("planted", &["--regress", "emmc:seq-write:-18"]);
+    assert_eq!(planted.len(), 2, "a pair per board: {planted:#?}");
+    for b in &planted {
+        assert_eq!(
+            (b["from"].as_str(), b["to"].as_str()),
+            (Some("acme 7.1.0"), Some("acme 7.2.0"))
+        );
+        let named: Vec<&str> = b["regressions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["metric"].as_str().unwrap())
+            .collect();
+        assert_eq!(named, ["seq-write.iops", "seq-write.mib_per_s"], "{b:#}");
+        for r in b["regressions"].as_array().unwrap() {
+            assert_eq!(r["class"], "emmc");
+            let change = r["change_percent"].as_f64().unwrap();
+            assert!((-22.0..-14.0).contains(&change), "{r}");
+            assert!(r["p_value"].as_f64().unwrap() < 0.001, "{r}");
+            assert!(
+                r["words"]
+                    .as_str()
+                    .unwrap()
+                    .contains("from acme 7.1.0 to acme 7.2.0 (p < 0.001"),
+                "{r}"
+            );
+        }
+    }
+    let noise = builds("noise", &[]);
+    assert_eq!(noise.len(), 2);
+    for b in &noise {
+        assert!(b["compared"].as_u64().unwrap() > 20, "{b:#}");
+        assert_eq!(b["regressions"].as_array().map(Vec::len), Some(0), "{b:#}");
+    }
+    // Without --compare-builds the summary has no builds, and reports without an image are
+    // one build: nothing to compare.
+    let plain = fleet_json(&[d.path().join("noise").to_str().unwrap()]);
+    assert!(plain.get("builds").is_none());
+}

@@ -35,6 +35,7 @@ pub struct FleetQuery {
     pub since: Option<DateTime<Utc>>,
     pub board: Option<String>,
     pub group_by: Vec<Dimension>,
+    pub compare_builds: bool,
 }
 
 impl Default for FleetQuery {
@@ -43,6 +44,7 @@ impl Default for FleetQuery {
             since: None,
             board: None,
             group_by: FleetOptions::default().group_by,
+            compare_builds: false,
         }
     }
 }
@@ -156,6 +158,7 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetView, FleetDbErro
     let files: Vec<PathBuf> = rows.iter().map(|r| PathBuf::from(&r.file)).collect();
     let opts = FleetOptions {
         group_by: q.group_by.clone(),
+        compare_builds: q.compare_builds,
         load: LoadOptions {
             since: q.since,
             board: q.board.clone(),

@@ -80,6 +80,9 @@ struct FleetArgs {
     /// Write the output here instead of standard output.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Compare each image build with the one before it, per board, device class and figure.
+    #[arg(long)]
+    compare_builds: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -183,6 +186,7 @@ fn fleet(args: &FleetArgs) -> anyhow::Result<()> {
             .map_err(Usage)?,
         board: args.board.clone(),
         group_by,
+        compare_builds: args.compare_builds,
     };
     // Opening creates a missing SQLite file: a mistyped path would show an empty fleet.
     if let Some(path) = args.db.strip_prefix("sqlite:") {

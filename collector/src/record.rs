@@ -9,7 +9,7 @@
 //! decodes many times faster.
 //!
 //! Layout, little-endian, lengths and counts as LEB128: the format byte [`FORMAT`]; the
-//! metric-name table; the unit, board, station, tool version; started_at as seconds and
+//! metric-name table; the unit, board, station, build, tool version; started_at as seconds and
 //! nanoseconds; pass; the devices (label, class, port, model, pass, retests, marginal,
 //! reasons, values as name index, figure and ok, the write curve); the thresholds; the identity; the rejected figures. The fields
 //! are taken apart by exhaustive patterns, so a field added to the record type does not
@@ -22,7 +22,7 @@ use usbperf::fleet::extract::{DeviceRecord, FleetReason, RejectedFigure, UnitRec
 use usbperf::fleet::reader::{CurveLite, KneeLite, SampleLite, SelectLite, ThresholdLite};
 
 /// The first byte of every encoded record: a different layout gets a different byte.
-pub const FORMAT: u8 = 2;
+pub const FORMAT: u8 = 3;
 
 /// Why stored bytes are no record (a damaged row, or one from another layout).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +46,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
         unit,
         board,
         station,
+        build,
         tool_version,
         started_at,
         pass,
@@ -71,6 +72,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
     w.str(unit);
     w.str(board);
     w.str(station);
+    w.str(build);
     w.str(tool_version);
     w.0.extend_from_slice(&started_at.timestamp().to_le_bytes());
     w.0.extend_from_slice(&started_at.timestamp_subsec_nanos().to_le_bytes());
@@ -203,6 +205,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
     let unit = r.string("the unit")?;
     let board = r.string("the board")?;
     let station = r.string("the station")?;
+    let build = r.string("the build")?;
     let tool_version = r.string("the tool version")?;
     let secs = i64::from_le_bytes(r.array("started_at")?);
     let nanos = u32::from_le_bytes(r.array("started_at")?);
@@ -310,6 +313,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
         unit,
         board,
         station,
+        build,
         tool_version,
         started_at,
         pass,
@@ -455,7 +459,7 @@ report_id: 0b8f6d2e-1111-4222-8333-444455556666
 tool: {name: usbperf-matrix, version: 0.1.0}
 started_at: 2026-11-30T10:00:00.123456789Z
 status: complete
-unit: {serial: "U1 \u00e9", model: Board A}
+unit: {serial: "U1 \u00e9", model: Board A, image: {id: acme, version_id: "7.2", image_version: 7.2.0-42}}
 verdict: {pass: false, reasons: []}
 config:
   thresholds:

@@ -73,6 +73,10 @@ pub struct FleetArgs {
     /// Parser threads (0 = one per CPU).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Compare each image build (the units' os-release) with the one before it, per board,
+    /// device class and figure, and name the regressions.
+    #[arg(long)]
+    pub compare_builds: bool,
 }
 
 fn parse_since(s: &str) -> anyhow::Result<DateTime<Utc>> {
@@ -114,6 +118,7 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
             board: args.board.clone(),
             threads: args.threads,
         },
+        compare_builds: args.compare_builds,
         ..FleetOptions::default()
     };
     let acc = aggregate(&args.inputs, opts).map_err(usage)?;

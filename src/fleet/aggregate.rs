@@ -25,6 +25,9 @@ pub struct FleetOptions {
     pub load: LoadOptions,
     /// Write curves kept per device model for the chart (the first files in path order).
     pub curves_per_model: usize,
+    /// Compare each image build with the one before it (`--compare-builds`): keeps every
+    /// figure once more, by board, build and class.
+    pub compare_builds: bool,
 }
 
 impl Default for FleetOptions {
@@ -33,6 +36,7 @@ impl Default for FleetOptions {
             group_by: vec![Dimension::Board, Dimension::DeviceClass],
             load: LoadOptions::default(),
             curves_per_model: 12,
+            compare_builds: false,
         }
     }
 }
@@ -119,6 +123,8 @@ pub struct Accumulator {
     latest_before_since: Option<chrono::DateTime<chrono::Utc>>,
     /// Entries with a report's name that were not regular files (also in `skipped`).
     not_regular: usize,
+    /// Every figure by board, build and class, when builds are compared.
+    builds: Option<super::builds::BuildValues>,
 }
 
 fn bump(map: &mut HashMap<String, (u32, String)>, reason: &FleetReason) {
@@ -136,6 +142,7 @@ impl Accumulator {
         // A report (and mostly a unit) per file: sized once, not grown (and rehashed) as
         // they arrive.
         let n = files.len();
+        let opts_compare = opts.compare_builds;
         Accumulator {
             opts,
             files,
@@ -162,6 +169,7 @@ impl Accumulator {
             filtered_boards: BTreeMap::new(),
             latest_before_since: None,
             not_regular: 0,
+            builds: opts_compare.then(super::builds::BuildValues::default),
         }
     }
 
@@ -371,6 +379,14 @@ impl Accumulator {
         } else if self.unit_latest[unit as usize].0 <= r.started_at {
             // A retest replaces the unit's earlier verdict.
             self.unit_latest[unit as usize] = (r.started_at, r.pass);
+        }
+        if let Some(b) = &mut self.builds {
+            b.report(&r.board, &r.build, r.started_at);
+            for d in &r.devices {
+                for (metric, v, _) in &d.values {
+                    b.add(&r.board, &r.build, &d.class, metric, *v);
+                }
+            }
         }
         let day = stats::epoch_day(r.started_at);
         for mut d in r.devices {
@@ -643,6 +659,7 @@ impl Accumulator {
                 )
                 .collect(),
             groups,
+            builds: self.builds.map(|b| b.compare()).unwrap_or_default(),
             factory_thresholds: thresholds,
             write_curves: self
                 .curves

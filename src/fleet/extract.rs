@@ -60,6 +60,9 @@ pub struct UnitRecord {
     /// The test station (`station:`, `USBPERF_STATION`), or `unknown station`.
     #[serde(default)]
     pub station: String,
+    /// The image build the unit ran (os-release), or `unknown build`.
+    #[serde(default)]
+    pub build: String,
     pub tool_version: String,
     pub started_at: DateTime<Utc>,
     pub pass: bool,
@@ -70,6 +73,9 @@ pub struct UnitRecord {
     /// Figures refused as no measurement (left out of `devices` and `thresholds`).
     pub rejected: Vec<RejectedFigure>,
 }
+
+/// The build of a report whose unit wrote no os-release image.
+pub const UNKNOWN_BUILD: &str = "unknown build";
 
 /// A figure the fleet refused, and where it was.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -393,11 +399,14 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
         }
     }
     let station = clean(&r.config.station).unwrap_or_else(|| "unknown station".into());
+    let build = clean(&r.unit.image.as_ref().and_then(|i| i.build()))
+        .unwrap_or_else(|| UNKNOWN_BUILD.into());
     UnitRecord {
         file,
         unit,
         board,
         station,
+        build,
         tool_version: r.tool.version,
         started_at: r.started_at,
         pass: r.verdict.pass,

@@ -129,6 +129,7 @@ pub fn render_html_linked(
     ports(&mut o, s);
     yields(&mut o, s);
     limits(&mut o, s);
+    builds(&mut o, s);
     curves(&mut o, s);
     o.push_str("<h2>Distributions</h2><div class=\"legend\"><span>bars: devices per bin</span>\
         <span style=\"color:#222\">| median</span>\
@@ -296,6 +297,37 @@ fn yields(o: &mut String, s: &FleetSummary) {
             y.passed_after_retest,
             pct(y.retest_rate),
             pct(y.marginal_rate)
+        );
+    }
+    o.push_str("</tbody></table>\n");
+}
+
+/// Each build against the one before it, per board, with the regressions in words.
+fn builds(o: &mut String, s: &FleetSummary) {
+    if s.builds.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Builds</h2><table class=\"builds\"><thead><tr><th>board</th><th>from</th><th>to</th><th>reports</th><th>figures compared</th><th>regressions</th></tr></thead><tbody>");
+    for b in &s.builds {
+        let said = match (&b.note, b.regressions.is_empty()) {
+            (Some(n), _) => esc(n),
+            (None, true) => "none".into(),
+            (None, false) => b
+                .regressions
+                .iter()
+                .map(|r| esc(&r.words))
+                .collect::<Vec<_>>()
+                .join("<br>"),
+        };
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{} / {}</td><td class=\"n\">{}</td><td>{said}</td></tr>",
+            esc(&b.board),
+            esc(&b.from),
+            esc(&b.to),
+            b.reports_from,
+            b.reports_to,
+            b.compared
         );
     }
     o.push_str("</tbody></table>\n");

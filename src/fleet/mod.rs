@@ -9,6 +9,7 @@
 //! extracted elsewhere (the collector's database) without reading files.
 
 pub mod aggregate;
+pub mod builds;
 pub mod extract;
 pub mod html;
 pub mod load;

@@ -63,6 +63,39 @@ pub struct UnitLite {
     pub model: Option<String>,
     #[serde(default)]
     pub serial: Option<String>,
+    #[serde(default)]
+    pub image: Option<ImageLite>,
+}
+
+/// The image the unit ran (os-release), what names a build.
+#[derive(Debug, Default, Deserialize)]
+pub struct ImageLite {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub version_id: Option<String>,
+    #[serde(default)]
+    pub build_id: Option<String>,
+    #[serde(default)]
+    pub image_version: Option<String>,
+}
+
+impl ImageLite {
+    /// The build as the fleet names it: the image's own version where the distro writes one
+    /// (`IMAGE_VERSION`, else `BUILD_ID`), else the distro's `VERSION_ID`; prefixed with the
+    /// distro's `ID`.
+    pub fn build(&self) -> Option<String> {
+        fn pick(v: &Option<String>) -> Option<&str> {
+            v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+        }
+        let version = pick(&self.image_version)
+            .or_else(|| pick(&self.build_id))
+            .or_else(|| pick(&self.version_id))?;
+        Some(match pick(&self.id) {
+            Some(id) => format!("{id} {version}"),
+            None => version.to_string(),
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -80,6 +80,9 @@ pub struct FleetSummary {
     /// First-pass yield, retest and marginal rates per board, station, port and class.
     pub yields: Vec<YieldRow>,
     pub groups: Vec<GroupSummary>,
+    /// Each image build against the one before it, per board (`--compare-builds`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub builds: Vec<super::builds::BuildComparison>,
     /// Thresholds the reports' factory configs applied (drawn on the charts).
     pub factory_thresholds: Vec<FactoryThreshold>,
     pub write_curves: Vec<ModelCurves>,

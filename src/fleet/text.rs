@@ -260,6 +260,38 @@ pub fn render_table(s: &FleetSummary) -> String {
         }
         table(&rows, 1, &mut out);
     }
+    if !s.builds.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nbuilds, each against the one before it (Mann-Whitney U, p < {}, a change of at \
+             least {} % of the median):",
+            super::builds::MAX_P,
+            super::builds::MIN_CHANGE_PERCENT
+        );
+        for b in &s.builds {
+            let _ = writeln!(
+                out,
+                "  {}: {} ({}) -> {} ({}): {}",
+                b.board,
+                b.from,
+                count(b.reports_from, "report", "reports"),
+                b.to,
+                count(b.reports_to, "report", "reports"),
+                match (&b.note, b.regressions.len()) {
+                    (Some(n), _) => n.clone(),
+                    (None, 0) => format!("no regression in {} figures", b.compared),
+                    (None, n) => format!(
+                        "{} in {} figures",
+                        count(n, "regression", "regressions"),
+                        b.compared
+                    ),
+                }
+            );
+            for r in &b.regressions {
+                let _ = writeln!(out, "    regression: {}", r.words);
+            }
+        }
+    }
     if s.yields_worth_showing() {
         let _ = writeln!(out, "\nfirst-pass yield (device tests):");
         let mut rows = vec![vec![
