@@ -214,7 +214,11 @@ class UsbperfTest(OERuntimeTestCase):
                 with open(copy) as f:
                     doc = json.load(f)
             with open(SCHEMA) as f:
-                validate(doc, json.load(f))
+                schema = json.load(f)
+            try:
+                validate(doc, schema)
+            except SchemaError as e:
+                self.fail("the report does not match docs/report.schema.json: %s" % e)
             self.assertEqual(doc["status"], "complete")
             self.assertEqual(doc["report_id"], fields.get("report_id"))
             self.assertTrue(doc["verdict"]["pass"], msg=doc["verdict"])
