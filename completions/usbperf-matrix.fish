@@ -1,0 +1,156 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_usbperf_matrix_global_optspecs
+	string join \n h/help V/version
+end
+
+function __fish_usbperf_matrix_needs_command
+	# Figure out if the current invocation already has a command.
+	set -l cmd (commandline -opc)
+	set -e cmd[1]
+	argparse -s (__fish_usbperf_matrix_global_optspecs) -- $cmd 2>/dev/null
+	or return
+	if set -q argv[1]
+		# Also print the command, so this can be used to figure out what it is.
+		echo $argv[1]
+		return 1
+	end
+	return 0
+end
+
+function __fish_usbperf_matrix_using_subcommand
+	set -l cmd (__fish_usbperf_matrix_needs_command)
+	test -z "$cmd"
+	and return 1
+	contains -- $cmd[1] $argv
+end
+
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -s h -l help -d 'Print help'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -s V -l version -d 'Print version'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "list" -d 'List block devices with bus, class, identity, size and USB/SATA/MMC link data'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "run" -d 'The factory run: test every configured device, judge it, write the YAML report'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "tree" -d 'Show USB storage as a tree from each root hub (like `lsusb -t`), with speeds and drivers'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "bench" -d 'Run one storage test (fio-like): a workload on a file or block device'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "fleet" -d 'Aggregate many factory reports: distributions, outliers, failures, trends, learned thresholds, or an HTML page of charts'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "show" -d 'Show reports as the seed articles\' table: a row per device, a column per test (MiB/s, IOPS, p99 latency, bad blocks), the verdict; as text, Markdown or CSV'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "upload" -d 'Send reports to a collector: queue REPORT files in the spool, then deliver the spool with retries; a report leaves the spool only when the collector acknowledged it'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand list" -l sysfs-root -d 'Read devices from this sysfs tree instead of /sys (a copied or recorded tree; the directory that holds `block/`, `class/` and `devices/`, or its parent holding `sys/`)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand list" -l backend -d 'How to enumerate block devices: `udev` (libudev), `sysfs` (pure sysfs walk) or `auto` (libudev when it is built in and usable, sysfs otherwise; always sysfs with --sysfs-root)' -r -f -a "auto\t''
+udev\t''
+sysfs\t''"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand list" -l format -d 'Output format' -r -f -a "table\t'Aligned columns for a console'
+yaml\t'The same figures as YAML, for programs'
+json\t'The same figures as JSON, for programs'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand list" -l expect -d 'Check that the USB device on PORT linked at least at SPEED Mbit/s, e.g. `usb:1-1=480` (repeatable). A shortfall makes the exit code 1' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand list" -l config -d 'The configuration whose run the RUN column shows (default: /etc/usbperf/usbperf.yaml when it exists, else the built-in `quick` profile, as `run` does)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand list" -l all -d 'Also list disks of size 0 (detached loop devices, empty card readers)'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand list" -s V -l version -d 'Print version'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l backend -d 'How to enumerate block devices: `udev` (libudev), `sysfs` (pure sysfs walk) or `auto` (libudev when it is built in and usable, sysfs otherwise; always sysfs with --sysfs-root)' -r -f -a "auto\t''
+udev\t''
+sysfs\t''"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l config -d 'Configuration file (default: /etc/usbperf/usbperf.yaml if it exists, else the built-in `quick` profile on every non-system device)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l profile -d 'Base profile, replacing the config file\'s `profile:` (the file\'s own keys still apply on top): `quick`, `full`, a board profile name (searched in the config\'s directory, /etc/usbperf/profiles, /usr/share/usbperf/profiles and ./profiles/boards) or a path' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l report-dir -d 'Directory for the report (default /var/lib/usbperf/reports)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l format -d 'Report format' -r -f -a "yaml\t''
+json\t''"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l engine -d 'I/O engine (default: the config\'s `engine:`, else auto)' -r -f -a "auto\t'io_uring when the kernel allows it, the sync thread pool otherwise'
+uring\t'io_uring: one ring per job, the queue kept full (refused where the kernel disables it)'
+sync\t'A pread/pwrite thread pool, one thread per I/O in flight: runs on every kernel'
+null\t'No I/O at all: measures the tool\'s own cost, never a device'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l wait-devices -d 'Wait up to this long for the devices the configuration marks `required` (e.g. 30s)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l headroom-percent -d 'Free space to keep on a filesystem under test, in % of its size' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l lock-file -d 'Lock file that keeps runs from overlapping' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l junit -d 'Also write the results as JUnit XML to FILE at the end of the run (also when it was interrupted): a suite per device, a case per test and per device check' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l schedule -d 'serial: one device after another; auto: devices on independent buses (USB root hubs, MMC hosts, ATA ports, NVMe, SCSI hosts) at the same time, CPU-bound tests alone' -r -f -a "serial\t'One device after another, one cell at a time'
+auto\t'Lanes at the same time; CPU-bound cells alone'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l dry-run -d 'Print the resolved configuration, the chosen devices and their placement; run nothing'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -l lava -d 'Print a LAVA test signal per test, per device verdict and for the unit at the end'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand run" -s V -l version -d 'Print version'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand tree" -l sysfs-root -d 'Read devices from this sysfs tree instead of /sys (a copied or recorded tree; the directory that holds `block/`, `class/` and `devices/`, or its parent holding `sys/`)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand tree" -l backend -d 'How to enumerate block devices: `udev` (libudev), `sysfs` (pure sysfs walk) or `auto` (libudev when it is built in and usable, sysfs otherwise; always sysfs with --sysfs-root)' -r -f -a "auto\t''
+udev\t''
+sysfs\t''"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand tree" -l format -d 'Output format' -r -f -a "table\t'Aligned columns for a console'
+yaml\t'The same figures as YAML, for programs'
+json\t'The same figures as JSON, for programs'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand tree" -l expect -d 'Check that the USB device on PORT linked at least at SPEED Mbit/s, e.g. `usb:1-1=480` (repeatable). A shortfall makes the exit code 1' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand tree" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand tree" -s V -l version -d 'Print version'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l target -d 'The file or block device to test; a file that does not exist is created at --size and deleted afterwards (unless --keep)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l workload -r -f -a "read-buffered\t'hdparm -t: sequential large reads (O_DIRECT) for a few seconds; read-only'
+seq-write\t'dd of=: sequential 1 MiB writes'
+seq-read\t'dd if=: sequential 1 MiB reads after a cache drop, or O_DIRECT'
+rand-read\t'Random 4 KiB reads, QD16 × 4 jobs'
+rand-write\t'Random 4 KiB writes, QD16 × 4 jobs'
+mixed\t'Random reads and writes, 70 % reads'
+write-curve\t'A long sequential write sampled over time, with knee detection'
+verify\t'Write a checkable pattern and read it back'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l bs -d 'Block size (units: 512, 4k, 1M)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l qd -d 'I/Os in flight per job (1 to 4096)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l jobs -d 'Parallel jobs (threads, one ring each; 1 to 1024)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l runtime -d 'Time bound (500ms, 5s, 2m); 0 for none' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l size -d 'The region to test, and the size of a created file (units: 256M, 1G)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l engine -d 'How the I/O is issued' -r -f -a "auto\t'io_uring when the kernel allows it, the sync thread pool otherwise'
+uring\t'io_uring: one ring per job, the queue kept full (refused where the kernel disables it)'
+sync\t'A pread/pwrite thread pool, one thread per I/O in flight: runs on every kernel'
+null\t'No I/O at all: measures the tool\'s own cost, never a device'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l format -d 'How the result is printed' -r -f -a "table\t'Aligned columns for a console'
+yaml\t'The same figures as YAML, for programs'
+json\t'The same figures as JSON, for programs'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l cache -d 'direct (O_DIRECT), fdatasync (buffered + final flush, timed), dsync (O_DSYNC), buffered' -r -f -a "direct\t'O_DIRECT (dd oflag=direct / iflag=direct)'
+fdatasync\t'Buffered writes, then fdatasync, counted in the time (dd conv=fdatasync)'
+dsync\t'O_DSYNC: every write waits for the medium (dd oflag=dsync)'
+buffered\t'Page cache; reads start after a cache drop'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l read-percent -d 'Share of reads for `mixed`, in %' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l seed -d 'Seed of the random offsets and of the verify pattern' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l interval -d 'Sampling interval of `write-curve`' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l verify-mode -d 'How much of the region `verify` checks (default full)' -r -f -a "full\t'Write and read back every block of the region'
+quick\t'Write and read back --verify-points blocks spread over the region'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l verify-phase -d 'Run only the write or the read pass of `verify` (write, replug, read)' -r -f -a "both\t'Write the pattern, then read it back'
+write\t'Only write the pattern (then replug, and run again with `read`)'
+read\t'Only read back a pattern written before with the same --seed'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l verify-points -d 'Probes of a quick `verify`' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l time-based -d 'Keep going over the region until --runtime (fio\'s time_based)'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l keep -d 'Keep a test file we created'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l allow-write-device -d 'Allow writing to a block device (destroys its data)'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -s V -l version -d 'Print version'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l group-by -d 'Group devices by these, comma-separated: board, device-class, port, device-model, tool-version' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l format -r -f -a "table\t''
+csv\t''
+yaml\t''
+json\t''
+html\t''"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l out -d 'Write the output here instead of standard output' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l since -d 'Only reports started on or after DATE (YYYY-MM-DD, UTC, or an RFC 3339 time)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l board -d 'Only reports of this board (the unit\'s device-tree / DMI model, as the table shows it)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l margin-percent -d 'Margin of learned limits below the fleet\'s 1st percentile (above its p99 latency)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l threads -d 'Parser threads (0 = one per CPU)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l suggest-thresholds -d 'Print a board-profile `thresholds:` list learned from the devices that passed, per device class (and per port with --group-by port), instead of the summary'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -s h -l help -d 'Print help'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -s V -l version -d 'Print version'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand show" -l format -d 'Output format: aligned `text` for a console, a `markdown` pipe table for a wiki or a ticket, or `csv` (one header row, plain numbers) for a spreadsheet' -r -f -a "text\t'Aligned columns with a two-line header (test, unit) for a console'
+markdown\t'A GitHub pipe table, for a wiki page or a ticket'
+csv\t'RFC 4180 quoting, one header row, LF line ends; figures are plain numbers'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand show" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand show" -s V -l version -d 'Print version'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l url -d 'The collector\'s endpoint (e.g. http://collector:8080/api/v1/reports); default: the `upload:` section of the config' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l token-file -d 'File holding the token (the first line that is not blank or a # comment)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l spool -d 'The outbox to drain (default: the config\'s `upload.spool`, else /var/lib/usbperf/outbox)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l config -d 'Read the `upload:` section from this config (default /etc/usbperf/usbperf.yaml when it exists); flags override it' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l timeout -d 'Bound on each request (connect, send, answer)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l attempts -d 'Attempts per report while the collector cannot be reached, with backoff in between' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l allow-readable-token -d 'Use a token file that other users may read (refused by default)'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l if-configured -d 'Exit 0 quietly when no collector is configured (the boot service\'s drain, on images that do not upload)'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -s h -l help -d 'Print help'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -s V -l version -d 'Print version'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "list" -d 'List block devices with bus, class, identity, size and USB/SATA/MMC link data'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "run" -d 'The factory run: test every configured device, judge it, write the YAML report'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "tree" -d 'Show USB storage as a tree from each root hub (like `lsusb -t`), with speeds and drivers'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "bench" -d 'Run one storage test (fio-like): a workload on a file or block device'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "fleet" -d 'Aggregate many factory reports: distributions, outliers, failures, trends, learned thresholds, or an HTML page of charts'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "show" -d 'Show reports as the seed articles\' table: a row per device, a column per test (MiB/s, IOPS, p99 latency, bad blocks), the verdict; as text, Markdown or CSV'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "upload" -d 'Send reports to a collector: queue REPORT files in the spool, then deliver the spool with retries; a report leaves the spool only when the collector acknowledged it'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

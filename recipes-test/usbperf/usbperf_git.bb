@@ -1,0 +1,23 @@
+# usbperf built from its upstream git repository at SRCREV, for builds that
+# take meta-usbperf as it is and want a real download location: devtool
+# upgrade, the upstream version check (checkpkg) and the SPDX/SBOM download
+# location work with it. Not the default: select it with
+#   PREFERRED_VERSION_usbperf = "0.1.0+git"
+# (docs/yocto.md, "Which recipe").
+#
+# SRCREV must be a commit whose Cargo.lock is the one usbperf-crates.inc
+# lists (shared with usbperf_0.1.0.bb); scripts/check-layer checks it.
+
+# oe-core appends the revision to "+git" (no SRCPV since 4.3).
+PV = "0.1.0+git"
+
+# destsuffix=${BP}: the checkout is the default S of both releases.
+SRC_URI = "git://github.com/usbperf/meta-usbperf.git;protocol=https;branch=main;destsuffix=${BP}"
+SRCREV = "17e1eb837ea51b7eff4fa7c34d4512385385ba40"
+# Releases are tagged v0.1.0, v0.2.0, ...
+UPSTREAM_CHECK_GITTAGREGEX = "v(?P<pver>\d+(\.\d+)+)"
+
+# The checkout recipe (usbperf_0.1.0.bb) stays the default.
+DEFAULT_PREFERENCE = "-1"
+
+require usbperf.inc
