@@ -163,7 +163,7 @@ _usbperf-matrix() {
             return 0
             ;;
         usbperf__matrix__fleet)
-            opts="-h -V --group-by --format --out --since --board --suggest-thresholds --margin-percent --threads --help --version <DIR|FILE>..."
+            opts="-h -V --group-by --format --out --since --board --suggest-thresholds --margin-percent --threads --compare-builds --help --version <DIR|FILE>..."
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

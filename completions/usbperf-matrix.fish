@@ -129,6 +129,7 @@ complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l 
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l margin-percent -d 'Margin of learned limits below the fleet\'s 1st percentile (above its p99 latency)' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l threads -d 'Parser threads (0 = one per CPU)' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l suggest-thresholds -d 'Print a board-profile `thresholds:` list learned from the devices that passed, per device class (and per port with --group-by port), instead of the summary'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l compare-builds -d 'Compare each image build (the units\' os-release) with the one before it, per board, device class and figure, and name the regressions'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -s h -l help -d 'Print help'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -s V -l version -d 'Print version'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand show" -l format -d 'Output format: aligned `text` for a console, a `markdown` pipe table for a wiki or a ticket, or `csv` (one header row, plain numbers) for a spreadsheet' -r -f -a "text\t'Aligned columns with a two-line header (test, unit) for a console'

@@ -21,7 +21,7 @@ from oeqa.runtime.decorator.package import OEHasPackage
 # docs/report.schema.json of this layer: lib/oeqa/runtime/cases/ is four levels below its root.
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..",
                       "docs", "report.schema.json")
-RESULT = re.compile(r"^USBPERF-RESULT v1 (.*)$", re.M)
+RESULT = re.compile(r"^USBPERF-RESULT v2 (.*)$", re.M)
 # Two short tests: a run of a few seconds that still writes and reads back the device.
 PROFILE = """profile: quick
 report_format: json
@@ -195,8 +195,9 @@ class UsbperfTest(OERuntimeTestCase):
             results = RESULT.findall(out)
             self.assertEqual(len(results), 1, msg="not one result line:\n%s" % out)
             fields = dict(f.split("=", 1) for f in results[0].split())
-            self.assertEqual((fields.get("verdict"), fields.get("exit"), fields.get("devices"), fields.get("failed")),
-                             ("PASS", "0", "1", "-"), msg=results[0])
+            self.assertEqual((fields.get("verdict"), fields.get("exit"), fields.get("devices"), fields.get("failed"),
+                              fields.get("marginal"), fields.get("retests")),
+                             ("PASS", "0", "1", "-", "-", "-"), msg=results[0])
             report = fields.get("report", "")
             self.assertTrue(report.startswith(work + "/reports/"), msg=results[0])
 
