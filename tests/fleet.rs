@@ -1104,18 +1104,8 @@ fn fuzz_fleet_reader_and_renderers_do_not_panic() {
 #[test]
 #[ignore = "long: cargo test --test fleet fuzz_fleet_long -- --ignored --nocapture"]
 fn fuzz_fleet_long() {
-    let secs: u64 = std::env::var("USBPERF_FUZZ_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
-    let seed = std::env::var("USBPERF_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
+    let secs = common::fuzz_secs();
+    let seed = common::fuzz_seed();
     let start = std::time::Instant::now();
     let deadline = start + std::time::Duration::from_secs(secs);
     let c = fuzz_fleet(seed, usize::MAX, Some(deadline));

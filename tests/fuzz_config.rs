@@ -257,19 +257,8 @@ fn inputs_the_long_fuzz_found_do_not_panic() {
 #[test]
 #[ignore = "long fuzz: scripts/test runs it with USBPERF_FUZZ_SECS"]
 fn fuzz_config_long() {
-    let secs: u64 = std::env::var("USBPERF_FUZZ_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
-    // A seed from a failed run reproduces it: USBPERF_FUZZ_SEED=<the printed seed>.
-    let seed = std::env::var("USBPERF_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
+    let secs = common::fuzz_secs();
+    let seed = common::fuzz_seed();
     let start = Instant::now();
     let c = fuzz(seed, u64::MAX, Some(start + Duration::from_secs(secs)));
     println!(

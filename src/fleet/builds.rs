@@ -148,10 +148,14 @@ impl BuildValues {
     }
 }
 
-/// Latency: a larger figure is worse. Every other figure the fleet keeps (MiB/s, IOPS, the
-/// link's speed, the capacity) is better larger.
+/// Whether a larger figure is worse, as the metric table says: the fleet's names are
+/// `<workload>.<metric id>` or a device-level id (`link_mbps`).
 fn lower_is_better(metric: &str) -> bool {
-    metric.ends_with("latency_ms")
+    let id = metric.rsplit('.').next().unwrap_or(metric);
+    crate::report::metric::ALL
+        .iter()
+        .find(|m| m.id == id)
+        .is_some_and(|m| m.better == crate::report::metric::Better::Lower)
 }
 
 fn p_words(p: f64) -> String {
@@ -194,13 +198,8 @@ pub struct Regression {
 
 fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
+    super::stats::sort_f64(&mut s);
+    super::stats::percentile(&s, 50.0).unwrap_or(f64::NAN)
 }
 
 /// The two-sided p of the Mann-Whitney U test of `a` against `b`: the normal approximation

@@ -434,3 +434,24 @@ impl RunDir {
         (files[0].clone(), v)
     }
 }
+
+/// How long a long fuzz runs: `USBPERF_FUZZ_SECS`, 60 s by default.
+pub fn fuzz_secs() -> u64 {
+    std::env::var("USBPERF_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60)
+}
+
+/// A long fuzz's seed: `USBPERF_FUZZ_SEED` (the seed a failed run printed, to replay it), else
+/// the clock.
+pub fn fuzz_seed() -> u64 {
+    std::env::var("USBPERF_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        })
+}
