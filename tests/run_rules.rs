@@ -100,6 +100,9 @@ enum Act {
     MeetCpu(&'static str, f64),
     /// Meets the other disk while the kernel logs these lines.
     MeetLog(&'static str, Vec<String>),
+    /// Measures this many MiB/s, or 70 % of it when a cell of the other disk runs at the same
+    /// time: the two share something their paths do not show.
+    Contend(&'static str, f64),
 }
 
 #[derive(Clone, Copy, Default)]
@@ -109,6 +112,8 @@ struct Figures {
     p99_ms: Option<f64>,
     stalls_over_1s: Option<u64>,
     cpu_ns_per_io: Option<f64>,
+    /// The cell takes this long on the run's clock.
+    seconds: Option<f64>,
 }
 
 /// The kernel log the fake engine writes to and the run drains.
@@ -146,6 +151,10 @@ struct FakeEngine {
     /// Runs so far of each disk's workload: a cell measured again takes the script's next
     /// entry for it (the last one repeats).
     runs: Mutex<Vec<(String, WorkloadKind)>>,
+    /// The disks whose cells are running now, for [`Act::Contend`].
+    running: Mutex<Vec<String>>,
+    /// The run's clock, moved by [`Figures::seconds`].
+    time: Arc<Mutex<Duration>>,
 }
 
 impl FakeEngine {
@@ -212,6 +221,16 @@ impl CellEngine for FakeEngine {
             started.lock().unwrap().push(disk.clone());
             cv.notify_all();
         }
+        let mut contended = None;
+        if let Some(Act::Contend(other, mib)) = &act {
+            self.running.lock().unwrap().push(disk.clone());
+            // Cells of lanes that start together overlap by far more than this.
+            std::thread::sleep(Duration::from_millis(100));
+            let beside = self.running.lock().unwrap().iter().any(|d| d == other);
+            std::thread::sleep(Duration::from_millis(100));
+            self.running.lock().unwrap().retain(|d| *d != disk);
+            contended = Some(if beside { mib * 0.7 } else { *mib });
+        }
         if let Some(Act::Meet(other) | Act::MeetCpu(other, _) | Act::MeetLog(other, _)) = &act {
             if let Some(Act::MeetLog(_, l)) = &act {
                 self.log.push(l);
@@ -253,6 +272,9 @@ impl CellEngine for FakeEngine {
         res.workload = params.workload;
         res.params = params.clone();
         res.target.path = params.target.clone();
+        if let Some(v) = contended {
+            res.mib_per_s = v;
+        }
         if let Some(Act::Figures(f)) = act {
             if let Some(v) = f.mib_per_s {
                 res.mib_per_s = v;
@@ -262,6 +284,9 @@ impl CellEngine for FakeEngine {
             }
             if let Some(v) = f.p99_ms {
                 res.all.latency.p99_ns = (v * 1e6) as u64;
+            }
+            if let Some(v) = f.seconds {
+                *self.time.lock().unwrap() += Duration::from_secs_f64(v);
             }
             if let Some(v) = f.stalls_over_1s {
                 res.all.stalls.over_1s = v;
@@ -286,7 +311,7 @@ impl CellEngine for FakeEngine {
 
 /// Wall time fixed at the start, monotonic time that moves only when the run sleeps.
 struct SteppedClock {
-    at: Mutex<Duration>,
+    at: Arc<Mutex<Duration>>,
 }
 
 impl Clock for SteppedClock {
@@ -404,7 +429,9 @@ fn play(tree: &Tree, s: Scenario<'_>) -> Played {
         .unwrap_or_else(|| tree.scratch("reports"));
     let stop = StopFlag::new();
     let log = Log::default();
+    let time = Arc::new(Mutex::new(Duration::ZERO));
     let engine = FakeEngine {
+        time: time.clone(),
         scratch: tree.scratch("engine"),
         script: s
             .script
@@ -417,10 +444,9 @@ fn play(tree: &Tree, s: Scenario<'_>) -> Played {
         power_seen: Mutex::new(Vec::new()),
         started: Default::default(),
         runs: Mutex::new(Vec::new()),
+        running: Mutex::new(Vec::new()),
     };
-    let clock = SteppedClock {
-        at: Mutex::new(Duration::ZERO),
-    };
+    let clock = SteppedClock { at: time };
     let lines = Lines::default();
     let system = Machine {
         facts: s.facts.clone(),
@@ -1223,6 +1249,67 @@ fn auto_runs_small_blocks_on_fast_devices_and_cpu_heavy_cells_alone() {
     );
 }
 
+/// A fast device whose job threads cost little while the machine was busy running it alone
+/// (a driver that completes I/O in softirqs or kernel threads, as null_blk's throttle does):
+/// the prediction takes the machine's busy time per I/O, and the 4 KiB test runs alone.
+#[test]
+fn the_machines_busy_time_per_io_predicts_a_small_block_cell() {
+    use usbperf::matrix::schedule::AloneRule;
+    use WorkloadKind::{RandRead, RandWrite};
+    let play_with = |busy: Option<f64>| {
+        let tree = Tree::new();
+        let mut s = Scenario::new(&format!(
+            "schedule: auto\n{}tests:\n  - {{workload: rand-read, size: 1M, runtime: 1s}}\n  \
+             - {{workload: seq-read, size: 1M, runtime: 1s}}\n  \
+             - {{workload: rand-write, size: 1M, runtime: 1s}}\n",
+            raw(&["sda", "sdc"])
+        ));
+        s.cpu_busy = busy;
+        let figures = |seconds| {
+            Act::Figures(Figures {
+                mib_per_s: Some(10.0),
+                cpu_ns_per_io: Some(20_000.0),
+                seconds,
+                ..Figures::default()
+            })
+        };
+        s.script = vec![
+            // Nothing measured yet: alone by its class, the machine busy while it runs.
+            ("sdc", RandRead, figures(Some(1.0))),
+            ("sdc", SeqRead, figures(None)),
+        ];
+        play(&tree, s)
+    };
+    let rule = |p: &Played, w: WorkloadKind| {
+        let sch = p.outcome.report.schedule.as_ref().unwrap();
+        sch.alone
+            .iter()
+            .find(|a| a.device == "sdc" && a.workload == w)
+            .map(|a| (a.rule, a.cpu_percent))
+    };
+    let p = play_with(None);
+    assert_eq!(
+        rule(&p, RandRead),
+        Some((AloneRule::SmallBlocksFastDevice, None))
+    );
+    // 10 MiB/s of 4 KiB blocks at the job threads' 20 us each: 5 % of a CPU.
+    assert_eq!(rule(&p, RandWrite), None);
+
+    let p = play_with(Some(60.0));
+    let first = &p.device("sdc").cells[0];
+    assert_eq!(first.machine_busy_percent, Some(60.0));
+    assert!(first.concurrent_with.is_empty());
+    let ios = first.result.as_ref().unwrap().all.ios as f64;
+    // 60 % of 2 CPUs over its 1 s, over its I/Os, at 2,560 I/Os a second.
+    let want = 2560.0 * (0.6 * 2.0 * 1e9 / ios) / 1e9 * 100.0;
+    let (r, cpu) = rule(&p, RandWrite).expect("the machine's time per I/O puts it alone");
+    assert_eq!(r, AloneRule::PredictedCpu);
+    assert!(
+        (cpu.unwrap() / want - 1.0).abs() < 0.01,
+        "{cpu:?} against {want}"
+    );
+}
+
 /// The serial schedule (the default) never runs two cells at once: the cell meeting another
 /// device waits out its 10 s and finds itself alone.
 #[test]
@@ -1386,6 +1473,97 @@ fn shared_lanes_run_one_after_another() {
         .concurrent_with
         .iter()
         .any(|x| x == "mmcblk0"));
+}
+
+/// `calibrate` on a board whose SATA port and first USB root hub share something no path
+/// shows: their seq-reads beside each other lose 30 %. The first phase finds the two figures
+/// that moved and joins their lanes; the second runs them one after the other beside the SD
+/// card and finds every figure within ±5 %: the finding is auto with that one shared lane.
+#[test]
+fn calibrate_joins_the_lanes_whose_figures_move_together_and_checks_the_result() {
+    use usbperf::matrix::calibrate::{self, Finding};
+    use usbperf::matrix::schedule::{LaneKey, ScheduleMode};
+    let tree = Tree::new();
+    let only_seq_read = "tests:\n  - {workload: seq-read, size: 1M, runtime: 1s}\n";
+    let mut runs = Vec::new();
+    let found = calibrate::calibrate(
+        2,
+        Vec::new(),
+        |mode, shared, phase, round| {
+            let groups: Vec<String> = shared
+                .iter()
+                .map(|g| {
+                    let k: Vec<&str> = g.iter().map(|k| k.0.as_str()).collect();
+                    format!("[{}]", k.join(", "))
+                })
+                .collect();
+            let mut s = Scenario::new(&format!(
+                "schedule: {}\nshared_lanes: [{}]\n{}{only_seq_read}",
+                mode.as_str(),
+                groups.join(", "),
+                raw(&["sda", "sdc", "mmcblk0"])
+            ));
+            s.report_dir =
+                Some(tree.scratch(&format!("reports-{phase}-{round}-{}", mode.as_str())));
+            s.script = vec![
+                ("sda", SeqRead, Act::Contend("sdc", 100.0)),
+                ("sdc", SeqRead, Act::Contend("sda", 200.0)),
+                ("mmcblk0", SeqRead, Act::Contend("none", 50.0)),
+            ];
+            runs.push((phase, round, mode));
+            Ok(play(&tree, s).outcome.report)
+        },
+        |_| {},
+        || false,
+    )
+    .unwrap();
+    use ScheduleMode::{Auto, Serial};
+    assert_eq!(
+        runs,
+        [
+            (1, 1, Serial),
+            (1, 1, Auto),
+            (1, 2, Auto),
+            (1, 2, Serial),
+            (2, 1, Serial),
+            (2, 1, Auto),
+            (2, 2, Auto),
+            (2, 2, Serial)
+        ],
+        "two phases of two rounds, the order swapped every round"
+    );
+    let joined = vec![vec![LaneKey("usb:usb1".into()), LaneKey("ata:ata1".into())]];
+    assert_eq!(found.finding, Finding::Auto(joined.clone()));
+    assert_eq!(found.phases.len(), 2);
+    let first = &found.phases[0].comparison;
+    let moved: Vec<(&str, f64)> = first
+        .moved()
+        .iter()
+        .map(|f| (f.device.as_str(), f.ratio().unwrap()))
+        .collect();
+    assert_eq!(moved.len(), 2, "{moved:?}");
+    for (d, r) in &moved {
+        assert!(
+            ["sda", "sdc"].contains(d) && (r - 0.7).abs() < 1e-9,
+            "{moved:?}"
+        );
+    }
+    assert_eq!(found.phases[1].shared_lanes, joined);
+    let second = &found.phases[1].comparison;
+    assert!(second.moved().is_empty(), "{:?}", second.figures);
+    assert_eq!(second.worst_beside(), Some(0.0), "{:?}", second.figures);
+    let snippet = found.snippet(
+        "fixture",
+        Utc.with_ymd_and_hms(2026, 12, 1, 8, 0, 0).unwrap(),
+    );
+    assert!(
+        snippet.ends_with("schedule: auto\nshared_lanes:\n  - [usb:usb1, ata:ata1]\n"),
+        "{snippet}"
+    );
+    // The snippet is a config a profile takes as it is.
+    let back = config::parse(&snippet, "snippet.yaml").unwrap();
+    assert_eq!(back.shared_lanes, Some(joined));
+    assert_eq!(back.schedule, Some(ScheduleMode::Auto));
 }
 
 /// A figure within `marginal_percent` of its limit is marginal: a miss is measured again up to

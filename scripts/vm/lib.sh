@@ -38,7 +38,8 @@ vm_init() {
 }
 
 vm_install_packages() {
-    local APT_PACKAGES=("$QPKG" kmod cpio binutils e2fsprogs dosfstools python3 python3-yaml python3-jsonschema gzip xz-utils)
+    # libudev-dev and pkg-config: the x86_64 binary is built here (the udev crate links libudev)
+    local APT_PACKAGES=("$QPKG" kmod cpio binutils e2fsprogs dosfstools python3 python3-yaml python3-jsonschema gzip xz-utils libudev-dev pkg-config)
     local missing=() p
     for p in "${APT_PACKAGES[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

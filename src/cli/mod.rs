@@ -1,6 +1,7 @@
 //! Owns the command line: clap definitions, dispatch to one file per subcommand, error printing.
 
 mod bench;
+mod calibrate;
 mod fleet;
 mod list;
 mod run;
@@ -78,6 +79,10 @@ pub enum Command {
     /// Show reports as the seed articles' table: a row per device, a column per test
     /// (MiB/s, IOPS, p99 latency, bad blocks), the verdict; as text, Markdown or CSV.
     Show(show::ShowArgs),
+    /// On a golden unit: run the profile serial and auto in alternation, find the lanes whose
+    /// figures move beside each other, and print the `schedule:`/`shared_lanes:` snippet for
+    /// the board's profile with the speed-up measured.
+    Calibrate(calibrate::CalibrateArgs),
     /// Send reports to a collector: queue REPORT files in the spool, then deliver the spool
     /// with retries; a report leaves the spool only when the collector acknowledged it.
     Upload(upload::UploadArgs),
@@ -118,6 +123,7 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Fleet(args) => fleet::run(args),
         Command::Show(args) => show::run(args),
         Command::Upload(args) => upload::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
     }
 }
 

@@ -136,14 +136,14 @@ pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
 
 /// Progress output: one plain line per event without a terminal (serial console, journal);
 /// a spinner with the live figure on a terminal.
-struct Progress {
+pub(super) struct Progress {
     bar: Option<indicatif::ProgressBar>,
     /// Lines are wrapped to the console's width.
     width: usize,
 }
 
 impl Progress {
-    fn new(width: usize) -> Progress {
+    pub(super) fn new(width: usize) -> Progress {
         use std::io::IsTerminal;
         let bar = std::io::stderr().is_terminal().then(|| {
             let b = indicatif::ProgressBar::new_spinner();
@@ -179,7 +179,7 @@ impl env::Progress for Progress {
 
 /// Creates the directories usbperf owns on the rootfs (`/var/lib/usbperf/...`) that the
 /// configuration names as test directories.
-fn ensure_own_dirs(cfg: &Config) {
+pub(super) fn ensure_own_dirs(cfg: &Config) {
     use std::os::unix::fs::DirBuilderExt;
     for dir in factory::own_dirs(cfg) {
         if !dir.exists() {
@@ -217,34 +217,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
 
     let lock = RunLock::acquire_or_in(&args.lock_file, &cfg.report_dir)?;
 
-    let settings = RunSettings {
-        unit: unit::identify(&unit::IdentitySources::default()),
-        report_id: crate::report::schema::new_report_id(),
-        fallback_report_dirs: factory::default_fallback_report_dirs(),
-        config: cfg.clone(),
-    };
-    let engine =
-        LiveEngine::new(engine::select(cfg.engine).context("cannot start the I/O engine")?);
     // What a person reads is laid out for the console's width (80 on a serial console or a
     // pipe); the station's result line stays one line whatever its length, for `tail -n 1`.
     let width = crate::out::console_width();
     let progress = Progress::new(width);
-    let kernel_log = events::KmsgWatcher::open(Path::new("/dev/kmsg"))
-        .map(|k| Box::new(k) as Box<dyn env::KernelLog>)
-        .map_err(|e| e.to_string());
-    let clock = SystemClock::new();
-    let env = Env {
-        sysfs: sys,
-        backend,
-        kernel_log,
-        system: &LiveSystem,
-        clock: &clock,
-        engine: &engine,
-        stop: flag,
-        progress: &progress,
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let done = factory::run(env, settings).context("could not enumerate block devices")?;
+    let done = run_once(&cfg, backend, flag, &progress)?;
     drop(lock);
 
     // Where the report really is: the configured directory, a fallback, or nowhere but
@@ -306,6 +283,40 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         station::result_line(&done.report, exit as u8, report_path, cfg.result_line)
     );
     Ok(exit)
+}
+
+/// One factory run of `cfg` on the live machine: a new report id, the configured engine,
+/// `/dev/kmsg`, the live clock and CPUs. What is printed of the outcome is the caller's.
+pub(super) fn run_once(
+    cfg: &Config,
+    backend: discover::Backend,
+    flag: signals::StopFlag,
+    progress: &dyn env::Progress,
+) -> anyhow::Result<factory::RunOutcome> {
+    let settings = RunSettings {
+        unit: unit::identify(&unit::IdentitySources::default()),
+        report_id: crate::report::schema::new_report_id(),
+        fallback_report_dirs: factory::default_fallback_report_dirs(),
+        config: cfg.clone(),
+    };
+    let engine =
+        LiveEngine::new(engine::select(cfg.engine).context("cannot start the I/O engine")?);
+    let kernel_log = events::KmsgWatcher::open(Path::new("/dev/kmsg"))
+        .map(|k| Box::new(k) as Box<dyn env::KernelLog>)
+        .map_err(|e| e.to_string());
+    let clock = SystemClock::new();
+    let env = Env {
+        sysfs: SysfsRoot::live(),
+        backend,
+        kernel_log,
+        system: &LiveSystem,
+        clock: &clock,
+        engine: &engine,
+        stop: flag,
+        progress,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    factory::run(env, settings).context("could not enumerate block devices")
 }
 
 /// `fallback` is the configured report directory when the report had to go elsewhere, with

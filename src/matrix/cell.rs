@@ -328,6 +328,7 @@ pub fn pending(workload: WorkloadKind) -> Cell {
         result: None,
         kernel_events: Vec::new(),
         concurrent_with: Vec::new(),
+        machine_busy_percent: None,
         attempts: Vec::new(),
     }
 }

@@ -3,6 +3,7 @@
 //! `env`, cell by cell in `cell`, lanes at once by `schedule` over `concurrent`), and
 //! thresholds turned into verdicts with reasons (`verdict`; the approved parts in `parts`).
 
+pub mod calibrate;
 pub mod cell;
 pub mod concurrent;
 pub mod env;

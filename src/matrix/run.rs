@@ -660,7 +660,7 @@ fn run_cell(
     // CPU could limit waits for the others to finish and keeps them out while it runs.
     let alone = alone.map(|a| {
         a.or_else(|| {
-            let measured = measured_so_far(&r.book().report, di, plan.params.block_bytes);
+            let measured = measured_so_far(&r.book().report, di, plan.params.block_bytes, r.cpus);
             schedule::must_run_alone(&plan.params, &c.disk, measured, r.cpus, r.lanes)
         })
     });
@@ -789,6 +789,7 @@ fn run_cell(
     let quiet = after.kernel.is_empty() && after.leftover.is_none();
     cell::judge_aftermath(cell, &c.disk.name, after);
     cell.concurrent_with = beside;
+    cell.machine_busy_percent = machine_busy;
     let ran = Ran {
         vanished,
         clean: quiet
@@ -810,29 +811,51 @@ fn run_cell(
 
 /// What the run measured before a cell of device `di` with blocks of `block_bytes`: the
 /// device's fastest figure, and the CPU per I/O of the cells with blocks no larger (any
-/// device), else of this device's cells. `None` until the device has a figure.
-fn measured_so_far(report: &Report, di: usize, block_bytes: u64) -> Option<schedule::Measured> {
-    let own: Vec<&crate::workload::BenchResult> = report
+/// device), else of this device's cells. Per cell, the larger of its job threads' CPU per
+/// I/O and, when it ran alone, the whole machine's busy time over its I/Os: a block device
+/// whose driver completes I/O in softirqs or kernel threads (null_blk's throttle, a USB host
+/// controller's interrupts) costs CPU its job threads never see. `None` until the device has
+/// a figure.
+fn measured_so_far(
+    report: &Report,
+    di: usize,
+    block_bytes: u64,
+    cpus: usize,
+) -> Option<schedule::Measured> {
+    let own: Vec<&crate::report::schema::Cell> = report
         .devices
         .get(di)?
         .cells
         .iter()
-        .filter_map(|c| c.result.as_ref())
-        .filter(|r| r.all.ios > 0)
+        .filter(|c| c.result.as_ref().is_some_and(|r| r.all.ios > 0))
         .collect();
     let max_bytes_per_s = own
         .iter()
+        .filter_map(|c| c.result.as_ref())
         .map(|r| r.mib_per_s * 1048576.0)
         .fold(0.0, f64::max);
+    let cost = |c: &crate::report::schema::Cell| {
+        let r = c.result.as_ref()?;
+        let machine = match (c.machine_busy_percent, c.wall_seconds) {
+            (Some(busy), Some(wall)) if c.concurrent_with.is_empty() => {
+                schedule::machine_ns_per_io(busy, wall, cpus, r.all.ios)
+            }
+            _ => None,
+        };
+        Some(machine.map_or(r.cpu.cpu_ns_per_io, |m| m.max(r.cpu.cpu_ns_per_io)))
+    };
     let small = report
         .devices
         .iter()
-        .flat_map(|d| d.cells.iter().filter_map(|c| c.result.as_ref()))
-        .filter(|r| r.all.ios > 0 && r.params.block_bytes <= block_bytes)
-        .map(|r| r.cpu.cpu_ns_per_io)
+        .flat_map(|d| d.cells.iter())
+        .filter(|c| {
+            c.result
+                .as_ref()
+                .is_some_and(|r| r.all.ios > 0 && r.params.block_bytes <= block_bytes)
+        })
+        .filter_map(cost)
         .reduce(f64::max);
-    let cpu_ns_per_io =
-        small.or_else(|| own.iter().map(|r| r.cpu.cpu_ns_per_io).reduce(f64::max))?;
+    let cpu_ns_per_io = small.or_else(|| own.iter().copied().filter_map(cost).reduce(f64::max))?;
     (max_bytes_per_s > 0.0).then_some(schedule::Measured {
         max_bytes_per_s,
         cpu_ns_per_io,

@@ -50,6 +50,20 @@ pub fn busy_percent(before: CpuTicks, after: CpuTicks) -> Option<f64> {
     (total > 0).then(|| 100.0 * busy as f64 / total as f64)
 }
 
+/// The machine's busy time per I/O of a cell that ran alone, in ns: `busy_percent` of all
+/// `cpus` over `wall_seconds`, over its `ios`. Everything the machine did meanwhile counts
+/// (an upper bound of the cell's own cost, which is what a prediction wants). `None` without
+/// I/Os or time.
+pub fn machine_ns_per_io(
+    busy_percent: f64,
+    wall_seconds: f64,
+    cpus: usize,
+    ios: u64,
+) -> Option<f64> {
+    (ios > 0 && wall_seconds > 0.0 && busy_percent >= 0.0)
+        .then(|| busy_percent / 100.0 * cpus.max(1) as f64 * wall_seconds * 1e9 / ios as f64)
+}
+
 /// Above this, the machine's CPUs were the limit of whatever ran at the time.
 pub const SATURATED_PERCENT: f64 = 90.0;
 
@@ -82,9 +96,10 @@ pub struct Measured {
     /// The device's fastest figure so far in this run, in bytes/s: no device does small
     /// random blocks faster than it streams, so over the block it bounds the cell's I/O rate.
     pub max_bytes_per_s: f64,
-    /// CPU per I/O measured in this run (usr + sys of the job threads over the I/Os): the
-    /// largest of the cells with blocks no larger than this one's, else of this device's
-    /// cells (larger blocks cost more per I/O: an upper bound).
+    /// CPU per I/O measured in this run: per cell the larger of its job threads' usr + sys
+    /// over its I/Os and, for a cell that ran alone, the machine's busy time over them
+    /// ([`machine_ns_per_io`]); the largest of the cells with blocks no larger than this
+    /// one's, else of this device's cells (larger blocks cost more per I/O: an upper bound).
     pub cpu_ns_per_io: f64,
 }
 

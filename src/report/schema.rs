@@ -192,6 +192,11 @@ pub struct Cell {
     /// The other devices whose cells ran while this one did (`schedule: auto`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub concurrent_with: Vec<String>,
+    /// How busy the machine's CPUs were while it ran, in % of all of them (`/proc/stat`):
+    /// interrupts, softirqs and kernel threads included, which the job threads' own `cpu`
+    /// leaves out. What the schedule predicts a small-block cell's CPU from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_busy_percent: Option<f64>,
     /// The earlier attempts of a cell measured again because its only failures were marginal
     /// (`retest`), first first; the fields above are the last attempt's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

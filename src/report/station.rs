@@ -259,6 +259,7 @@ pub(crate) mod tests {
             result: None,
             kernel_events: Vec::new(),
             concurrent_with: Vec::new(),
+            machine_busy_percent: None,
             attempts: Vec::new(),
         }
     }

@@ -1,0 +1,674 @@
+//! Owns `calibrate`: whether `schedule: auto` keeps a board's figures, found on a golden unit
+//! instead of assumed. The profile runs serial and auto in alternation (ABBA: the order swaps
+//! every round), a figure that moves beyond ±[`TOLERANCE_PERCENT`] beside other lanes joins
+//! those lanes (`shared_lanes:`), and the joined schedule is measured again the same way,
+//! until every figure that ran beside another holds or every lane is one (then: stay serial).
+//! The speed-up printed is always the last phase's measured wall times, never an estimate.
+//! The comparison is pure (reports in, decisions out); the runs come from a closure, so a
+//! test drives it with a fake engine and `cli` with the live machine.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+
+use super::schedule::{LaneKey, ScheduleMode};
+use crate::report::schema::{CellStatus, Report};
+use crate::workload::WorkloadKind;
+
+/// How far a figure may move beside others before its lanes are joined: the schedule's
+/// promise.
+pub const TOLERANCE_PERCENT: f64 = 5.0;
+
+/// A calibration gives up joining lanes after this many phases and says to stay serial.
+pub const MAX_PHASES: usize = 4;
+
+/// One (device, test) figure of the runs compared: medians over the rounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    pub device: String,
+    /// Its index in the device's cells (a matrix may list a workload twice).
+    pub cell: usize,
+    pub workload: WorkloadKind,
+    /// Median MiB/s of the serial runs and of the auto runs (`None`: no run measured it).
+    pub serial: Option<f64>,
+    pub auto: Option<f64>,
+    /// The devices it ran beside in any auto run (none: it ran alone every time).
+    pub beside: BTreeSet<String>,
+}
+
+impl Figure {
+    /// auto / serial.
+    pub fn ratio(&self) -> Option<f64> {
+        match (self.serial, self.auto) {
+            (Some(s), Some(a)) if s > 0.0 => Some(a / s),
+            _ => None,
+        }
+    }
+
+    /// |auto / serial - 1| in %.
+    pub fn deviation_percent(&self) -> Option<f64> {
+        self.ratio().map(|r| (r - 1.0).abs() * 100.0)
+    }
+
+    /// It ran beside another lane and moved beyond the tolerance.
+    pub fn moved(&self) -> bool {
+        !self.beside.is_empty()
+            && self
+                .deviation_percent()
+                .is_some_and(|d| d > TOLERANCE_PERCENT)
+    }
+}
+
+/// Serial against auto over the runs of one phase.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub figures: Vec<Figure>,
+    /// Median wall time of a run (report `finished_at - started_at`), in s.
+    pub serial_seconds: Option<f64>,
+    pub auto_seconds: Option<f64>,
+    /// The lanes of the auto runs (`schedule.lanes`): disk name to the lane keys it is in.
+    pub lane_of: BTreeMap<String, Vec<String>>,
+    /// Every lane key of the runs, in the order the runs met them.
+    pub lane_keys: Vec<String>,
+}
+
+impl Comparison {
+    /// serial / auto wall time: measured.
+    pub fn speed_up(&self) -> Option<f64> {
+        match (self.serial_seconds, self.auto_seconds) {
+            (Some(s), Some(a)) if a > 0.0 => Some(s / a),
+            _ => None,
+        }
+    }
+
+    /// The largest deviation of a figure that ran beside another lane, in %.
+    pub fn worst_beside(&self) -> Option<f64> {
+        self.figures
+            .iter()
+            .filter(|f| !f.beside.is_empty())
+            .filter_map(Figure::deviation_percent)
+            .reduce(f64::max)
+    }
+
+    pub fn moved(&self) -> Vec<&Figure> {
+        self.figures.iter().filter(|f| f.moved()).collect()
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+fn wall_seconds(r: &Report) -> Option<f64> {
+    let end: DateTime<Utc> = r.finished_at?;
+    let s = (end - r.started_at).num_milliseconds() as f64 / 1000.0;
+    (s >= 0.0).then_some(s)
+}
+
+/// Compares the figures of the `serial` and `auto` reports of one phase. A cell the auto
+/// report's `schedule.alone` lists ran alone, whatever its `concurrent_with` says of an
+/// earlier attempt beside others.
+pub fn compare(serial: &[Report], auto: &[Report]) -> Comparison {
+    let mut figures: Vec<Figure> = Vec::new();
+    let mut values: BTreeMap<(String, usize), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for (is_auto, reports) in [(false, serial), (true, auto)] {
+        for rep in reports {
+            let alone: BTreeSet<(&str, usize)> = rep
+                .schedule
+                .iter()
+                .flat_map(|s| s.alone.iter())
+                .map(|a| (a.device.as_str(), a.cell))
+                .collect();
+            for d in &rep.devices {
+                for (ci, c) in d.cells.iter().enumerate() {
+                    let key = (d.name.clone(), ci);
+                    let at = match figures
+                        .iter()
+                        .position(|f| f.device == d.name && f.cell == ci)
+                    {
+                        Some(i) => i,
+                        None => {
+                            figures.push(Figure {
+                                device: d.name.clone(),
+                                cell: ci,
+                                workload: c.workload,
+                                serial: None,
+                                auto: None,
+                                beside: BTreeSet::new(),
+                            });
+                            figures.len() - 1
+                        }
+                    };
+                    let measured = matches!(c.status, CellStatus::Passed | CellStatus::Failed);
+                    if let (true, Some(res)) = (measured, c.result.as_ref()) {
+                        let v = values.entry(key).or_default();
+                        if is_auto {
+                            v.1.push(res.mib_per_s);
+                        } else {
+                            v.0.push(res.mib_per_s);
+                        }
+                    }
+                    if is_auto && !alone.contains(&(d.name.as_str(), ci)) {
+                        figures[at].beside.extend(c.concurrent_with.iter().cloned());
+                    }
+                }
+            }
+        }
+    }
+    for f in &mut figures {
+        if let Some((s, a)) = values.remove(&(f.device.clone(), f.cell)) {
+            f.serial = median(s);
+            f.auto = median(a);
+        }
+    }
+    let mut lane_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut lane_keys: Vec<String> = Vec::new();
+    for rep in serial.iter().chain(auto) {
+        for lane in rep.schedule.iter().flat_map(|s| s.lanes.iter()) {
+            let keys: Vec<String> = lane.key.split('+').map(str::to_string).collect();
+            for k in &keys {
+                if !lane_keys.contains(k) {
+                    lane_keys.push(k.clone());
+                }
+            }
+            for disk in &lane.disks {
+                lane_of.entry(disk.clone()).or_insert_with(|| keys.clone());
+            }
+        }
+    }
+    Comparison {
+        figures,
+        serial_seconds: median(serial.iter().filter_map(wall_seconds).collect()),
+        auto_seconds: median(auto.iter().filter_map(wall_seconds).collect()),
+        lane_of,
+        lane_keys,
+    }
+}
+
+/// Lane groups as a union of keys.
+struct Groups {
+    keys: Vec<String>,
+    group: Vec<usize>,
+}
+
+impl Groups {
+    fn new(keys: &[String], shared: &[Vec<LaneKey>]) -> Groups {
+        let mut keys = keys.to_vec();
+        for k in shared.iter().flatten() {
+            if !keys.contains(&k.0) {
+                keys.push(k.0.clone());
+            }
+        }
+        let mut g = Groups {
+            group: (0..keys.len()).collect(),
+            keys,
+        };
+        for set in shared {
+            let names: Vec<&str> = set.iter().map(|k| k.0.as_str()).collect();
+            g.join(&names);
+        }
+        g
+    }
+
+    fn index(&self, key: &str) -> Option<usize> {
+        self.keys.iter().position(|k| k == key)
+    }
+
+    /// Puts every key of `names` (known ones) into one group; true when that changed a group.
+    fn join(&mut self, names: &[&str]) -> bool {
+        let idx: Vec<usize> = names.iter().filter_map(|n| self.index(n)).collect();
+        let Some(&first) = idx.first() else {
+            return false;
+        };
+        let target = self.group[first];
+        let mut changed = false;
+        for i in idx {
+            let from = self.group[i];
+            if from != target {
+                changed = true;
+                for g in &mut self.group {
+                    if *g == from {
+                        *g = target;
+                    }
+                }
+            }
+        }
+        changed
+    }
+
+    /// Groups of two or more keys, each in key order, in the order of their first key.
+    fn shared(&self) -> Vec<Vec<LaneKey>> {
+        let mut out: Vec<(usize, Vec<LaneKey>)> = Vec::new();
+        for (i, k) in self.keys.iter().enumerate() {
+            let g = self.group[i];
+            match out.iter_mut().find(|(og, _)| *og == g) {
+                Some((_, v)) => v.push(LaneKey(k.clone())),
+                None => out.push((g, vec![LaneKey(k.clone())])),
+            }
+        }
+        out.into_iter()
+            .map(|(_, v)| v)
+            .filter(|v| v.len() > 1)
+            .collect()
+    }
+
+    fn one_group(&self) -> bool {
+        self.group.iter().all(|g| *g == self.group[0])
+    }
+}
+
+/// The lanes to join after a phase whose figures moved, over the groups `shared` already
+/// joined: first the lanes of every device whose figure moved (they are the ones that slowed
+/// each other, or one another's neighbours did); when that joins nothing new (one device
+/// moved, or those already are one lane), each moved device's lane with every lane it ran
+/// beside. `None`: nothing moved.
+pub fn join_moved(cmp: &Comparison, shared: &[Vec<LaneKey>]) -> Option<Vec<Vec<LaneKey>>> {
+    let moved = cmp.moved();
+    if moved.is_empty() {
+        return None;
+    }
+    let mut groups = Groups::new(&cmp.lane_keys, shared);
+    let lanes = |disk: &str| cmp.lane_of.get(disk).cloned().unwrap_or_default();
+    let of_moved: Vec<String> = moved.iter().flat_map(|f| lanes(&f.device)).collect();
+    let names: Vec<&str> = of_moved.iter().map(String::as_str).collect();
+    if !groups.join(&names) {
+        for f in &moved {
+            let mut with = lanes(&f.device);
+            for other in &f.beside {
+                with.extend(lanes(other));
+            }
+            let names: Vec<&str> = with.iter().map(String::as_str).collect();
+            groups.join(&names);
+        }
+    }
+    Some(groups.shared())
+}
+
+/// Whether the groups leave nothing to run at the same time.
+pub fn all_one_lane(cmp: &Comparison, shared: &[Vec<LaneKey>]) -> bool {
+    let g = Groups::new(&cmp.lane_keys, shared);
+    g.keys.len() <= 1 || g.one_group()
+}
+
+/// One phase: the shared lanes it ran with, and how its figures compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Phase {
+    pub shared_lanes: Vec<Vec<LaneKey>>,
+    pub comparison: Comparison,
+}
+
+/// What the calibration found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// `schedule: auto` with these shared lanes kept every figure within the tolerance in
+    /// the last phase.
+    Auto(Vec<Vec<LaneKey>>),
+    /// Every lane had to be joined, or the phases ran out: auto gives nothing here.
+    Serial,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Calibration {
+    pub rounds: usize,
+    pub phases: Vec<Phase>,
+    pub finding: Finding,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    #[error("the {mode} run of phase {phase}, round {round}, failed: {why}")]
+    Run {
+        mode: &'static str,
+        phase: usize,
+        round: usize,
+        why: String,
+    },
+    #[error("interrupted after {0} phase(s): no finding")]
+    Interrupted(usize),
+    #[error(
+        "the runs measured no figure to compare: check that the profile selects devices and \
+         that its tests run on them (see the reports)"
+    )]
+    NothingMeasured,
+}
+
+/// Which run of a round comes first: serial in odd rounds, auto in even ones (ABBA), so a
+/// drift of the machine over the calibration falls on both modes alike.
+pub fn round_order(round: usize) -> [ScheduleMode; 2] {
+    if round % 2 == 1 {
+        [ScheduleMode::Serial, ScheduleMode::Auto]
+    } else {
+        [ScheduleMode::Auto, ScheduleMode::Serial]
+    }
+}
+
+/// Runs the calibration: `run(mode, shared_lanes, phase, round)` runs the profile once and
+/// returns its report; `said` hears a line per run and per phase; `stopped` is asked between
+/// runs. `rounds` of each mode per phase, from the config's `shared_lanes` on.
+pub fn calibrate(
+    rounds: usize,
+    initial: Vec<Vec<LaneKey>>,
+    mut run: impl FnMut(ScheduleMode, &[Vec<LaneKey>], usize, usize) -> Result<Report, String>,
+    mut said: impl FnMut(&str),
+    stopped: impl Fn() -> bool,
+) -> Result<Calibration, CalibrateError> {
+    let rounds = rounds.max(1);
+    let mut shared = initial;
+    let mut phases: Vec<Phase> = Vec::new();
+    for phase in 1..=MAX_PHASES {
+        let (mut serial, mut auto) = (Vec::new(), Vec::new());
+        for round in 1..=rounds {
+            for mode in round_order(round) {
+                if stopped() {
+                    return Err(CalibrateError::Interrupted(phases.len()));
+                }
+                let rep = run(mode, &shared, phase, round).map_err(|why| CalibrateError::Run {
+                    mode: mode.as_str(),
+                    phase,
+                    round,
+                    why,
+                })?;
+                said(&format!(
+                    "calibrate: phase {phase}, round {round}/{rounds}, {}: {} s",
+                    mode.as_str(),
+                    wall_seconds(&rep).map_or("?".into(), |s| format!("{s:.1}"))
+                ));
+                match mode {
+                    ScheduleMode::Serial => serial.push(rep),
+                    ScheduleMode::Auto => auto.push(rep),
+                }
+            }
+        }
+        let cmp = compare(&serial, &auto);
+        if cmp.figures.iter().all(|f| f.ratio().is_none()) {
+            return Err(CalibrateError::NothingMeasured);
+        }
+        let next = join_moved(&cmp, &shared);
+        let moved: Vec<String> = cmp
+            .moved()
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {} {:.3}",
+                    f.device,
+                    f.workload.as_str(),
+                    f.ratio().unwrap_or(0.0)
+                )
+            })
+            .collect();
+        said(&format!(
+            "calibrate: phase {phase}: serial {} s, auto {} s; {}",
+            fmt_s(cmp.serial_seconds),
+            fmt_s(cmp.auto_seconds),
+            if moved.is_empty() {
+                "every figure beside another lane within ±5 %".to_string()
+            } else {
+                format!("moved beside other lanes: {}", moved.join(", "))
+            }
+        ));
+        phases.push(Phase {
+            shared_lanes: shared.clone(),
+            comparison: cmp.clone(),
+        });
+        match next {
+            None => {
+                return Ok(Calibration {
+                    rounds,
+                    phases,
+                    finding: Finding::Auto(shared),
+                })
+            }
+            Some(joined) if joined == shared || all_one_lane(&cmp, &joined) => break,
+            Some(joined) => shared = joined,
+        }
+    }
+    Ok(Calibration {
+        rounds,
+        phases,
+        finding: Finding::Serial,
+    })
+}
+
+fn fmt_s(s: Option<f64>) -> String {
+    s.map_or("?".into(), |s| format!("{s:.1}"))
+}
+
+impl Calibration {
+    /// The board-profile snippet: YAML a profile or config takes as it is, with the
+    /// measurement it rests on in its comments.
+    pub fn snippet(&self, unit: &str, at: DateTime<Utc>) -> String {
+        let mut out = format!(
+            "# usbperf-matrix calibrate on {unit}, {}: {} round(s) of serial and auto per \
+             phase, alternating\n",
+            at.format("%Y-%m-%d %H:%M UTC"),
+            self.rounds
+        );
+        let last = self.phases.last();
+        for (i, p) in self.phases.iter().enumerate() {
+            let c = &p.comparison;
+            out.push_str(&format!(
+                "# phase {}: shared lanes {}: serial {} s, auto {} s, speed-up {}, worst \
+                 figure beside another lane {} %\n",
+                i + 1,
+                lanes_words(&p.shared_lanes),
+                fmt_s(c.serial_seconds),
+                fmt_s(c.auto_seconds),
+                c.speed_up().map_or("?".into(), |x| format!("{x:.2}x")),
+                c.worst_beside().map_or("-".into(), |x| format!("{x:.1}"))
+            ));
+        }
+        match &self.finding {
+            Finding::Auto(shared) => {
+                if let Some(c) = last.map(|p| &p.comparison) {
+                    out.push_str(&format!(
+                        "# cycle time saved: {} s per run ({} measured)\n",
+                        match (c.serial_seconds, c.auto_seconds) {
+                            (Some(s), Some(a)) => format!("{:.1}", s - a),
+                            _ => "?".into(),
+                        },
+                        c.speed_up().map_or("?".into(), |x| format!("{x:.2}x"))
+                    ));
+                }
+                out.push_str("schedule: auto\n");
+                if !shared.is_empty() {
+                    out.push_str("shared_lanes:\n");
+                    for g in shared {
+                        let keys: Vec<String> = g.iter().map(|k| yaml_scalar(&k.0)).collect();
+                        out.push_str(&format!("  - [{}]\n", keys.join(", ")));
+                    }
+                }
+            }
+            Finding::Serial => {
+                out.push_str(
+                    "# the lanes' figures moved beside each other until every lane was \
+                     joined: nothing here runs at the same time without changing a figure\n\
+                     schedule: serial\n",
+                );
+            }
+        }
+        out
+    }
+}
+
+fn lanes_words(shared: &[Vec<LaneKey>]) -> String {
+    if shared.is_empty() {
+        return "none".into();
+    }
+    let groups: Vec<String> = shared
+        .iter()
+        .map(|g| {
+            let keys: Vec<&str> = g.iter().map(|k| k.0.as_str()).collect();
+            format!("[{}]", keys.join(" "))
+        })
+        .collect();
+    groups.join(" ")
+}
+
+/// A lane key in a flow sequence: quoted when it holds anything YAML would read otherwise.
+fn yaml_scalar(s: &str) -> String {
+    let plain = s
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.:/+".contains(&b))
+        && !s.ends_with(':');
+    if plain {
+        s.to_string()
+    } else {
+        serde_json::to_string(s).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig(device: &str, serial: f64, auto: f64, beside: &[&str]) -> Figure {
+        Figure {
+            device: device.into(),
+            cell: 0,
+            workload: WorkloadKind::SeqRead,
+            serial: Some(serial),
+            auto: Some(auto),
+            beside: beside.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// sda on usb:usb1, sdb on usb:usb3, sdc on ata:ata1, mmcblk0 on mmc:mmc0.
+    fn cmp(figures: Vec<Figure>) -> Comparison {
+        let lanes = [
+            ("sda", "usb:usb1"),
+            ("sdb", "usb:usb3"),
+            ("sdc", "ata:ata1"),
+            ("mmcblk0", "mmc:mmc0"),
+        ];
+        Comparison {
+            figures,
+            serial_seconds: Some(70.0),
+            auto_seconds: Some(30.0),
+            lane_of: lanes
+                .iter()
+                .map(|(d, k)| (d.to_string(), vec![k.to_string()]))
+                .collect(),
+            lane_keys: lanes.iter().map(|(_, k)| k.to_string()).collect(),
+        }
+    }
+
+    fn keys(groups: &[&[&str]]) -> Vec<Vec<LaneKey>> {
+        groups
+            .iter()
+            .map(|g| g.iter().map(|k| LaneKey(k.to_string())).collect())
+            .collect()
+    }
+
+    const ALL: [&str; 3] = ["sdb", "sdc", "mmcblk0"];
+
+    #[test]
+    fn lanes_are_joined_by_the_figures_that_moved() {
+        type Groups = Vec<Vec<LaneKey>>;
+        let rows: Vec<(&str, Vec<Figure>, Groups, Option<Groups>)> = vec![
+            (
+                "within ±5 %: nothing to join",
+                vec![
+                    fig("sda", 10.0, 9.6, &ALL),
+                    fig("sdb", 10.0, 10.4, &["sda"]),
+                ],
+                vec![],
+                None,
+            ),
+            (
+                "a figure that ran alone moves freely",
+                vec![fig("sda", 10.0, 5.0, &[])],
+                vec![],
+                None,
+            ),
+            (
+                "the moved devices' lanes become one",
+                vec![
+                    fig("sda", 10.0, 7.4, &ALL),
+                    fig("sdb", 10.0, 8.2, &["sda", "sdc", "mmcblk0"]),
+                    fig("sdc", 10.0, 8.1, &["sda", "sdb", "mmcblk0"]),
+                    fig("mmcblk0", 10.0, 9.7, &["sda", "sdb", "sdc"]),
+                ],
+                vec![],
+                Some(keys(&[&["usb:usb1", "usb:usb3", "ata:ata1"]])),
+            ),
+            (
+                "one moved device: its lane and every lane it ran beside",
+                vec![fig("sda", 10.0, 8.0, &["mmcblk0"])],
+                vec![],
+                Some(keys(&[&["usb:usb1", "mmc:mmc0"]])),
+            ),
+            (
+                "moved inside a group already joined: joined with what it ran beside",
+                vec![
+                    fig("sda", 10.0, 8.0, &["mmcblk0"]),
+                    fig("sdc", 10.0, 8.0, &["mmcblk0"]),
+                ],
+                keys(&[&["usb:usb1", "ata:ata1"]]),
+                Some(keys(&[&["usb:usb1", "ata:ata1", "mmc:mmc0"]])),
+            ),
+        ];
+        for (what, figures, shared, want) in rows {
+            assert_eq!(join_moved(&cmp(figures), &shared), want, "{what}");
+        }
+        let c = cmp(vec![fig("sda", 10.0, 8.0, &ALL)]);
+        let joined = join_moved(&c, &[]).unwrap();
+        assert!(all_one_lane(&c, &joined), "{joined:?}");
+    }
+
+    #[test]
+    fn medians_ratios_and_the_measured_speed_up() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+        let c = cmp(vec![
+            fig("sda", 10.0, 9.0, &["sdb"]),
+            fig("sdb", 10.0, 5.0, &[]),
+        ]);
+        assert_eq!(c.worst_beside().map(|d| (d * 10.0).round()), Some(100.0));
+        assert_eq!(c.speed_up().map(|s| (s * 100.0).round()), Some(233.0));
+        assert_eq!(round_order(1), [ScheduleMode::Serial, ScheduleMode::Auto]);
+        assert_eq!(round_order(2), [ScheduleMode::Auto, ScheduleMode::Serial]);
+    }
+
+    #[test]
+    fn the_snippet_says_what_it_rests_on() {
+        let at = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 12, 2, 9, 30, 0).unwrap();
+        let serial = Calibration {
+            rounds: 3,
+            phases: vec![Phase {
+                shared_lanes: vec![],
+                comparison: cmp(vec![fig("sda", 10.0, 8.0, &ALL)]),
+            }],
+            finding: Finding::Serial,
+        };
+        let s = serial.snippet("unit-7", at);
+        assert!(
+            s.starts_with("# usbperf-matrix calibrate on unit-7, 2026-12-02 09:30 UTC"),
+            "{s}"
+        );
+        assert!(s.contains("# phase 1: shared lanes none: serial 70.0 s, auto 30.0 s, speed-up 2.33x, worst figure beside another lane 20.0 %"), "{s}");
+        assert!(s.ends_with("schedule: serial\n"), "{s}");
+        let auto = Calibration {
+            finding: Finding::Auto(keys(&[&["usb:usb1", "host:/devices/x y"]])),
+            ..serial
+        };
+        let s = auto.snippet("unit-7", at);
+        assert!(
+            s.contains("# cycle time saved: 40.0 s per run (2.33x measured)\n"),
+            "{s}"
+        );
+        assert!(
+            s.ends_with("schedule: auto\nshared_lanes:\n  - [usb:usb1, \"host:/devices/x y\"]\n"),
+            "{s}"
+        );
+    }
+}
