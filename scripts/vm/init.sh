@@ -11,8 +11,8 @@
 # HALT=reboot where the machine cannot power off (the ast2600 resets, and -no-reboot turns that
 # into QEMU's exit).
 # Kernel command line (environment): SCENARIOS="baseline ...", RECORD=1 to also dump sysfs
-# (scripts/vm/tools/sysdump.sh) for --record, ROUNDS=N, BENCH_MODES and SD_IOMAX for the
-# schedule benchmark (SCENARIOS=bench-schedule: scripts/vm-bench-schedule).
+# (scripts/vm/tools/sysdump.sh) for --record, ROUNDS=N, CALIBRATE_ROUNDS=N, BENCH_MODES and
+# SD_IOMAX for the schedule benchmark (SCENARIOS=bench-schedule: scripts/vm-bench-schedule).
 export PATH=/bin:/sbin
 . /etc/usbperf/e2e/guest.sh
 /bin/busybox --install -s /bin
@@ -165,6 +165,29 @@ act_fill() { # fill the SD card's ext4 (fallocate: metadata only, instant), then
 act_erofs() { echo 1 > /sys/fs/ext4/$UAS/trigger_fs_error; }
 act_unplug() { echo "E2E-UNPLUG xbot"; }   # the host (guest.py) unplugs the disk of that id
 
+# calibrate_for NAME CONFIG: `usbperf-matrix calibrate` of CONFIG, CALIBRATE_ROUNDS rounds of
+# each mode per phase (default 2; 0: no calibration), its reports under $R/NAME-calibrate/, its
+# output, snippet and exit code in $E/NAME-calibrate.{log,yaml,rc}. Prints the config the
+# benchmark's rounds then run: CONFIG extended by the snippet (`run --schedule auto` with the
+# shared lanes it found), else CONFIG itself.
+calibrate_for() {
+  name=$1; cfg=$2; n=${CALIBRATE_ROUNDS:-2}
+  if [ "$n" = 0 ] || ! usbperf-matrix calibrate --help >/dev/null 2>&1; then echo "$cfg"; return; fi
+  ts "E2E-SCENARIO $name-calibrate start: usbperf-matrix calibrate --config $cfg --rounds $n" >&2
+  usbperf-matrix calibrate --config "$cfg" --rounds "$n" --report-dir "$R/$name-calibrate" \
+    --out "$E/$name-calibrate.yaml" > "$E/$name-calibrate.log" 2>&1
+  rc=$?; echo $rc > "$E/$name-calibrate.rc"
+  sed "s/^/[$name-calibrate] /" "$E/$name-calibrate.log" >&2
+  ts "E2E-SCENARIO $name-calibrate done rc=$rc" >&2
+  sync
+  if [ $rc = 0 ] && [ -s "$E/$name-calibrate.yaml" ]; then
+    { echo "profile: $cfg"; cat "$E/$name-calibrate.yaml"; } > "/tmp/$name-calibrated.yaml"
+    echo "/tmp/$name-calibrated.yaml"
+  else
+    echo "$cfg"
+  fi
+}
+
 # The schedule benchmark: ROUNDS rounds of its quick matrix, `--schedule serial` and
 # `--schedule auto` alternately (the order swaps every round, so neither mode always runs
 # first), each report under $R/bench/r<N>-<mode>/ and its exit code in $E/bench-r<N>-<mode>.rc.
@@ -182,6 +205,8 @@ bench_schedule() {
   if usbperf-matrix run --help 2>&1 | grep -q -- '--schedule'; then SER="--schedule serial"; AUTO="--schedule auto"
   else SER=; AUTO=; ts "E2E-WARN: usbperf-matrix has no --schedule: both modes run serial (an A/A run)"; fi
   echo "${AUTO:-absent}" > $E/bench-schedule-flag.txt
+  CFG=/etc/usbperf/e2e/bench-schedule.yaml
+  [ -z "$AUTO" ] || CFG=$(calibrate_for bench $CFG)
   r=1
   while [ $r -le "${ROUNDS:-3}" ]; do
     order=${BENCH_MODES:-serial auto}
@@ -193,7 +218,7 @@ bench_schedule() {
         *) f=$SER ;;
       esac
       # shellcheck disable=SC2086 # $f is the flag and its value, or nothing
-      run_scen bench-r$r-$m "" act_none --config /etc/usbperf/e2e/bench-schedule.yaml --report-dir $R/bench/r$r-$m $f
+      run_scen bench-r$r-$m "" act_none --config $CFG --report-dir $R/bench/r$r-$m $f
     done
     r=$((r + 1))
   done
@@ -212,13 +237,14 @@ bench_nullb() {
   done
   udevadm settle --timeout=30
   ls /sys/block | tr '\n' ' '; echo
+  CFG=$(calibrate_for nullb /etc/usbperf/e2e/bench-nullb.yaml)
   r=1
   while [ $r -le "${ROUNDS:-3}" ]; do
     order="serial auto"; [ $((r % 2)) = 1 ] || order="auto serial"
     for m in $order; do
       f="--schedule $m"
       # shellcheck disable=SC2086 # $f is the flag and its value
-      run_scen nullb-r$r-$m "" act_none --config /etc/usbperf/e2e/bench-nullb.yaml --report-dir $R/nullb/r$r-$m $f
+      run_scen nullb-r$r-$m "" act_none --config $CFG --report-dir $R/nullb/r$r-$m $f
     done
     r=$((r + 1))
   done

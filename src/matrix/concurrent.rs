@@ -105,9 +105,22 @@ impl<'a> KmsgHub<'a> {
     }
 }
 
-/// Lets cells run together or one alone: shared holders run at once; an exclusive holder
-/// runs with nobody else. A waiting exclusive holder keeps new shared ones out, so a
-/// CPU-bound cell is not starved by lanes that keep starting device-bound cells.
+/// How a cell asks the [`Gate`] to run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Entry {
+    /// Beside any others: the device, not the CPU, is its limit.
+    Free,
+    /// Beside others while the CPU the running cells are predicted to take, this one's
+    /// included, stays within the gate's capacity (in % of one CPU).
+    Budget(f64),
+    /// With nobody else.
+    Exclusive,
+}
+
+/// Lets cells run together, within a CPU budget, or one alone. A waiting exclusive holder
+/// keeps new ones out, so a CPU-bound cell is not starved by lanes that keep starting
+/// device-bound cells. A waiting cell decides again each time a cell leaves: the run may
+/// have measured what it needed meanwhile.
 #[derive(Default)]
 pub struct Gate {
     state: Mutex<GateState>,
@@ -119,38 +132,72 @@ struct GateState {
     shared: usize,
     exclusive: bool,
     waiting_exclusive: usize,
+    /// The budget the shared holders take, in % of one CPU.
+    used: f64,
+    /// Counts the holders that left: a waiter decides again when it moved.
+    left: u64,
 }
 
 /// Held while a cell runs; lets the others go when dropped.
 pub struct GateGuard<'g> {
     gate: &'g Gate,
-    exclusive: bool,
+    entry: Entry,
 }
 
 impl Gate {
     pub fn shared(&self) -> GateGuard<'_> {
-        let mut s = lock(&self.state);
-        while s.exclusive || s.waiting_exclusive > 0 {
-            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
-        s.shared += 1;
-        GateGuard {
-            gate: self,
-            exclusive: false,
-        }
+        self.enter(0.0, || Entry::Free).0
     }
 
     pub fn exclusive(&self) -> GateGuard<'_> {
-        let mut s = lock(&self.state);
-        s.waiting_exclusive += 1;
-        while s.exclusive || s.shared > 0 {
-            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
-        s.waiting_exclusive -= 1;
-        s.exclusive = true;
-        GateGuard {
-            gate: self,
-            exclusive: true,
+        self.enter(0.0, || Entry::Exclusive).0
+    }
+
+    /// Waits until the cell `decide` describes may run, asking it again whenever a holder
+    /// leaves (never while the gate's lock is held: it may read the report). `capacity`: the
+    /// budget of [`Entry::Budget`] cells together. Returns the guard and the entry it ran by.
+    pub fn enter(
+        &self,
+        capacity: f64,
+        mut decide: impl FnMut() -> Entry,
+    ) -> (GateGuard<'_>, Entry) {
+        let mut waiting = false;
+        loop {
+            let seen = lock(&self.state).left;
+            let entry = decide();
+            let mut s = lock(&self.state);
+            if waiting {
+                s.waiting_exclusive -= 1;
+                waiting = false;
+            }
+            if s.left != seen {
+                continue;
+            }
+            let open = !s.exclusive && s.waiting_exclusive == 0;
+            let fits = match entry {
+                Entry::Exclusive => !s.exclusive && s.shared == 0,
+                Entry::Free => open,
+                // Alone, a cell fits whatever its prediction: it is never kept out for good.
+                Entry::Budget(c) => open && (s.shared == 0 || s.used + c <= capacity),
+            };
+            if fits {
+                match entry {
+                    Entry::Exclusive => s.exclusive = true,
+                    Entry::Free => s.shared += 1,
+                    Entry::Budget(c) => {
+                        s.shared += 1;
+                        s.used += c;
+                    }
+                }
+                return (GateGuard { gate: self, entry }, entry);
+            }
+            if entry == Entry::Exclusive {
+                s.waiting_exclusive += 1;
+                waiting = true;
+            }
+            while s.left == seen {
+                s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
         }
     }
 }
@@ -158,11 +205,19 @@ impl Gate {
 impl Drop for GateGuard<'_> {
     fn drop(&mut self) {
         let mut s = lock(&self.gate.state);
-        if self.exclusive {
-            s.exclusive = false;
-        } else {
-            s.shared -= 1;
+        match self.entry {
+            Entry::Exclusive => s.exclusive = false,
+            Entry::Free => s.shared -= 1,
+            Entry::Budget(c) => {
+                s.shared -= 1;
+                s.used = if s.shared == 0 {
+                    0.0
+                } else {
+                    (s.used - c).max(0.0)
+                };
+            }
         }
+        s.left += 1;
         drop(s);
         self.gate.cv.notify_all();
     }
@@ -317,6 +372,56 @@ mod tests {
             max_shared.load(Ordering::SeqCst) >= 2,
             "shared holders never overlapped"
         );
+    }
+
+    #[test]
+    fn budget_holders_run_together_only_within_the_capacity() {
+        let gate = Gate::default();
+        let inside = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..6 {
+                let (gate, inside, most) = (&gate, &inside, &most);
+                s.spawn(move || {
+                    // 40 % each under 100 %: two at a time, never three.
+                    let (_g, e) = gate.enter(100.0, || Entry::Budget(40.0));
+                    assert_eq!(e, Entry::Budget(40.0));
+                    let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(n, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(30));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+        // Over the capacity on its own, a cell still runs: alone.
+        let (_g, e) = gate.enter(100.0, || Entry::Budget(250.0));
+        assert_eq!(e, Entry::Budget(250.0));
+    }
+
+    #[test]
+    fn a_waiting_cell_decides_again_when_a_holder_leaves() {
+        let gate = Gate::default();
+        let asked = AtomicUsize::new(0);
+        let first = gate.shared();
+        std::thread::scope(|s| {
+            let (gate, asked) = (&gate, &asked);
+            let t = s.spawn(move || {
+                // Exclusive until something was measured (the holder left), then a budget.
+                let (_g, e) = gate.enter(100.0, || {
+                    if asked.fetch_add(1, Ordering::SeqCst) == 0 {
+                        Entry::Exclusive
+                    } else {
+                        Entry::Budget(10.0)
+                    }
+                });
+                e
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            drop(first);
+            assert_eq!(t.join().unwrap(), Entry::Budget(10.0));
+        });
+        assert!(asked.load(Ordering::SeqCst) >= 2);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::cell::{self, Aftermath, CellPlan};
-use super::concurrent::{Gate, KmsgHub, Overlap};
+use super::concurrent::{Entry, Gate, KmsgHub, Overlap};
 use super::env::Env;
 use super::schedule::{self, AloneCell, AloneRule, ScheduleMode};
 use super::select::{self, Chosen, Placement};
@@ -124,8 +124,6 @@ struct Lanes<'s, 'a> {
     progress: &'a dyn super::env::Progress,
     system: &'a dyn super::env::SystemSource,
     cpus: usize,
-    /// How many lanes the run has: the most cells that can run together.
-    lanes: usize,
     mode: ScheduleMode,
     /// Set when the machine's CPUs saturated while cells ran together: every later cell of
     /// the run runs alone.
@@ -341,7 +339,6 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         progress: env.progress,
         system: env.system,
         cpus: env.cpus.max(1),
-        lanes: order.len(),
         fell_back: std::sync::atomic::AtomicBool::new(false),
         mode: cfg.schedule,
         book: Mutex::new(book),
@@ -657,17 +654,30 @@ fn run_cell(
         CellPlan::Run(plan) => plan,
     };
     // The gate: a serial run has one lane and nothing to wait for; in an auto run a cell the
-    // CPU could limit waits for the others to finish and keeps them out while it runs.
-    let alone = alone.map(|a| {
-        a.or_else(|| {
-            let measured = measured_so_far(&r.book().report, di, plan.params.block_bytes, r.cpus);
-            schedule::must_run_alone(&plan.params, &c.disk, measured, r.cpus, r.lanes)
-        })
-    });
-    let _gate = match alone {
-        None => None,
-        Some(Some(_)) => Some(r.gate.exclusive()),
-        Some(None) => Some(r.gate.shared()),
+    // CPU could limit runs beside others within the CPU budget, or waits for the others to
+    // finish and keeps them out while it runs. A cell that waits decides again each time one
+    // leaves: what it is predicted from may have been measured meanwhile.
+    let (_gate, alone) = match alone {
+        None => (None, None),
+        Some(Some(rule)) => (Some(r.gate.exclusive()), Some(Some(rule))),
+        Some(None) => {
+            let mut decided = schedule::Admission::Free;
+            let (guard, _) = r.gate.enter(schedule::budget(r.cpus), || {
+                let measured =
+                    measured_so_far(&r.book().report, di, plan.params.block_bytes, r.cpus);
+                decided = schedule::admission(&plan.params, &c.disk, measured, r.cpus);
+                match decided {
+                    schedule::Admission::Free => Entry::Free,
+                    schedule::Admission::Budget(cpu) => Entry::Budget(cpu),
+                    schedule::Admission::Alone(..) => Entry::Exclusive,
+                }
+            });
+            let alone = match decided {
+                schedule::Admission::Alone(rule, cpu) => Some((rule, cpu)),
+                _ => None,
+            };
+            (Some(guard), Some(alone))
+        }
     };
     if r.stop.requested() {
         return skipped;

@@ -4,7 +4,8 @@
 //! an NVMe subsystem, a SCSI host adapter such as a UFS host) and run one after another;
 //! different lanes share nothing that limits throughput. With `schedule: auto` the lanes run
 //! at the same time, each one device after another, and a cell whose figure the CPU rather
-//! than the device could limit runs alone ([`must_run_alone`], [`cpu_limited`]). Pure: sysfs
+//! than the device could limit runs within a CPU budget or alone ([`admission`],
+//! [`cpu_limited`]). Pure: sysfs
 //! device paths, classes and measured CPU in, decisions out; `matrix::run` does the running.
 
 pub use crate::config::{LaneKey, ScheduleMode};
@@ -90,7 +91,7 @@ fn device_bound_class(disk: &Disk) -> bool {
     }
 }
 
-/// What the run measured before a cell, for [`must_run_alone`].
+/// What the run measured before a cell, for [`admission`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measured {
     /// The device's fastest figure so far in this run, in bytes/s: no device does small
@@ -112,26 +113,51 @@ impl Measured {
     }
 }
 
+/// The CPU the cells the CPU could limit may take together, in % of all CPUs: below the 90 %
+/// at which [`machine_saturated`] calls the machine the limit, with room for the interrupts
+/// and kernel threads of the device-bound cells beside them.
+pub const BUDGET_PERCENT: f64 = 75.0;
+
+/// [`BUDGET_PERCENT`] of `cpus`, in % of one CPU.
+pub fn budget(cpus: usize) -> f64 {
+    BUDGET_PERCENT * cpus.max(1) as f64
+}
+
+/// How a cell may run beside others in an `auto` run, decided before it runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Admission {
+    /// Beside anything: large blocks, or a device class a core keeps up with many times over.
+    Free,
+    /// Small blocks on a fast device the run has measured: beside others while the predicted
+    /// CPU of such cells together ([`Measured::predicted_cpu_percent`], % of one CPU) stays
+    /// within the [`budget`].
+    Budget(f64),
+    /// Alone: nothing measured yet to predict it from, or predicted over the whole budget.
+    Alone(AloneRule, Option<f64>),
+}
+
 /// The rule decided before a cell runs. Small blocks on a fast device (NVMe, UFS, a SATA or
 /// SCSI SSD, virtio, loop, zram), whatever the queue depth, run alone unless the run already
-/// measured the device and the CPU: then they run alone only when the CPU they could take
-/// ([`Measured::predicted_cpu_percent`]) is over half their share of `cpus` among `lanes`
-/// (the rule [`cpu_limited`] applies after the fact). `None`: it may run beside other lanes.
-pub fn must_run_alone(
+/// measured the device and the CPU: then they run within the [`budget`] of `cpus`, alone
+/// when their prediction alone is over it (the rule [`cpu_limited`] applies after the fact).
+pub fn admission(
     params: &WorkloadParams,
     disk: &Disk,
     measured: Option<Measured>,
     cpus: usize,
-    lanes: usize,
-) -> Option<(AloneRule, Option<f64>)> {
+) -> Admission {
     if params.block_bytes >= SMALL_BLOCK || device_bound_class(disk) {
-        return None;
+        return Admission::Free;
     }
     match measured {
-        None => Some((AloneRule::SmallBlocksFastDevice, None)),
+        None => Admission::Alone(AloneRule::SmallBlocksFastDevice, None),
         Some(m) => {
             let cpu = m.predicted_cpu_percent(params.block_bytes);
-            cpu_limited(cpu, cpus, lanes).then_some((AloneRule::PredictedCpu, Some(cpu)))
+            if cpu > budget(cpus) {
+                Admission::Alone(AloneRule::PredictedCpu, Some(cpu))
+            } else {
+                Admission::Budget(cpu)
+            }
         }
     }
 }
@@ -337,11 +363,43 @@ mod tests {
             let mut p = WorkloadParams::defaults(w, "/dev/x".into());
             p.block_bytes = bs;
             assert_eq!(
-                must_run_alone(&p, &disk, None, 2, 4).is_some(),
+                matches!(admission(&p, &disk, None, 2), Admission::Alone(..)),
                 alone,
                 "{class:?} rotational {rotational:?} {w:?} bs {bs}"
             );
         }
+    }
+
+    #[test]
+    fn a_measured_small_block_cell_takes_its_predicted_cpu_from_the_budget() {
+        let disk = Disk {
+            class: DeviceClass::Nvme,
+            ..Disk::default()
+        };
+        let mut p =
+            WorkloadParams::defaults(crate::workload::WorkloadKind::RandRead, "/dev/x".into());
+        p.block_bytes = 4096;
+        let at = |mib: f64, ns: f64| Measured {
+            max_bytes_per_s: mib * 1048576.0,
+            cpu_ns_per_io: ns,
+        };
+        // 10 MiB/s over 4 KiB: 2,560 I/Os a second; at 200 us each, 51.2 % of a CPU.
+        assert_eq!(
+            admission(&p, &disk, Some(at(10.0, 200_000.0)), 2),
+            Admission::Budget(51.2)
+        );
+        // 2 CPUs: a budget of 150 % of one; 6,000 MiB/s at 2 us is 307 %, alone.
+        match admission(&p, &disk, Some(at(6000.0, 2_000.0)), 2) {
+            Admission::Alone(AloneRule::PredictedCpu, Some(c)) => assert!((c - 307.2).abs() < 1e-9),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            admission(&p, &disk, Some(at(6000.0, 2_000.0)), 8),
+            Admission::Budget(_)
+        ));
+        assert_eq!(budget(2), 150.0);
+        assert_eq!(machine_ns_per_io(25.0, 2.0, 2, 1000), Some(1_000_000.0));
+        assert_eq!(machine_ns_per_io(25.0, 2.0, 2, 0), None);
     }
 
     #[test]
@@ -426,32 +484,31 @@ mod tests {
         let mut p =
             WorkloadParams::defaults(crate::workload::WorkloadKind::RandRead, "/dev/x".into());
         p.block_bytes = 4096;
-        // (fastest figure MiB/s, CPU ns per I/O, cpus, lanes, runs alone)
+        // (fastest figure MiB/s, CPU ns per I/O, cpus, runs alone); the budget is 75 % of the
+        // CPUs: 150 % of one on 2, 75 % on 1
         let rows = [
             // a SATA SSD streaming 500 MiB/s: 128,000 IOPS of 4 KiB at 20 us = 256 % of a CPU
-            (500.0, 20_000.0, 2, 4, true),
+            (500.0, 20_000.0, 2, true),
             // a board's SATA link held to 10 MiB/s: 2,560 IOPS at 20 us = 5 %: beside others
-            (10.0, 20_000.0, 2, 4, false),
-            // the same on one CPU among 4 lanes: half of 25 % is 12.5 %: still beside
-            (10.0, 20_000.0, 1, 4, false),
-            // 40 us per I/O on that CPU: 10 %... and 80 us: 20 %, over 12.5 %
-            (10.0, 80_000.0, 1, 4, true),
+            (10.0, 20_000.0, 2, false),
+            (10.0, 20_000.0, 1, false),
+            // 400 us per I/O (a driver completing in softirqs on a slow core): 102 %
+            (10.0, 400_000.0, 1, true),
+            (10.0, 400_000.0, 2, false),
         ];
-        for (mib, ns, cpus, lanes, alone) in rows {
+        for (mib, ns, cpus, alone) in rows {
             let m = Measured {
                 max_bytes_per_s: mib * 1048576.0,
                 cpu_ns_per_io: ns,
             };
-            let got = must_run_alone(&p, &disk, Some(m), cpus, lanes);
-            assert_eq!(
-                got.is_some(),
-                alone,
-                "{mib} MiB/s {ns} ns {cpus} cpus {lanes} lanes: {got:?}"
-            );
-            if let Some((rule, cpu)) = got {
-                assert_eq!(rule, AloneRule::PredictedCpu);
-                assert!((cpu.unwrap() - m.predicted_cpu_percent(4096)).abs() < 1e-9);
-            }
+            let got = admission(&p, &disk, Some(m), cpus);
+            let cpu = m.predicted_cpu_percent(4096);
+            let want = if alone {
+                Admission::Alone(AloneRule::PredictedCpu, Some(cpu))
+            } else {
+                Admission::Budget(cpu)
+            };
+            assert_eq!(got, want, "{mib} MiB/s {ns} ns {cpus} cpus");
         }
         let m = Measured {
             max_bytes_per_s: 10.0 * 1048576.0,
