@@ -36,6 +36,8 @@ pub struct FleetQuery {
     pub board: Option<String>,
     pub group_by: Vec<Dimension>,
     pub compare_builds: bool,
+    /// Follow each flash part's wear across the stored reports.
+    pub wear: bool,
 }
 
 impl Default for FleetQuery {
@@ -45,6 +47,7 @@ impl Default for FleetQuery {
             board: None,
             group_by: FleetOptions::default().group_by,
             compare_builds: false,
+            wear: false,
         }
     }
 }
@@ -159,6 +162,7 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetView, FleetDbErro
     let opts = FleetOptions {
         group_by: q.group_by.clone(),
         compare_builds: q.compare_builds,
+        wear: q.wear,
         load: LoadOptions {
             since: q.since,
             board: q.board.clone(),

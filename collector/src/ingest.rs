@@ -101,8 +101,9 @@ pub fn rfc3339_ns(t: &str) -> i64 {
 /// Bumped when the fleet record's shape, encoding or extraction changes: rows of an older
 /// version are extracted again from `raw` on the next fleet query. 1: the record as JSON in
 /// `body`; 2: the binary record in `record` ([`crate::record`]); 3: with the station, and
-/// each device's retests and marginal flag.
-pub const FLEET_RECORD_VERSION: i64 = 4;
+/// each device's retests and marginal flag; 4: with the image build; 5: with the phase and
+/// each flash part's wear sample.
+pub const FLEET_RECORD_VERSION: i64 = 5;
 
 /// Extracts the fleet's columns from a report's bytes (also used to back-fill reports
 /// stored before the fleet table existed).

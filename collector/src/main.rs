@@ -83,6 +83,10 @@ struct FleetArgs {
     /// Compare each image build with the one before it, per board, device class and figure.
     #[arg(long)]
     compare_builds: bool,
+    /// Follow each flash part across the stored reports, factory and field: its wear rate,
+    /// when it reaches its limit, and the parts wearing faster than their board's others.
+    #[arg(long)]
+    wear: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -187,6 +191,7 @@ fn fleet(args: &FleetArgs) -> anyhow::Result<()> {
         board: args.board.clone(),
         group_by,
         compare_builds: args.compare_builds,
+        wear: args.wear,
     };
     // Opening creates a missing SQLite file: a mistyped path would show an empty fleet.
     if let Some(path) = args.db.strip_prefix("sqlite:") {

@@ -9,20 +9,21 @@
 //! decodes many times faster.
 //!
 //! Layout, little-endian, lengths and counts as LEB128: the format byte [`FORMAT`]; the
-//! metric-name table; the unit, board, station, build, tool version; started_at as seconds and
-//! nanoseconds; pass; the devices (label, class, port, model, pass, retests, marginal,
-//! reasons, values as name index, figure and ok, the write curve); the thresholds; the identity; the rejected figures. The fields
+//! metric-name table; the unit, board, station, build, phase, tool version; started_at as
+//! seconds and nanoseconds; pass; the devices (label, class, port, model, pass, retests,
+//! marginal, reasons, values as name index, figure and ok, the write curve, the flash part's
+//! wear sample); the thresholds; the identity; the rejected figures. The fields
 //! are taken apart by exhaustive patterns, so a field added to the record type does not
 //! compile here until it is stored (and `FLEET_RECORD_VERSION` bumped).
 
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
-use usbperf::fleet::extract::{DeviceRecord, FleetReason, RejectedFigure, UnitRecord};
+use usbperf::fleet::extract::{DeviceRecord, FleetReason, PartSample, RejectedFigure, UnitRecord};
 use usbperf::fleet::reader::{CurveLite, KneeLite, SampleLite, SelectLite, ThresholdLite};
 
 /// The first byte of every encoded record: a different layout gets a different byte.
-pub const FORMAT: u8 = 3;
+pub const FORMAT: u8 = 4;
 
 /// Why stored bytes are no record (a damaged row, or one from another layout).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,6 +48,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
         board,
         station,
         build,
+        phase,
         tool_version,
         started_at,
         pass,
@@ -73,6 +75,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
     w.str(board);
     w.str(station);
     w.str(build);
+    w.str(phase);
     w.str(tool_version);
     w.0.extend_from_slice(&started_at.timestamp().to_le_bytes());
     w.0.extend_from_slice(&started_at.timestamp_subsec_nanos().to_le_bytes());
@@ -90,6 +93,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
             reasons,
             values,
             curve,
+            part,
         } = d;
         w.str(label);
         w.str(class);
@@ -145,6 +149,25 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
                 }
             }
         }
+        match part {
+            None => w.bool(false),
+            Some(PartSample {
+                id,
+                life_a,
+                life_b,
+                percent_used,
+                pre_eol,
+                data_written_bytes,
+                limit,
+            }) => {
+                w.bool(true);
+                w.str(id);
+                for f in [life_a, life_b, percent_used, data_written_bytes, limit] {
+                    w.opt_f64(*f);
+                }
+                w.opt_str(pre_eol);
+            }
+        }
     }
     w.len(thresholds.len());
     for t in thresholds {
@@ -160,12 +183,19 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
             min_iops,
             max_p99_latency_ms,
             min_link_mbps,
+            max_life_used_percent,
         } = t;
         w.bool(*all_non_system);
         w.opt_str(class);
         w.opt_str(port);
         w.opt_str(workload);
-        for f in [min_mib_per_s, min_iops, max_p99_latency_ms, min_link_mbps] {
+        for f in [
+            min_mib_per_s,
+            min_iops,
+            max_p99_latency_ms,
+            min_link_mbps,
+            max_life_used_percent,
+        ] {
             w.opt_f64(*f);
         }
     }
@@ -206,6 +236,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
     let board = r.string("the board")?;
     let station = r.string("the station")?;
     let build = r.string("the build")?;
+    let phase = r.string("the phase")?;
     let tool_version = r.string("the tool version")?;
     let secs = i64::from_le_bytes(r.array("started_at")?);
     let nanos = u32::from_le_bytes(r.array("started_at")?);
@@ -263,6 +294,25 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
         } else {
             None
         };
+        let part = if r.bool("the part")? {
+            let id = r.string("a part")?;
+            let mut f = [None; 5];
+            for x in &mut f {
+                *x = r.opt_f64("a part")?;
+            }
+            let [life_a, life_b, percent_used, data_written_bytes, limit] = f;
+            Some(PartSample {
+                id,
+                life_a,
+                life_b,
+                percent_used,
+                pre_eol: r.opt_string("a part")?,
+                data_written_bytes,
+                limit,
+            })
+        } else {
+            None
+        };
         devices.push(DeviceRecord {
             label,
             class,
@@ -274,6 +324,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
             reasons,
             values,
             curve,
+            part,
         });
     }
     let n = r.len("the thresholds")?;
@@ -290,6 +341,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
             min_iops: r.opt_f64("a threshold")?,
             max_p99_latency_ms: r.opt_f64("a threshold")?,
             min_link_mbps: r.opt_f64("a threshold")?,
+            max_life_used_percent: r.opt_f64("a threshold")?,
         });
     }
     let identity = r.string("the identity")?;
@@ -314,6 +366,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
         board,
         station,
         build,
+        phase,
         tool_version,
         started_at,
         pass,

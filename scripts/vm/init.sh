@@ -168,8 +168,9 @@ act_unplug() { echo "E2E-UNPLUG xbot"; }   # the host (guest.py) unplugs the dis
 # calibrate_for NAME CONFIG: `usbperf-matrix calibrate` of CONFIG, CALIBRATE_ROUNDS rounds of
 # each mode per phase (default 2; 0: no calibration), its reports under $R/NAME-calibrate/, its
 # output, snippet and exit code in $E/NAME-calibrate.{log,yaml,rc}. Prints the config the
-# benchmark's rounds then run: CONFIG extended by the snippet (`run --schedule auto` with the
-# shared lanes it found), else CONFIG itself.
+# benchmark's rounds then run: CONFIG extended by the snippet, whose auto runs take no
+# --schedule flag (the snippet's schedule: auto with the shared lanes it found, or serial when
+# it found nothing to run together), else CONFIG itself.
 calibrate_for() {
   name=$1; cfg=$2; n=${CALIBRATE_ROUNDS:-2}
   if [ "$n" = 0 ] || ! usbperf-matrix calibrate --help >/dev/null 2>&1; then echo "$cfg"; return; fi
@@ -206,7 +207,10 @@ bench_schedule() {
   else SER=; AUTO=; ts "E2E-WARN: usbperf-matrix has no --schedule: both modes run serial (an A/A run)"; fi
   echo "${AUTO:-absent}" > $E/bench-schedule-flag.txt
   CFG=/etc/usbperf/e2e/bench-schedule.yaml
-  [ -z "$AUTO" ] || CFG=$(calibrate_for bench $CFG)
+  if [ -n "$AUTO" ]; then
+    CFG=$(calibrate_for bench $CFG)
+    case $CFG in /tmp/*) AUTO= ;; esac   # run as calibrated: the snippet's own schedule
+  fi
   r=1
   while [ $r -le "${ROUNDS:-3}" ]; do
     order=${BENCH_MODES:-serial auto}
@@ -238,11 +242,12 @@ bench_nullb() {
   udevadm settle --timeout=30
   ls /sys/block | tr '\n' ' '; echo
   CFG=$(calibrate_for nullb /etc/usbperf/e2e/bench-nullb.yaml)
+  AUTOF="--schedule auto"; case $CFG in /tmp/*) AUTOF= ;; esac   # as calibrated
   r=1
   while [ $r -le "${ROUNDS:-3}" ]; do
     order="serial auto"; [ $((r % 2)) = 1 ] || order="auto serial"
     for m in $order; do
-      f="--schedule $m"
+      f="--schedule serial"; [ $m = serial ] || f=$AUTOF
       # shellcheck disable=SC2086 # $f is the flag and its value
       run_scen nullb-r$r-$m "" act_none --config $CFG --report-dir $R/nullb/r$r-$m $f
     done

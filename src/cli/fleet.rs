@@ -77,6 +77,11 @@ pub struct FleetArgs {
     /// device class and figure, and name the regressions.
     #[arg(long)]
     pub compare_builds: bool,
+    /// Follow each flash part (eMMC/SD by CID, NVMe and SATA by serial) across the reports,
+    /// factory and field: its day-0 wear, its rate per month, when it reaches its limit, and
+    /// the parts wearing faster than their board's others.
+    #[arg(long)]
+    pub wear: bool,
 }
 
 fn parse_since(s: &str) -> anyhow::Result<DateTime<Utc>> {
@@ -119,6 +124,7 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
             threads: args.threads,
         },
         compare_builds: args.compare_builds,
+        wear: args.wear,
         ..FleetOptions::default()
     };
     let acc = aggregate(&args.inputs, opts).map_err(usage)?;

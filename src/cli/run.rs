@@ -131,6 +131,19 @@ pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
             },
         ));
     }
+    // Factory or field is the boot service's to say (its mode), over the image's config.
+    if let Ok(phase) = std::env::var("USBPERF_PHASE") {
+        if !phase.trim().is_empty() {
+            let phase = config::Phase::parse(&phase).map_err(UsageError)?;
+            layers.push((
+                "USBPERF_PHASE".into(),
+                config::ConfigFile {
+                    phase: Some(phase),
+                    ..config::ConfigFile::default()
+                },
+            ));
+        }
+    }
     Ok(config::resolve(layers))
 }
 

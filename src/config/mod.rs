@@ -535,6 +535,41 @@ impl ResultLine {
     }
 }
 
+/// Which moment of a unit's life a run records: the run on the production line, or a later
+/// boot in the field (the boot service's field mode), followed by the fleet's wear view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    #[default]
+    Factory,
+    Field,
+}
+
+impl Phase {
+    pub fn is_default(&self) -> bool {
+        *self == Phase::default()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Factory => "factory",
+            Phase::Field => "field",
+        }
+    }
+
+    /// `USBPERF_PHASE`'s value; the error says what it takes.
+    pub fn parse(s: &str) -> Result<Phase, String> {
+        match s.trim() {
+            "factory" => Ok(Phase::Factory),
+            "field" => Ok(Phase::Field),
+            other => Err(format!(
+                "USBPERF_PHASE={other:?} is not a phase: use factory (the run on the line) or \
+                 field (a later boot)"
+            )),
+        }
+    }
+}
+
 /// A config file or profile as written: every key optional, unknown keys rejected.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -605,6 +640,9 @@ pub struct ConfigFile {
     /// The result line's version: `v2` (the default) or `v1` for a station that reads only it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_line: Option<ResultLine>,
+    /// `factory` (the default) or `field`: recorded in the report (`USBPERF_PHASE` overrides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
 }
 
 /// The parts a board may carry in one device class (on one board revision when
@@ -862,6 +900,8 @@ pub struct Config {
     pub board_revision: Option<String>,
     #[serde(default, skip_serializing_if = "ResultLine::is_default")]
     pub result_line: ResultLine,
+    #[serde(default, skip_serializing_if = "Phase::is_default")]
+    pub phase: Phase,
 }
 
 fn is_zero(v: &u8) -> bool {
@@ -1084,6 +1124,7 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         parts: Vec::new(),
         board_revision: None,
         result_line: ResultLine::V2,
+        phase: Phase::Factory,
     };
     for (source, l) in layers {
         c.sources.push(source);
@@ -1137,6 +1178,9 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         }
         if let Some(v) = l.result_line {
             c.result_line = v;
+        }
+        if let Some(v) = l.phase {
+            c.phase = v;
         }
     }
     c

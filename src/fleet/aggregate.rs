@@ -28,6 +28,8 @@ pub struct FleetOptions {
     /// Compare each image build with the one before it (`--compare-builds`): keeps every
     /// figure once more, by board, build and class.
     pub compare_builds: bool,
+    /// Follow each flash part's wear across reports (`--wear`).
+    pub wear: bool,
 }
 
 impl Default for FleetOptions {
@@ -37,6 +39,7 @@ impl Default for FleetOptions {
             load: LoadOptions::default(),
             curves_per_model: 12,
             compare_builds: false,
+            wear: false,
         }
     }
 }
@@ -125,6 +128,8 @@ pub struct Accumulator {
     not_regular: usize,
     /// Every figure by board, build and class, when builds are compared.
     builds: Option<super::builds::BuildValues>,
+    /// Every reading of every flash part, when wear is followed.
+    wear: Option<super::wear::WearValues>,
 }
 
 fn bump(map: &mut HashMap<String, (u32, String)>, reason: &FleetReason) {
@@ -143,6 +148,7 @@ impl Accumulator {
         // they arrive.
         let n = files.len();
         let opts_compare = opts.compare_builds;
+        let opts_wear = opts.wear;
         Accumulator {
             opts,
             files,
@@ -170,6 +176,7 @@ impl Accumulator {
             latest_before_since: None,
             not_regular: 0,
             builds: opts_compare.then(super::builds::BuildValues::default),
+            wear: opts_wear.then(super::wear::WearValues::default),
         }
     }
 
@@ -352,6 +359,10 @@ impl Accumulator {
         }
         self.rejected.append(&mut r.rejected);
         self.reports += 1;
+        // Before the unit's name moves into the unit table below.
+        if let Some(w) = &mut self.wear {
+            w.add(&r);
+        }
         // Look before cloning: 100,000 records of a handful of boards, units and ports
         // would otherwise allocate a key each time (the fleet from a database).
         if !self.boards.contains(&r.board) {
@@ -660,6 +671,7 @@ impl Accumulator {
                 .collect(),
             groups,
             builds: self.builds.map(|b| b.compare()).unwrap_or_default(),
+            wear: self.wear.map(|w| w.summarize()),
             factory_thresholds: thresholds,
             write_curves: self
                 .curves

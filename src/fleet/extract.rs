@@ -63,6 +63,9 @@ pub struct UnitRecord {
     /// The image build the unit ran (os-release), or `unknown build`.
     #[serde(default)]
     pub build: String,
+    /// `factory` (the run on the line, the default) or `field` (a later boot).
+    #[serde(default = "factory")]
+    pub phase: String,
     pub tool_version: String,
     pub started_at: DateTime<Utc>,
     pub pass: bool,
@@ -73,6 +76,13 @@ pub struct UnitRecord {
     /// Figures refused as no measurement (left out of `devices` and `thresholds`).
     pub rejected: Vec<RejectedFigure>,
 }
+
+fn factory() -> String {
+    FACTORY.into()
+}
+
+/// The phase of a report that says none: every report before `phase:` was a factory run's.
+pub const FACTORY: &str = "factory";
 
 /// The build of a report whose unit wrote no os-release image.
 pub const UNKNOWN_BUILD: &str = "unknown build";
@@ -192,6 +202,38 @@ pub struct DeviceRecord {
     pub values: Vec<(String, f64, bool)>,
     /// The write curve, if the device ran `write-curve`.
     pub curve: Option<CurveLite>,
+    /// The flash part's identity and wear, where the device names itself (a CID serial, an
+    /// NVMe or SATA serial) and reads its wear.
+    #[serde(default)]
+    pub part: Option<PartSample>,
+}
+
+/// One reading of a flash part's wear, in one report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartSample {
+    /// What follows the part from report to report, whatever unit or port it is in:
+    /// `emmc 0x15 0x1a2b3c4d` (class, CID manfid and serial), `nvme SAMSUNG MZ... S4EVNX0N`.
+    pub id: String,
+    /// eMMC life time estimates A and B (band tops, %), NVMe percent used.
+    pub life_a: Option<f64>,
+    pub life_b: Option<f64>,
+    pub percent_used: Option<f64>,
+    /// `normal`, `warning`, `urgent`.
+    pub pre_eol: Option<String>,
+    /// NVMe data written, bytes.
+    pub data_written_bytes: Option<f64>,
+    /// The lowest `max_life_used_percent` of the unit's thresholds for its class.
+    pub limit: Option<f64>,
+}
+
+impl PartSample {
+    /// The most life used the part reports, in %.
+    pub fn life_used(&self) -> Option<f64> {
+        [self.life_a, self.life_b, self.percent_used]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)
+    }
 }
 
 /// A device's failure reason as the fleet counts it.
@@ -267,6 +309,19 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
             .unwrap_or_default()
     });
     let board = board_of(&r);
+    let life_limits: Vec<(Option<String>, f64)> = r
+        .config
+        .thresholds
+        .iter()
+        .filter_map(|t| Some((t.select.class.clone(), t.max_life_used_percent?)))
+        .collect();
+    let life_limit = |class: &str| {
+        life_limits
+            .iter()
+            .filter(|(c, _)| c.as_deref().map_or(true, |c| c == class))
+            .map(|(_, l)| *l)
+            .reduce(f64::min)
+    };
     let mut rejected = Vec::new();
     let mut reject = |device: &str, field: String, v: f64, why: String| {
         rejected.push(RejectedFigure {
@@ -355,6 +410,7 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                     values.push((metric.to_string(), v, ok));
                 }
             }
+            let part = part_of(&class, &model, &d.disk, life_limit(&class));
             values.retain(|(metric, v, _)| {
                 let (max, unit) = limit_of(metric);
                 match refuse(*v, max, unit) {
@@ -376,6 +432,7 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                 reasons,
                 values,
                 curve,
+                part,
             }
         })
         .collect();
@@ -401,12 +458,14 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
     let station = clean(&r.config.station).unwrap_or_else(|| "unknown station".into());
     let build = clean(&r.unit.image.as_ref().and_then(|i| i.build()))
         .unwrap_or_else(|| UNKNOWN_BUILD.into());
+    let phase = clean(&r.config.phase).unwrap_or_else(factory);
     UnitRecord {
         file,
         unit,
         board,
         station,
         build,
+        phase,
         tool_version: r.tool.version,
         started_at: r.started_at,
         pass: r.verdict.pass,
@@ -415,6 +474,41 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
         identity: String::new(),
         rejected,
     }
+}
+
+/// The wear figures a life is made of are percentages: a reading above this is none.
+const MAX_WEAR_PERCENT: f64 = 255.0;
+
+/// The part a device is, when it names itself and reads its wear: an eMMC or SD card by its
+/// CID manufacturer and serial, an NVMe or SATA disk by its model and serial. A figure out of
+/// range is left out of the sample, never read as wear.
+fn part_of(
+    class: &str,
+    model: &str,
+    disk: &super::reader::DiskLite,
+    limit: Option<f64>,
+) -> Option<PartSample> {
+    let h = disk.health.as_ref()?;
+    let id = match (class, &disk.mmc) {
+        ("emmc" | "sd", Some(m)) => format!("{class} {} {}", clean(&m.manfid)?, clean(&m.serial)?),
+        ("nvme" | "sata", _) => format!("{class} {model} {}", clean(&disk.serial)?),
+        _ => return None,
+    };
+    let pct = |v: Option<f64>| v.filter(|v| v.is_finite() && (0.0..=MAX_WEAR_PERCENT).contains(v));
+    let emmc = h.emmc.as_ref();
+    let nvme = h.nvme.as_ref();
+    let s = PartSample {
+        id,
+        life_a: pct(emmc.and_then(|e| e.life_time_a.as_ref()?.used_percent_max)),
+        life_b: pct(emmc.and_then(|e| e.life_time_b.as_ref()?.used_percent_max)),
+        percent_used: pct(nvme.and_then(|n| n.percent_used)),
+        pre_eol: clean(&h.pre_eol),
+        data_written_bytes: nvme
+            .and_then(|n| n.data_written_bytes)
+            .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 1e21),
+        limit: pct(limit),
+    };
+    (s.life_used().is_some() || s.pre_eol.is_some()).then_some(s)
 }
 
 /// A schema 1 failure reason (a sentence) with its measured figures replaced by `N`, so the

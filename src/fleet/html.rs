@@ -130,6 +130,7 @@ pub fn render_html_linked(
     yields(&mut o, s);
     limits(&mut o, s);
     builds(&mut o, s);
+    wear(&mut o, s);
     curves(&mut o, s);
     o.push_str("<h2>Distributions</h2><div class=\"legend\"><span>bars: devices per bin</span>\
         <span style=\"color:#222\">| median</span>\
@@ -331,6 +332,68 @@ fn builds(o: &mut String, s: &FleetSummary) {
         );
     }
     o.push_str("</tbody></table>\n");
+}
+
+/// The parts wearing faster than their board's others: a row each and one small chart of
+/// its life used over time, with its limit.
+fn wear(o: &mut String, s: &FleetSummary) {
+    let Some(w) = &s.wear else { return };
+    let _ = write!(
+        o,
+        "<h2>Wear per part</h2><p>{} parts followed, {} wearing faster than their board's others.</p>",
+        w.parts, w.fast
+    );
+    for p in w.followed.iter().filter(|p| p.fast) {
+        let _ = write!(o, "<div class=\"part\"><p>{}</p>", esc(&p.words));
+        wear_chart(o, p);
+        o.push_str("</div>\n");
+    }
+}
+
+fn wear_chart(o: &mut String, p: &super::wear::PartWear) {
+    let (w, h, pad) = (360.0, 120.0, 24.0);
+    let Some((t0, t1)) = p
+        .series
+        .first()
+        .zip(p.series.last())
+        .map(|(a, b)| (a.0, b.0))
+    else {
+        return;
+    };
+    let span = ((t1 - t0).num_seconds() as f64).max(1.0);
+    let top = p
+        .series
+        .iter()
+        .map(|x| x.1)
+        .fold(p.limit_percent, f64::max)
+        .max(1.0);
+    let x = |t: chrono::DateTime<chrono::Utc>| {
+        pad + (t - t0).num_seconds() as f64 / span * (w - 2.0 * pad)
+    };
+    let y = |v: f64| h - pad - v / top * (h - 2.0 * pad);
+    let pts: Vec<String> = p
+        .series
+        .iter()
+        .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v)))
+        .collect();
+    let _ = write!(
+        o,
+        "<svg class=\"wear\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\">\
+         <line x1=\"{pad}\" x2=\"{}\" y1=\"{ly:.1}\" y2=\"{ly:.1}\" stroke=\"#c0392b\"/>\
+         <polyline fill=\"none\" stroke=\"#2c3e50\" stroke-width=\"1.5\" points=\"{}\"/>\
+         <text x=\"{pad}\" y=\"12\" font-size=\"10\">life used, % (limit {:.0} %)</text>\
+         <text x=\"{pad}\" y=\"{}\" font-size=\"10\">{}</text>\
+         <text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">{}</text></svg>",
+        w - pad,
+        pts.join(" "),
+        p.limit_percent,
+        h - 6.0,
+        t0.format("%Y-%m-%d"),
+        w - pad,
+        h - 6.0,
+        t1.format("%Y-%m-%d"),
+        ly = y(p.limit_percent),
+    );
 }
 
 /// The groups' distance to the factory's limits, one row per group, metric and limit.

@@ -5,7 +5,8 @@
 //! view), [`extract`] turns each report into a compact record, [`aggregate`] folds records
 //! into per-(group, metric) value vectors and summarises them with [`stats`] into the types
 //! of [`summary`] (on every CPU: [`parallel`]);
-//! [`thresholds`], [`text`] and [`html`] render the summary. [`records`] aggregates records
+//! [`thresholds`], [`text`] and [`html`] render the summary; [`wear`] follows each flash part
+//! from report to report. [`records`] aggregates records
 //! extracted elsewhere (the collector's database) without reading files.
 
 pub mod aggregate;
@@ -20,6 +21,7 @@ pub mod stats;
 pub mod summary;
 pub mod text;
 pub mod thresholds;
+pub mod wear;
 
 use std::path::PathBuf;
 

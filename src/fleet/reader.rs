@@ -104,6 +104,9 @@ pub struct ConfigLite {
     pub thresholds: Vec<ThresholdLite>,
     #[serde(default)]
     pub station: Option<String>,
+    /// `factory` or `field` (a unit's later boots); absent before reports said it.
+    #[serde(default)]
+    pub phase: Option<String>,
 }
 
 /// A threshold the factory run applied, for drawing it on the fleet's charts.
@@ -121,6 +124,9 @@ pub struct ThresholdLite {
     pub max_p99_latency_ms: Option<f64>,
     #[serde(default)]
     pub min_link_mbps: Option<f64>,
+    /// The wear a part may reach, for its projected end of life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_life_used_percent: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -207,6 +213,17 @@ pub struct DiskLite {
     /// The health summary, where the unit's build reads it.
     #[serde(default)]
     pub health: Option<HealthLite>,
+    /// An eMMC's or SD card's CID fields: who made the part and its serial.
+    #[serde(default)]
+    pub mmc: Option<MmcLite>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct MmcLite {
+    #[serde(default)]
+    pub manfid: Option<String>,
+    #[serde(default)]
+    pub serial: Option<String>,
 }
 
 /// The health summary figures the fleet keeps (wear and error counts).
@@ -218,6 +235,35 @@ pub struct HealthLite {
     pub media_errors: Option<f64>,
     #[serde(default)]
     pub udma_crc_errors: Option<f64>,
+    #[serde(default)]
+    pub pre_eol: Option<String>,
+    #[serde(default)]
+    pub emmc: Option<EmmcLite>,
+    #[serde(default)]
+    pub nvme: Option<NvmeLite>,
+}
+
+/// An eMMC's life time estimates (a 10 % band each: the band's top is the figure kept).
+#[derive(Debug, Default, Deserialize)]
+pub struct EmmcLite {
+    #[serde(default)]
+    pub life_time_a: Option<LifeLite>,
+    #[serde(default)]
+    pub life_time_b: Option<LifeLite>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct LifeLite {
+    #[serde(default)]
+    pub used_percent_max: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct NvmeLite {
+    #[serde(default)]
+    pub percent_used: Option<f64>,
+    #[serde(default)]
+    pub data_written_bytes: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

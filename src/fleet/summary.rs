@@ -83,6 +83,9 @@ pub struct FleetSummary {
     /// Each image build against the one before it, per board (`--compare-builds`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub builds: Vec<super::builds::BuildComparison>,
+    /// Each flash part's wear across reports (`--wear`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wear: Option<super::wear::WearSummary>,
     /// Thresholds the reports' factory configs applied (drawn on the charts).
     pub factory_thresholds: Vec<FactoryThreshold>,
     pub write_curves: Vec<ModelCurves>,

@@ -292,6 +292,29 @@ pub fn render_table(s: &FleetSummary) -> String {
             }
         }
     }
+    if let Some(w) = &s.wear {
+        let _ = writeln!(
+            out,
+            "\nwear per part: {} followed, {} wearing faster than its board's others",
+            count(w.parts, "part", "parts"),
+            w.fast
+        );
+        for b in &w.boards {
+            let _ = writeln!(
+                out,
+                "  {}: {}, {} with a rate, median {}{}",
+                b.board,
+                count(b.parts, "part", "parts"),
+                b.with_rate,
+                b.median_rate_percent_per_month
+                    .map_or("-".into(), |m| format!("{m:.2} %/month")),
+                b.note.as_ref().map_or(String::new(), |n| format!(" ({n})"))
+            );
+        }
+        for p in w.followed.iter().filter(|p| p.fast) {
+            let _ = writeln!(out, "    fast: {}", p.words);
+        }
+    }
     if s.yields_worth_showing() {
         let _ = writeln!(out, "\nfirst-pass yield (device tests):");
         let mut rows = vec![vec![

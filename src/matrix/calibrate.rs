@@ -267,15 +267,23 @@ impl Groups {
 }
 
 /// The lanes to join after a phase whose figures moved, over the groups `shared` already
-/// joined: first the lanes of every device whose figure moved (they are the ones that slowed
-/// each other, or one another's neighbours did); when that joins nothing new (one device
-/// moved, or those already are one lane), each moved device's lane with every lane it ran
-/// beside. `None`: nothing moved.
+/// joined: the lanes of the devices whose figures moved (they are the ones that slowed each
+/// other, or one another's neighbours did), those that moved beyond twice the tolerance first
+/// when there are any (a figure that moved a little may only have been the victim of their
+/// load: the next phase measures it beside them apart); when that joins nothing new (one
+/// device moved, or those already are one lane), each moved device's lane with every lane it
+/// ran beside. `None`: nothing moved.
 pub fn join_moved(cmp: &Comparison, shared: &[Vec<LaneKey>]) -> Option<Vec<Vec<LaneKey>>> {
     let moved = cmp.moved();
     if moved.is_empty() {
         return None;
     }
+    let strong: Vec<&Figure> = moved
+        .iter()
+        .copied()
+        .filter(|f| f.deviation_percent().unwrap_or(0.0) > 2.0 * TOLERANCE_PERCENT)
+        .collect();
+    let moved = if strong.is_empty() { moved } else { strong };
     let mut groups = Groups::new(&cmp.lane_keys, shared);
     let lanes = |disk: &str| cmp.lane_of.get(disk).cloned().unwrap_or_default();
     let of_moved: Vec<String> = moved.iter().flat_map(|f| lanes(&f.device)).collect();
@@ -599,6 +607,26 @@ mod tests {
                 ],
                 vec![],
                 Some(keys(&[&["usb:usb1", "usb:usb3", "ata:ata1"]])),
+            ),
+            (
+                "the strong movers first: the SD's 8 % waits for the next phase",
+                vec![
+                    fig("sda", 10.0, 6.0, &ALL),
+                    fig("sdb", 10.0, 8.3, &["sda", "sdc", "mmcblk0"]),
+                    fig("sdc", 10.0, 8.8, &["sda", "sdb", "mmcblk0"]),
+                    fig("mmcblk0", 10.0, 9.2, &["sda", "sdb", "sdc"]),
+                ],
+                vec![],
+                Some(keys(&[&["usb:usb1", "usb:usb3", "ata:ata1"]])),
+            ),
+            (
+                "only weak movers: all of them",
+                vec![
+                    fig("sdb", 10.0, 9.3, &["sda", "sdc", "mmcblk0"]),
+                    fig("mmcblk0", 10.0, 9.2, &["sda", "sdb", "sdc"]),
+                ],
+                vec![],
+                Some(keys(&[&["usb:usb3", "mmc:mmc0"]])),
             ),
             (
                 "one moved device: its lane and every lane it ran beside",
