@@ -1548,3 +1548,114 @@ fn a_planted_regression_between_builds_is_named_and_noise_is_not() {
     let plain = fleet_json(&[d.path().join("noise").to_str().unwrap()]);
     assert!(plain.get("builds").is_none());
 }
+
+/// Wear per part on generated fleets followed a year into the field: 40 units, a factory
+/// report and twelve monthly field reports each, one eMMC wearing at 4 %/month against the
+/// others' 0.5-1.1. The fast one is named with its rate and the date it reaches the 70 % limit
+/// the factory config sets; the output follows docs/fleet-wear.schema.json; the page draws
+/// its chart. A fleet of normal parts only names none.
+#[test]
+fn a_fast_wearing_part_is_named_with_its_rate_and_projected_date() {
+    let d = TempDir::new("fleet-wear");
+    let dir = d.path().join("planted");
+    let truth = generate(
+        &dir,
+        40,
+        "json",
+        &["--schema", "2", "--field-months", "12", "--outliers", "0"],
+    );
+    let fast: Vec<&(String, String, String)> =
+        truth.iter().filter(|t| t.2 == "fast-wear").collect();
+    assert_eq!(fast.len(), 1, "{truth:?}");
+    let t: Value =
+        serde_json::from_slice(&std::fs::read(dir.with_extension("truth.json")).unwrap()).unwrap();
+    let part = t
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["problem"] == "fast-wear")
+        .unwrap()["part"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let s = fleet_json(&[dir.to_str().unwrap(), "--wear"]);
+    let w = &s["wear"];
+    assert_eq!(
+        (w["parts"].as_u64(), w["fast"].as_u64()),
+        (Some(40), Some(1)),
+        "{w:#}"
+    );
+    let flagged: Vec<&Value> = w["followed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["fast"] == true)
+        .collect();
+    assert_eq!(flagged[0]["part"], part.as_str());
+    assert_eq!(flagged[0]["units"][0], fast[0].0.as_str());
+    let rate = flagged[0]["rate_percent_per_month"].as_f64().unwrap();
+    assert!((3.5..4.5).contains(&rate), "{rate}");
+    assert_eq!(flagged[0]["baseline"]["phase"], "factory");
+    assert_eq!(flagged[0]["readings"], 13);
+    assert_eq!(flagged[0]["limit_percent"], 70.0);
+    let date = flagged[0]["projected_limit_date"].as_str().unwrap();
+    assert!(date.len() == 10 && date > "2027-01-01", "{date}");
+    assert!(
+        flagged[0]["words"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("reaches its 70 % limit about {date}")),
+        "{}",
+        flagged[0]["words"]
+    );
+    for p in w["followed"].as_array().unwrap() {
+        if p["fast"] == false {
+            let r = p["rate_percent_per_month"].as_f64().unwrap();
+            assert!(r < 2.0, "a normal part at {r} %/month: {p:#}");
+        }
+    }
+    // The output's schema, checked by python3-jsonschema (scripts/test installs it).
+    let schema = repo().join("docs/fleet-wear.schema.json");
+    let o = Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,jsonschema; jsonschema.validate(json.load(sys.stdin), \
+             json.load(open(sys.argv[1])), format_checker=jsonschema.FormatChecker())",
+        ])
+        .arg(&schema)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(w.to_string().as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("python3 with jsonschema");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text =
+        String::from_utf8_lossy(&fleet(&[dir.to_str().unwrap(), "--wear"]).stdout).into_owned();
+    assert!(text.contains(&format!("    fast: {part} on ")), "{text}");
+    let page = String::from_utf8_lossy(
+        &fleet(&[dir.to_str().unwrap(), "--wear", "--format", "html"]).stdout,
+    )
+    .into_owned();
+    assert!(page.contains("<h2>Wear per part</h2>"));
+    assert_eq!(page.matches("<svg class=\"wear\"").count(), 1);
+
+    let noise = d.path().join("noise");
+    generate(
+        &noise,
+        40,
+        "json",
+        &["--schema", "2", "--field-months", "12", "--fast-wear", "0"],
+    );
+    let s = fleet_json(&[noise.to_str().unwrap(), "--wear"]);
+    assert_eq!(s["wear"]["fast"], 0, "{:#}", s["wear"]["boards"]);
+    // Without --wear there is no wear section.
+    assert!(fleet_json(&[noise.to_str().unwrap()]).get("wear").is_none());
+}

@@ -312,3 +312,50 @@ fn a_database_of_json_records_is_back_filled_to_the_binary_record() {
         .unwrap();
     assert_eq!((current, with_record), (30, 30));
 }
+
+/// The wear of each part from the database is the wear from the directory, on both
+/// databases: a generated fleet of 15 units followed six months into the field (factory and
+/// field reports, phase set by config), one part wearing at 4 %/month.
+#[test]
+fn wear_per_part_from_sqlite_and_postgres_is_the_wear_from_a_directory() {
+    let tmp = TempDir::new("fleetdb-wear");
+    let dir = tmp.path().join("gen");
+    let out = Command::new("python3")
+        .arg(repo().join("scripts/fleet-gen"))
+        .args(["--units", "15", "--seed", "31", "--format", "json", "--schema", "2"])
+        .args(["--field-months", "6", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("python3 runs scripts/fleet-gen");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut reports: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    reports.sort();
+    assert_eq!(reports.len(), 15 * 7);
+    let pg = Pg::start();
+    let sqlite = format!("sqlite:{}", tmp.path().join("w.db").display());
+    for (i, db) in [sqlite.clone(), pg.url()].iter().enumerate() {
+        let c = Collector::start_with(db, &[]);
+        upload_all(&c.url(), &reports, &tmp.path().join(format!("named{i}")));
+    }
+    let named = tmp.path().join("named0");
+    let (code, dir_json, err) = dir_fleet(&named, &["--wear", "--format", "json"]);
+    assert_eq!(code, 0, "usbperf-matrix fleet --wear: {err}");
+    let v: serde_json::Value = serde_json::from_str(&dir_json).unwrap();
+    assert_eq!(v["wear"]["parts"], 15, "{:#}", v["wear"]);
+    assert_eq!(v["wear"]["fast"], 1, "{:#}", v["wear"]);
+    for db in [&sqlite, &pg.url()] {
+        let (code, json, err) = db_fleet(db, &["--wear", "--format", "json"]);
+        assert_eq!(code, 0, "usbperf-collect fleet --db {db} --wear: {err}");
+        same(&json, &dir_json, &format!("{db}: fleet --wear --format json"));
+        let (_, text, _) = db_fleet(db, &["--wear", "--format", "text"]);
+        same(
+            &text,
+            &dir_fleet(&named, &["--wear", "--format", "table"]).1,
+            &format!("{db}: fleet --wear text"),
+        );
+        assert!(text.contains("    fast: emmc 0x000015 "), "{text}");
+    }
+}
