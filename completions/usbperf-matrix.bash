@@ -19,6 +19,9 @@ _usbperf-matrix() {
             usbperf__matrix,bench)
                 cmd="usbperf__matrix__bench"
                 ;;
+            usbperf__matrix,calibrate)
+                cmd="usbperf__matrix__calibrate"
+                ;;
             usbperf__matrix,fleet)
                 cmd="usbperf__matrix__fleet"
                 ;;
@@ -42,6 +45,9 @@ _usbperf-matrix() {
                 ;;
             usbperf__matrix__help,bench)
                 cmd="usbperf__matrix__help__bench"
+                ;;
+            usbperf__matrix__help,calibrate)
+                cmd="usbperf__matrix__help__calibrate"
                 ;;
             usbperf__matrix__help,fleet)
                 cmd="usbperf__matrix__help__fleet"
@@ -71,7 +77,7 @@ _usbperf-matrix() {
 
     case "${cmd}" in
         usbperf__matrix)
-            opts="-h -V --help --version list run tree bench fleet show upload help"
+            opts="-h -V --help --version list run tree bench fleet show calibrate upload help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -162,8 +168,54 @@ _usbperf-matrix() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        usbperf__matrix__calibrate)
+            opts="-h -V --backend --config --profile --report-dir --rounds --out --engine --lock-file --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --backend)
+                    COMPREPLY=($(compgen -W "auto udev sysfs" -- "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --report-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --out)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --engine)
+                    COMPREPLY=($(compgen -W "auto uring sync null" -- "${cur}"))
+                    return 0
+                    ;;
+                --lock-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         usbperf__matrix__fleet)
-            opts="-h -V --group-by --format --out --since --board --suggest-thresholds --margin-percent --threads --compare-builds --help --version <DIR|FILE>..."
+            opts="-h -V --group-by --format --out --since --board --suggest-thresholds --margin-percent --threads --compare-builds --wear --help --version <DIR|FILE>..."
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -205,7 +257,7 @@ _usbperf-matrix() {
             return 0
             ;;
         usbperf__matrix__help)
-            opts="list run tree bench fleet show upload help"
+            opts="list run tree bench fleet show calibrate upload help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -219,6 +271,20 @@ _usbperf-matrix() {
             return 0
             ;;
         usbperf__matrix__help__bench)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__help__calibrate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

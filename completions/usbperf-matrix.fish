@@ -32,6 +32,7 @@ complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "tree"
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "bench" -d 'Run one storage test (fio-like): a workload on a file or block device'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "fleet" -d 'Aggregate many factory reports: distributions, outliers, failures, trends, learned thresholds, or an HTML page of charts'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "show" -d 'Show reports as the seed articles\' table: a row per device, a column per test (MiB/s, IOPS, p99 latency, bad blocks), the verdict; as text, Markdown or CSV'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "calibrate" -d 'On a golden unit: run the profile serial and auto in alternation, find the lanes whose figures move beside each other, and print the `schedule:`/`shared_lanes:` snippet for the board\'s profile with the speed-up measured'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "upload" -d 'Send reports to a collector: queue REPORT files in the spool, then deliver the spool with retries; a report leaves the spool only when the collector acknowledged it'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand list" -l sysfs-root -d 'Read devices from this sysfs tree instead of /sys (a copied or recorded tree; the directory that holds `block/`, `class/` and `devices/`, or its parent holding `sys/`)' -r -F
@@ -130,6 +131,7 @@ complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l 
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l threads -d 'Parser threads (0 = one per CPU)' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l suggest-thresholds -d 'Print a board-profile `thresholds:` list learned from the devices that passed, per device class (and per port with --group-by port), instead of the summary'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l compare-builds -d 'Compare each image build (the units\' os-release) with the one before it, per board, device class and figure, and name the regressions'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -l wear -d 'Follow each flash part (eMMC/SD by CID, NVMe and SATA by serial) across the reports, factory and field: its day-0 wear, its rate per month, when it reaches its limit, and the parts wearing faster than their board\'s others'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -s h -l help -d 'Print help'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand fleet" -s V -l version -d 'Print version'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand show" -l format -d 'Output format: aligned `text` for a console, a `markdown` pipe table for a wiki or a ticket, or `csv` (one header row, plain numbers) for a spreadsheet' -r -f -a "text\t'Aligned columns with a two-line header (test, unit) for a console'
@@ -137,6 +139,21 @@ markdown\t'A GitHub pipe table, for a wiki page or a ticket'
 csv\t'RFC 4180 quoting, one header row, LF line ends; figures are plain numbers'"
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand show" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand show" -s V -l version -d 'Print version'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l backend -d 'How to enumerate block devices: `udev` (libudev), `sysfs` (pure sysfs walk) or `auto` (libudev when it is built in and usable, sysfs otherwise; always sysfs with --sysfs-root)' -r -f -a "auto\t''
+udev\t''
+sysfs\t''"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l config -d 'Configuration file (as for `run`)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l profile -d 'Base profile (as for `run`)' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l report-dir -d 'Directory for the calibration\'s reports (default: the config\'s report directory\'s `calibrate/`, apart from the unit\'s factory record)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l rounds -d 'Runs of each mode per phase' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l out -d 'Also write the snippet to FILE (created; an existing file is not replaced)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l engine -d 'I/O engine (as for `run`)' -r -f -a "auto\t'io_uring when the kernel allows it, the sync thread pool otherwise'
+uring\t'io_uring: one ring per job, the queue kept full (refused where the kernel disables it)'
+sync\t'A pread/pwrite thread pool, one thread per I/O in flight: runs on every kernel'
+null\t'No I/O at all: measures the tool\'s own cost, never a device'"
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l lock-file -d 'Lock file that keeps runs from overlapping' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -s V -l version -d 'Print version'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l url -d 'The collector\'s endpoint (e.g. http://collector:8080/api/v1/reports); default: the `upload:` section of the config' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l token-file -d 'File holding the token (the first line that is not blank or a # comment)' -r -F
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l spool -d 'The outbox to drain (default: the config\'s `upload.spool`, else /var/lib/usbperf/outbox)' -r -F
@@ -147,11 +164,12 @@ complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l if-configured -d 'Exit 0 quietly when no collector is configured (the boot service\'s drain, on images that do not upload)'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -s h -l help -d 'Print help'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -s V -l version -d 'Print version'
-complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "list" -d 'List block devices with bus, class, identity, size and USB/SATA/MMC link data'
-complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "run" -d 'The factory run: test every configured device, judge it, write the YAML report'
-complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "tree" -d 'Show USB storage as a tree from each root hub (like `lsusb -t`), with speeds and drivers'
-complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "bench" -d 'Run one storage test (fio-like): a workload on a file or block device'
-complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "fleet" -d 'Aggregate many factory reports: distributions, outliers, failures, trends, learned thresholds, or an HTML page of charts'
-complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "show" -d 'Show reports as the seed articles\' table: a row per device, a column per test (MiB/s, IOPS, p99 latency, bad blocks), the verdict; as text, Markdown or CSV'
-complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "upload" -d 'Send reports to a collector: queue REPORT files in the spool, then deliver the spool with retries; a report leaves the spool only when the collector acknowledged it'
-complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show upload help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show calibrate upload help" -f -a "list" -d 'List block devices with bus, class, identity, size and USB/SATA/MMC link data'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show calibrate upload help" -f -a "run" -d 'The factory run: test every configured device, judge it, write the YAML report'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show calibrate upload help" -f -a "tree" -d 'Show USB storage as a tree from each root hub (like `lsusb -t`), with speeds and drivers'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show calibrate upload help" -f -a "bench" -d 'Run one storage test (fio-like): a workload on a file or block device'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show calibrate upload help" -f -a "fleet" -d 'Aggregate many factory reports: distributions, outliers, failures, trends, learned thresholds, or an HTML page of charts'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show calibrate upload help" -f -a "show" -d 'Show reports as the seed articles\' table: a row per device, a column per test (MiB/s, IOPS, p99 latency, bad blocks), the verdict; as text, Markdown or CSV'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show calibrate upload help" -f -a "calibrate" -d 'On a golden unit: run the profile serial and auto in alternation, find the lanes whose figures move beside each other, and print the `schedule:`/`shared_lanes:` snippet for the board\'s profile with the speed-up measured'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show calibrate upload help" -f -a "upload" -d 'Send reports to a collector: queue REPORT files in the spool, then deliver the spool with retries; a report leaves the spool only when the collector acknowledged it'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand help; and not __fish_seen_subcommand_from list run tree bench fleet show calibrate upload help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
