@@ -157,7 +157,8 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<Exit> {
             c.serial_seconds.unwrap_or(0.0),
             c.auto_seconds.unwrap_or(0.0)
         ),
-        _ => "stay serial: the lanes' figures move beside each other".into(),
+        (Finding::Serial(why), _) => format!("stay serial: {why}"),
+        (Finding::Auto(_), None) => "no phase ran".into(),
     };
     crate::errln!("usbperf-matrix: calibrate: {words}");
     Ok(Exit::Pass)

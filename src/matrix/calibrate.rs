@@ -320,8 +320,9 @@ pub enum Finding {
     /// `schedule: auto` with these shared lanes kept every figure within the tolerance in
     /// the last phase.
     Auto(Vec<Vec<LaneKey>>),
-    /// Every lane had to be joined, or the phases ran out: auto gives nothing here.
-    Serial,
+    /// Every lane had to be joined, the phases ran out, or the unit has one lane: auto gives
+    /// nothing here; the words say which.
+    Serial(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -427,6 +428,16 @@ pub fn calibrate(
             shared_lanes: shared.clone(),
             comparison: cmp.clone(),
         });
+        if all_one_lane(&cmp, &shared) {
+            return Ok(Calibration {
+                rounds,
+                phases,
+                finding: Finding::Serial(
+                    "the devices tested are in one lane: nothing here can run at the same time"
+                        .into(),
+                ),
+            });
+        }
         match next {
             None => {
                 return Ok(Calibration {
@@ -435,14 +446,26 @@ pub fn calibrate(
                     finding: Finding::Auto(shared),
                 })
             }
-            Some(joined) if joined == shared || all_one_lane(&cmp, &joined) => break,
+            Some(joined) if joined == shared || all_one_lane(&cmp, &joined) => {
+                return Ok(Calibration {
+                    rounds,
+                    phases,
+                    finding: Finding::Serial(
+                        "the lanes' figures moved beside each other until every lane was \
+                         joined: nothing here runs at the same time without changing a figure"
+                            .into(),
+                    ),
+                })
+            }
             Some(joined) => shared = joined,
         }
     }
     Ok(Calibration {
         rounds,
         phases,
-        finding: Finding::Serial,
+        finding: Finding::Serial(format!(
+            "figures still moved after {MAX_PHASES} phases of joining lanes: stay serial"
+        )),
     })
 }
 
@@ -495,12 +518,8 @@ impl Calibration {
                     }
                 }
             }
-            Finding::Serial => {
-                out.push_str(
-                    "# the lanes' figures moved beside each other until every lane was \
-                     joined: nothing here runs at the same time without changing a figure\n\
-                     schedule: serial\n",
-                );
+            Finding::Serial(why) => {
+                out.push_str(&format!("# {why}\nschedule: serial\n"));
             }
         }
         out
@@ -676,7 +695,7 @@ mod tests {
                 shared_lanes: vec![],
                 comparison: cmp(vec![fig("sda", 10.0, 8.0, &ALL)]),
             }],
-            finding: Finding::Serial,
+            finding: Finding::Serial("every lane joined".into()),
         };
         let s = serial.snippet("unit-7", at);
         assert!(
@@ -684,7 +703,10 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("# phase 1: shared lanes none: serial 70.0 s, auto 30.0 s, speed-up 2.33x, worst figure beside another lane 20.0 %"), "{s}");
-        assert!(s.ends_with("schedule: serial\n"), "{s}");
+        assert!(
+            s.ends_with("# every lane joined\nschedule: serial\n"),
+            "{s}"
+        );
         let auto = Calibration {
             finding: Finding::Auto(keys(&[&["usb:usb1", "host:/devices/x y"]])),
             ..serial
