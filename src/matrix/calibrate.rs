@@ -271,8 +271,9 @@ impl Groups {
 /// other, or one another's neighbours did), those that moved beyond twice the tolerance first
 /// when there are any (a figure that moved a little may only have been the victim of their
 /// load: the next phase measures it beside them apart); when that joins nothing new (one
-/// device moved, or those already are one lane), each moved device's lane with every lane it
-/// ran beside. `None`: nothing moved.
+/// device moved, or those already are one lane), each moved device's lane with the lanes of
+/// the other moved devices it ran beside, else with every lane it ran beside. `None`: nothing
+/// moved.
 pub fn join_moved(cmp: &Comparison, shared: &[Vec<LaneKey>]) -> Option<Vec<Vec<LaneKey>>> {
     let moved = cmp.moved();
     if moved.is_empty() {
@@ -289,13 +290,27 @@ pub fn join_moved(cmp: &Comparison, shared: &[Vec<LaneKey>]) -> Option<Vec<Vec<L
     let of_moved: Vec<String> = moved.iter().flat_map(|f| lanes(&f.device)).collect();
     let names: Vec<&str> = of_moved.iter().map(String::as_str).collect();
     if !groups.join(&names) {
+        // Beside the lanes of other devices that moved too, first; beside everything it ran
+        // with only when none of them did.
+        let all_moved: Vec<&str> = cmp.moved().iter().map(|f| f.device.as_str()).collect();
+        let mut changed = false;
         for f in &moved {
             let mut with = lanes(&f.device);
-            for other in &f.beside {
+            for other in f.beside.iter().filter(|o| all_moved.contains(&o.as_str())) {
                 with.extend(lanes(other));
             }
             let names: Vec<&str> = with.iter().map(String::as_str).collect();
-            groups.join(&names);
+            changed |= groups.join(&names);
+        }
+        if !changed {
+            for f in &moved {
+                let mut with = lanes(&f.device);
+                for other in &f.beside {
+                    with.extend(lanes(other));
+                }
+                let names: Vec<&str> = with.iter().map(String::as_str).collect();
+                groups.join(&names);
+            }
         }
     }
     Some(groups.shared())
@@ -646,6 +661,15 @@ mod tests {
                 ],
                 vec![],
                 Some(keys(&[&["usb:usb3", "mmc:mmc0"]])),
+            ),
+            (
+                "a strong mover already joined: next, the weak mover it ran beside, not the rest",
+                vec![
+                    fig("sda", 10.0, 6.4, &["sdc", "mmcblk0"]),
+                    fig("sdc", 10.0, 9.4, &["sda", "sdb", "mmcblk0"]),
+                ],
+                keys(&[&["usb:usb1", "usb:usb3"]]),
+                Some(keys(&[&["usb:usb1", "usb:usb3", "ata:ata1"]])),
             ),
             (
                 "one moved device: its lane and every lane it ran beside",
