@@ -322,12 +322,18 @@ fn wear_per_part_from_sqlite_and_postgres_is_the_wear_from_a_directory() {
     let dir = tmp.path().join("gen");
     let out = Command::new("python3")
         .arg(repo().join("scripts/fleet-gen"))
-        .args(["--units", "15", "--seed", "31", "--format", "json", "--schema", "2"])
+        .args([
+            "--units", "15", "--seed", "31", "--format", "json", "--schema", "2",
+        ])
         .args(["--field-months", "6", "--out"])
         .arg(&dir)
         .output()
         .expect("python3 runs scripts/fleet-gen");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut reports: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -349,7 +355,11 @@ fn wear_per_part_from_sqlite_and_postgres_is_the_wear_from_a_directory() {
     for db in [&sqlite, &pg.url()] {
         let (code, json, err) = db_fleet(db, &["--wear", "--format", "json"]);
         assert_eq!(code, 0, "usbperf-collect fleet --db {db} --wear: {err}");
-        same(&json, &dir_json, &format!("{db}: fleet --wear --format json"));
+        same(
+            &json,
+            &dir_json,
+            &format!("{db}: fleet --wear --format json"),
+        );
         let (_, text, _) = db_fleet(db, &["--wear", "--format", "text"]);
         same(
             &text,
