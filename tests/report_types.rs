@@ -61,6 +61,9 @@ fn generate(format: &str, dir: &Path) {
             "3",
             "--slow-port-percent",
             "10",
+            // a field report per unit too: the part's CID and wear, the phase
+            "--field-months",
+            "1",
             "--format",
             format,
         ])
@@ -89,7 +92,7 @@ fn fleet_gen_writes_what_the_report_types_write() {
             .map(|e| e.unwrap().path())
             .collect();
         files.sort();
-        assert_eq!(files.len(), 40);
+        assert_eq!(files.len(), 80);
         let mut failed_devices = 0;
         let typed_dir = dir.join("typed");
         std::fs::create_dir_all(&typed_dir).unwrap();
