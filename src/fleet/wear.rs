@@ -19,8 +19,12 @@ pub const MIN_SPAN_DAYS: f64 = 1.0;
 pub const MIN_PARTS: usize = 5;
 /// Modified z-score (Iglewicz and Hoaglin) above which a part's rate is an outlier ...
 pub const OUTLIER_Z: f64 = 3.5;
-/// ... and it must wear at least this many times its board's median, to be worth a name.
+/// ... and it must wear at least this many times its board's median, to be worth a name ...
 pub const MIN_FACTOR: f64 = 1.5;
+/// ... and at least this much faster, in % per month: NVMe counts life in whole percent and an
+/// eMMC in 10 % bands, so on a board whose parts barely move one step is no outlier (half a
+/// percent a month is 30 % of a rated life over five years).
+pub const MIN_EXCESS_PERCENT_PER_MONTH: f64 = 0.5;
 /// A part's series on its chart is at most this many readings (the latest).
 pub const MAX_SERIES: usize = 240;
 
@@ -86,7 +90,10 @@ impl WearValues {
                         _ if rate > m => f64::INFINITY,
                         _ => 0.0,
                     };
-                    if z > OUTLIER_Z && rate >= MIN_FACTOR * m.max(f64::MIN_POSITIVE) {
+                    if z > OUTLIER_Z
+                        && rate >= MIN_FACTOR * m
+                        && rate - m >= MIN_EXCESS_PERCENT_PER_MONTH
+                    {
                         p.fast = true;
                         p.robust_z = z.is_finite().then_some(z);
                     }
@@ -454,6 +461,36 @@ mod tests {
                 .median_rate_percent_per_month
                 .map(|m| (m * 100.0).round()),
             Some(100.0)
+        );
+    }
+
+    #[test]
+    fn one_step_on_a_board_whose_parts_barely_wear_is_no_outlier() {
+        // NVMe-like: whole percents, nine parts still at 0 % after a year, one at 2 %.
+        let t0 = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 1, 1, 0, 0, 0).unwrap();
+        let mut w = WearValues::default();
+        for u in 0..10 {
+            for m in 0..13 {
+                let at = t0 + Duration::days((m as f64 * DAYS_PER_MONTH) as i64);
+                let life = if u == 0 && m >= 6 { 2.0 } else { 0.0 };
+                w.add(&record(
+                    &format!("U{u}"),
+                    at,
+                    "field",
+                    &format!("p{u}"),
+                    life,
+                ));
+            }
+        }
+        let s = w.summarize();
+        assert_eq!(
+            s.fast,
+            0,
+            "{:?}",
+            s.followed
+                .iter()
+                .map(|p| p.rate_percent_per_month)
+                .collect::<Vec<_>>()
         );
     }
 
