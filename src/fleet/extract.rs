@@ -212,7 +212,8 @@ pub struct DeviceRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PartSample {
     /// What follows the part from report to report, whatever unit or port it is in:
-    /// `emmc 0x15 0x1a2b3c4d` (class, CID manfid and serial), `nvme SAMSUNG MZ... S4EVNX0N`.
+    /// `emmc 0x000015 0x0100 DG4016 0x1a2b3c4d` (class, CID manfid, OEM id and name where the
+    /// card gives them, and serial), `nvme SAMSUNG MZ... S4EVNX0N`.
     pub id: String,
     /// eMMC life time estimates A and B (band tops, %), NVMe percent used.
     pub life_a: Option<f64>,

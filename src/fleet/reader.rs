@@ -223,6 +223,10 @@ pub struct MmcLite {
     #[serde(default)]
     pub manfid: Option<String>,
     #[serde(default)]
+    pub oemid: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
     pub serial: Option<String>,
 }
 

@@ -32,30 +32,30 @@ pub const MAX_SERIES: usize = 240;
 #[derive(Debug, Clone)]
 struct Reading {
     at: DateTime<Utc>,
+    board: String,
     unit: String,
     phase: String,
     sample: PartSample,
 }
 
-/// Every reading of every part, by board, class and part identity.
+/// Every reading of every part, by its identity (a part moved to another unit or board is
+/// still itself).
 #[derive(Debug, Default)]
 pub struct WearValues {
-    parts: BTreeMap<(String, String), Vec<Reading>>,
+    parts: BTreeMap<String, Vec<Reading>>,
 }
 
 impl WearValues {
     pub fn add(&mut self, r: &UnitRecord) {
         for d in &r.devices {
             let Some(p) = &d.part else { continue };
-            self.parts
-                .entry((r.board.clone(), p.id.clone()))
-                .or_default()
-                .push(Reading {
-                    at: r.started_at,
-                    unit: r.unit.clone(),
-                    phase: r.phase.clone(),
-                    sample: p.clone(),
-                });
+            self.parts.entry(p.id.clone()).or_default().push(Reading {
+                at: r.started_at,
+                board: r.board.clone(),
+                unit: r.unit.clone(),
+                phase: r.phase.clone(),
+                sample: p.clone(),
+            });
         }
     }
 
@@ -63,7 +63,7 @@ impl WearValues {
         let mut parts: Vec<PartWear> = self
             .parts
             .into_iter()
-            .map(|((board, id), readings)| part_wear(board, id, readings))
+            .map(|(id, readings)| part_wear(id, readings))
             .collect();
         let mut boards = Vec::new();
         let mut by_board: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -91,7 +91,8 @@ impl WearValues {
                         _ => 0.0,
                     };
                     if z > OUTLIER_Z
-                        && rate >= MIN_FACTOR * m
+                        && rate > 0.0
+                        && (m <= 0.0 || rate >= MIN_FACTOR * m)
                         && rate - m >= MIN_EXCESS_PERCENT_PER_MONTH
                     {
                         p.fast = true;
@@ -238,16 +239,17 @@ fn slope(xy: &[(f64, f64)]) -> Option<f64> {
     (sxx > 0.0).then(|| sxy / sxx)
 }
 
-fn part_wear(board: String, part: String, mut readings: Vec<Reading>) -> PartWear {
+fn part_wear(part: String, mut readings: Vec<Reading>) -> PartWear {
     readings.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.unit.cmp(&b.unit)));
     let first = &readings[0];
     let last = readings.last().expect("a part has a reading");
+    // Judged among the parts of the board it is on now.
+    let board = last.board.clone();
     let baseline = readings
         .iter()
         .find(|r| r.phase == FACTORY)
         .unwrap_or(first);
     let t0 = baseline.at.min(first.at);
-    let span_days = (last.at - first.at).num_seconds() as f64 / 86_400.0;
     let life: Vec<(f64, f64)> = readings
         .iter()
         .filter_map(|r| Some((months(t0, r.at), r.sample.life_used()?)))
@@ -256,8 +258,14 @@ fn part_wear(board: String, part: String, mut readings: Vec<Reading>) -> PartWea
         .iter()
         .filter_map(|r| Some((months(t0, r.at), r.sample.data_written_bytes?)))
         .collect();
-    let spans = span_days >= MIN_SPAN_DAYS;
-    let rate = spans.then(|| slope(&life)).flatten();
+    // Over the readings that carry the figure: a reading without it says nothing of the span.
+    let spans = |xy: &[(f64, f64)]| {
+        let (lo, hi) = xy.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+            (lo.min(p.0), hi.max(p.0))
+        });
+        xy.len() >= 2 && (hi - lo) * DAYS_PER_MONTH >= MIN_SPAN_DAYS
+    };
+    let rate = spans(&life).then(|| slope(&life)).flatten();
     let limit = last.sample.limit.unwrap_or(100.0);
     let latest_life = last.sample.life_used();
     let projected = match (latest_life, rate) {
@@ -293,7 +301,7 @@ fn part_wear(board: String, part: String, mut readings: Vec<Reading>) -> PartWea
         baseline: point(baseline),
         latest: point(last),
         rate_percent_per_month: rate,
-        data_written_bytes_per_month: spans.then(|| slope(&written)).flatten(),
+        data_written_bytes_per_month: spans(&written).then(|| slope(&written)).flatten(),
         limit_percent: limit,
         projected_limit_date: projected,
         fast: false,
@@ -351,11 +359,13 @@ fn words(p: &PartWear, board_median: Option<f64>) -> String {
         None => s.push_str(", no rate yet (readings less than a day apart)"),
     }
     if p.fast {
-        if let Some(m) = board_median {
-            s.push_str(&format!(
+        match board_median {
+            Some(m) if m > 0.0 => s.push_str(&format!(
                 ", {:.1} times the board's median of {m:.2} %/month",
-                p.rate_percent_per_month.unwrap_or(0.0) / m.max(f64::MIN_POSITIVE)
-            ));
+                p.rate_percent_per_month.unwrap_or(0.0) / m
+            )),
+            Some(m) => s.push_str(&format!(", while the board's median is {m:.2} %/month")),
+            None => {}
         }
     }
     match p.projected_limit_date.as_deref() {

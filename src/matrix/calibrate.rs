@@ -260,10 +260,6 @@ impl Groups {
             .filter(|v| v.len() > 1)
             .collect()
     }
-
-    fn one_group(&self) -> bool {
-        self.group.iter().all(|g| *g == self.group[0])
-    }
 }
 
 /// The lanes to join after a phase whose figures moved, over the groups `shared` already
@@ -316,10 +312,21 @@ pub fn join_moved(cmp: &Comparison, shared: &[Vec<LaneKey>]) -> Option<Vec<Vec<L
     Some(groups.shared())
 }
 
-/// Whether the groups leave nothing to run at the same time.
+/// Whether the groups leave nothing to run at the same time among the lanes the runs had (a
+/// profile may name lanes of another variant of the board).
 pub fn all_one_lane(cmp: &Comparison, shared: &[Vec<LaneKey>]) -> bool {
     let g = Groups::new(&cmp.lane_keys, shared);
-    g.keys.len() <= 1 || g.one_group()
+    let ids: Vec<usize> = cmp
+        .lane_keys
+        .iter()
+        .filter_map(|k| g.index(k).map(|i| g.group[i]))
+        .collect();
+    ids.windows(2).all(|w| w[0] == w[1])
+}
+
+/// The groups as [`join_moved`] writes them, for comparing with a config's own order.
+fn normalized(cmp: &Comparison, shared: &[Vec<LaneKey>]) -> Vec<Vec<LaneKey>> {
+    Groups::new(&cmp.lane_keys, shared).shared()
 }
 
 /// One phase: the shared lanes it ran with, and how its figures compared.
@@ -461,13 +468,24 @@ pub fn calibrate(
                     finding: Finding::Auto(shared),
                 })
             }
-            Some(joined) if joined == shared || all_one_lane(&cmp, &joined) => {
+            Some(joined) if all_one_lane(&cmp, &joined) => {
                 return Ok(Calibration {
                     rounds,
                     phases,
                     finding: Finding::Serial(
                         "the lanes' figures moved beside each other until every lane was \
                          joined: nothing here runs at the same time without changing a figure"
+                            .into(),
+                    ),
+                })
+            }
+            Some(joined) if joined == normalized(&cmp, &shared) => {
+                return Ok(Calibration {
+                    rounds,
+                    phases,
+                    finding: Finding::Serial(
+                        "figures moved that joining lanes cannot separate (they moved within \
+                         lanes already joined): stay serial until the lanes are understood"
                             .into(),
                     ),
                 })

@@ -132,9 +132,12 @@ struct GateState {
     shared: usize,
     exclusive: bool,
     waiting_exclusive: usize,
+    /// Budget cells waiting for room: new budget cells wait behind them.
+    waiting_budget: usize,
     /// The budget the shared holders take, in % of one CPU.
     used: f64,
-    /// Counts the holders that left: a waiter decides again when it moved.
+    /// Counts the holders that left and the waiters that stopped holding others back: a
+    /// waiter decides again when it moved.
     left: u64,
 }
 
@@ -161,25 +164,45 @@ impl Gate {
         capacity: f64,
         mut decide: impl FnMut() -> Entry,
     ) -> (GateGuard<'_>, Entry) {
-        let mut waiting = false;
+        // What this caller is counted as while it waits: an exclusive waiter keeps every new
+        // cell out; a budget waiter keeps new budget cells out (they could keep it out for
+        // good, taking turns under the capacity). Kept across a decision asked again, so the
+        // caller keeps its place in line.
+        let (mut waiting_x, mut waiting_b) = (false, false);
         loop {
             let seen = lock(&self.state).left;
             let entry = decide();
             let mut s = lock(&self.state);
-            if waiting {
-                s.waiting_exclusive -= 1;
-                waiting = false;
-            }
             if s.left != seen {
                 continue;
             }
-            let open = !s.exclusive && s.waiting_exclusive == 0;
+            let others_x = s.waiting_exclusive - usize::from(waiting_x);
+            let others_b = s.waiting_budget - usize::from(waiting_b);
+            let open = !s.exclusive && others_x == 0;
             let fits = match entry {
                 Entry::Exclusive => !s.exclusive && s.shared == 0,
                 Entry::Free => open,
                 // Alone, a cell fits whatever its prediction: it is never kept out for good.
-                Entry::Budget(c) => open && (s.shared == 0 || s.used + c <= capacity),
+                Entry::Budget(c) => {
+                    open && (waiting_b || others_b == 0)
+                        && (s.shared == 0 || s.used + c <= capacity)
+                }
             };
+            let was_waiting = waiting_x || waiting_b;
+            if waiting_x && (fits || entry != Entry::Exclusive) {
+                s.waiting_exclusive -= 1;
+                waiting_x = false;
+            }
+            if waiting_b && (fits || !matches!(entry, Entry::Budget(_))) {
+                s.waiting_budget -= 1;
+                waiting_b = false;
+            }
+            if was_waiting && !(waiting_x || waiting_b) && !fits {
+                // It no longer keeps anyone out: those it held back look again.
+                s.left += 1;
+                self.cv.notify_all();
+                continue;
+            }
             if fits {
                 match entry {
                     Entry::Exclusive => s.exclusive = true,
@@ -189,12 +212,24 @@ impl Gate {
                         s.used += c;
                     }
                 }
+                if was_waiting {
+                    s.left += 1;
+                    self.cv.notify_all();
+                }
                 return (GateGuard { gate: self, entry }, entry);
             }
-            if entry == Entry::Exclusive {
-                s.waiting_exclusive += 1;
-                waiting = true;
+            match entry {
+                Entry::Exclusive if !waiting_x => {
+                    s.waiting_exclusive += 1;
+                    waiting_x = true;
+                }
+                Entry::Budget(_) if !waiting_b => {
+                    s.waiting_budget += 1;
+                    waiting_b = true;
+                }
+                _ => {}
             }
+            let seen = s.left;
             while s.left == seen {
                 s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             }
@@ -397,6 +432,35 @@ mod tests {
         // Over the capacity on its own, a cell still runs: alone.
         let (_g, e) = gate.enter(100.0, || Entry::Budget(250.0));
         assert_eq!(e, Entry::Budget(250.0));
+    }
+
+    #[test]
+    fn a_waiting_budget_cell_is_not_overtaken_by_smaller_ones() {
+        let gate = Gate::default();
+        let order = Mutex::new(Vec::new());
+        let a = gate.enter(150.0, || Entry::Budget(20.0)).0;
+        std::thread::scope(|s| {
+            let (gate, order) = (&gate, &order);
+            s.spawn(move || {
+                let _g = gate.enter(150.0, || Entry::Budget(140.0)).0;
+                order.lock().unwrap().push("big");
+                std::thread::sleep(Duration::from_millis(50));
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            s.spawn(move || {
+                // 20 + 20 fits, but the big one waits first.
+                let _g = gate.enter(150.0, || Entry::Budget(20.0)).0;
+                order.lock().unwrap().push("small");
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(
+                order.lock().unwrap().is_empty(),
+                "{:?}",
+                order.lock().unwrap()
+            );
+            drop(a);
+        });
+        assert_eq!(*order.lock().unwrap(), ["big", "small"]);
     }
 
     #[test]

@@ -822,7 +822,8 @@ fn run_cell(
 /// What the run measured before a cell of device `di` with blocks of `block_bytes`: the
 /// device's fastest figure, and the CPU per I/O of the cells with blocks no larger (any
 /// device), else of this device's cells. Per cell, the larger of its job threads' CPU per
-/// I/O and, when it ran alone, the whole machine's busy time over its I/Os: a block device
+/// I/O and, when it ran alone and its device is of this one's class, the whole machine's busy
+/// time over its I/Os: a block device
 /// whose driver completes I/O in softirqs or kernel threads (null_blk's throttle, a USB host
 /// controller's interrupts) costs CPU its job threads never see. `None` until the device has
 /// a figure.
@@ -844,10 +845,13 @@ fn measured_so_far(
         .filter_map(|c| c.result.as_ref())
         .map(|r| r.mib_per_s * 1048576.0)
         .fold(0.0, f64::max);
-    let cost = |c: &crate::report::schema::Cell| {
+    // The machine's time of another class's cell is no measure of this one: a slow device's
+    // cell spreads the machine's background over few I/Os.
+    let class = report.devices.get(di).map(|d| d.disk.class);
+    let cost = |c: &crate::report::schema::Cell, same_class: bool| {
         let r = c.result.as_ref()?;
         let machine = match (c.machine_busy_percent, c.wall_seconds) {
-            (Some(busy), Some(wall)) if c.concurrent_with.is_empty() => {
+            (Some(busy), Some(wall)) if same_class && c.concurrent_with.is_empty() => {
                 schedule::machine_ns_per_io(busy, wall, cpus, r.all.ios)
             }
             _ => None,
@@ -857,15 +861,24 @@ fn measured_so_far(
     let small = report
         .devices
         .iter()
-        .flat_map(|d| d.cells.iter())
-        .filter(|c| {
+        .flat_map(|d| {
+            d.cells
+                .iter()
+                .map(move |c| (Some(d.disk.class) == class, c))
+        })
+        .filter(|(_, c)| {
             c.result
                 .as_ref()
                 .is_some_and(|r| r.all.ios > 0 && r.params.block_bytes <= block_bytes)
         })
-        .filter_map(cost)
+        .filter_map(|(same, c)| cost(c, same))
         .reduce(f64::max);
-    let cpu_ns_per_io = small.or_else(|| own.iter().copied().filter_map(cost).reduce(f64::max))?;
+    let cpu_ns_per_io = small.or_else(|| {
+        own.iter()
+            .copied()
+            .filter_map(|c| cost(c, true))
+            .reduce(f64::max)
+    })?;
     (max_bytes_per_s > 0.0).then_some(schedule::Measured {
         max_bytes_per_s,
         cpu_ns_per_io,
