@@ -10,6 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use super::extract::{PartSample, UnitRecord, FACTORY};
+use super::stats;
 
 /// An average month, in days: rates are per month as a factory plans in them.
 pub const DAYS_PER_MONTH: f64 = 30.436875;
@@ -17,9 +18,8 @@ pub const DAYS_PER_MONTH: f64 = 30.436875;
 pub const MIN_SPAN_DAYS: f64 = 1.0;
 /// A board needs this many parts with a rate before any is called fast.
 pub const MIN_PARTS: usize = 5;
-/// Modified z-score (Iglewicz and Hoaglin) above which a part's rate is an outlier ...
-pub const OUTLIER_Z: f64 = 3.5;
-/// ... and it must wear at least this many times its board's median, to be worth a name ...
+/// A part's rate must be an outlier among its board's (`stats::OUTLIER_Z`), and it must wear
+/// at least this many times its board's median, to be worth a name ...
 pub const MIN_FACTOR: f64 = 1.5;
 /// ... and at least this much faster, in % per month: NVMe counts life in whole percent and an
 /// eMMC in 10 % bands, so on a board whose parts barely move one step is no outlier (half a
@@ -71,58 +71,49 @@ impl WearValues {
             by_board.entry(p.board.clone()).or_default().push(i);
         }
         for (board, idx) in by_board {
-            let rates: Vec<f64> = idx
+            // (part, rate) of the parts with a rate, and their modified z-scores.
+            let rated: Vec<(usize, f64)> = idx
                 .iter()
-                .filter_map(|&i| parts[i].rate_percent_per_month)
+                .filter_map(|&i| Some((i, parts[i].rate_percent_per_month?)))
                 .collect();
-            let median = median(&rates);
-            let spread = robust_spread(&rates, median);
-            let judged = rates.len() >= MIN_PARTS;
-            if judged {
-                for &i in &idx {
-                    let p = &mut parts[i];
-                    let (Some(rate), Some(m)) = (p.rate_percent_per_month, median) else {
-                        continue;
-                    };
-                    let z = match spread {
-                        Some(s) if s > 0.0 => 0.6745 * (rate - m) / s,
-                        // Every other part wears alike: any part clearly faster stands out.
-                        _ if rate > m => f64::INFINITY,
-                        _ => 0.0,
-                    };
-                    if z > OUTLIER_Z
+            let rates: Vec<f64> = rated.iter().map(|r| r.1).collect();
+            let mut sorted = rates.clone();
+            stats::sort_f64(&mut sorted);
+            let median = stats::percentile(&sorted, 50.0);
+            let judged = rated.len() >= MIN_PARTS;
+            // None: every part wears alike, so none stands out.
+            if let (true, Some(m), Some(z)) = (judged, median, stats::modified_z(&rates, &sorted)) {
+                for (&(i, rate), z) in rated.iter().zip(z) {
+                    if z > stats::OUTLIER_Z
                         && rate > 0.0
                         && (m <= 0.0 || rate >= MIN_FACTOR * m)
                         && rate - m >= MIN_EXCESS_PERCENT_PER_MONTH
                     {
-                        p.fast = true;
-                        p.robust_z = z.is_finite().then_some(z);
+                        parts[i].fast = true;
+                        parts[i].robust_z = Some(z);
                     }
+                }
+            }
+            for &i in &idx {
+                let p = &mut parts[i];
+                p.words = words(p, median);
+                if !p.fast {
+                    p.series.clear();
                 }
             }
             boards.push(BoardWear {
                 parts: idx.len(),
-                with_rate: rates.len(),
+                with_rate: rated.len(),
                 median_rate_percent_per_month: median,
                 note: (!judged).then(|| {
                     format!(
                         "{} part(s) with a wear rate: too few to name a fast one (at least \
                          {MIN_PARTS})",
-                        rates.len()
+                        rated.len()
                     )
                 }),
                 board,
             });
-        }
-        for p in &mut parts {
-            let median = boards
-                .iter()
-                .find(|b| b.board == p.board)
-                .and_then(|b| b.median_rate_percent_per_month);
-            p.words = words(p, median);
-            if !p.fast {
-                p.series.clear();
-            }
         }
         let fast = parts.iter().filter(|p| p.fast).count();
         WearSummary {
@@ -200,7 +191,7 @@ pub struct PartWear {
     pub projected_limit_date: Option<String>,
     /// Wears faster than its board's other parts.
     pub fast: bool,
-    /// Its modified z-score among its board's rates (none when every other part wears alike).
+    /// Its modified z-score among its board's rates, when it is fast.
     pub robust_z: Option<f64>,
     /// What a person reads.
     pub words: String,
@@ -310,33 +301,6 @@ fn part_wear(part: String, mut readings: Vec<Reading>) -> PartWear {
         series: series[keep..].to_vec(),
         part,
     }
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    let mut v = v.to_vec();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
-/// The median absolute deviation, else (when over half the rates are equal) the mean
-/// absolute deviation scaled to match it (1.2533 = sqrt(pi/2) over 0.6745's scale).
-fn robust_spread(v: &[f64], median_: Option<f64>) -> Option<f64> {
-    let m = median_?;
-    let dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
-    let mad = median(&dev)?;
-    if mad > 0.0 {
-        return Some(mad);
-    }
-    let mean = dev.iter().sum::<f64>() / dev.len() as f64;
-    (mean > 0.0).then_some(mean * 1.2533 * 0.6745)
 }
 
 fn pct(v: Option<f64>) -> String {

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 
 use super::schedule::{LaneKey, ScheduleMode};
+use crate::fleet::stats;
 use crate::report::schema::{CellStatus, Report};
 use crate::workload::WorkloadKind;
 
@@ -96,16 +97,8 @@ impl Comparison {
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
+    stats::sort_f64(&mut v);
+    stats::percentile(&v, 50.0)
 }
 
 fn wall_seconds(r: &Report) -> Option<f64> {

@@ -148,10 +148,6 @@ pub struct GateGuard<'g> {
 }
 
 impl Gate {
-    pub fn shared(&self) -> GateGuard<'_> {
-        self.enter(0.0, || Entry::Free).0
-    }
-
     pub fn exclusive(&self) -> GateGuard<'_> {
         self.enter(0.0, || Entry::Exclusive).0
     }
@@ -389,7 +385,7 @@ mod tests {
                         std::thread::sleep(Duration::from_millis(30));
                         inside.fetch_sub(1, Ordering::SeqCst);
                     } else {
-                        let _g = gate.shared();
+                        let _g = gate.enter(0.0, || Entry::Free).0;
                         let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
                         max_shared.fetch_max(n, Ordering::SeqCst);
                         std::thread::sleep(Duration::from_millis(30));
@@ -467,7 +463,7 @@ mod tests {
     fn a_waiting_cell_decides_again_when_a_holder_leaves() {
         let gate = Gate::default();
         let asked = AtomicUsize::new(0);
-        let first = gate.shared();
+        let first = gate.enter(0.0, || Entry::Free).0;
         std::thread::scope(|s| {
             let (gate, asked) = (&gate, &asked);
             let t = s.spawn(move || {
