@@ -119,8 +119,9 @@ pub enum Entry {
 
 /// Lets cells run together, within a CPU budget, or one alone. A waiting exclusive holder
 /// keeps new ones out, so a CPU-bound cell is not starved by lanes that keep starting
-/// device-bound cells. A waiting cell decides again each time a cell leaves: the run may
-/// have measured what it needed meanwhile.
+/// device-bound cells; budget cells that wait get their turn in the order they came, so a
+/// large one is not overtaken for good by small ones. A waiting cell decides again each time
+/// a cell leaves: the run may have measured what it needed meanwhile.
 #[derive(Default)]
 pub struct Gate {
     state: Mutex<GateState>,
@@ -132,8 +133,10 @@ struct GateState {
     shared: usize,
     exclusive: bool,
     waiting_exclusive: usize,
-    /// Budget cells waiting for room: new budget cells wait behind them.
-    waiting_budget: usize,
+    /// The tickets of the budget cells waiting for room, oldest first: the oldest runs
+    /// first, and new budget cells wait behind them all.
+    waiting_budget: BTreeSet<u64>,
+    next_ticket: u64,
     /// The budget the shared holders take, in % of one CPU.
     used: f64,
     /// Counts the holders that left and the waiters that stopped holding others back: a
@@ -164,7 +167,7 @@ impl Gate {
         // cell out; a budget waiter keeps new budget cells out (they could keep it out for
         // good, taking turns under the capacity). Kept across a decision asked again, so the
         // caller keeps its place in line.
-        let (mut waiting_x, mut waiting_b) = (false, false);
+        let (mut waiting_x, mut waiting_b) = (false, None::<u64>);
         loop {
             let seen = lock(&self.state).left;
             let entry = decide();
@@ -173,27 +176,30 @@ impl Gate {
                 continue;
             }
             let others_x = s.waiting_exclusive - usize::from(waiting_x);
-            let others_b = s.waiting_budget - usize::from(waiting_b);
+            // A budget cell's turn: nobody waits for the budget, or it is the oldest waiter.
+            let budget_turn =
+                s.waiting_budget.first().copied() == waiting_b || s.waiting_budget.is_empty();
             let open = !s.exclusive && others_x == 0;
             let fits = match entry {
                 Entry::Exclusive => !s.exclusive && s.shared == 0,
                 Entry::Free => open,
                 // Alone, a cell fits whatever its prediction: it is never kept out for good.
                 Entry::Budget(c) => {
-                    open && (waiting_b || others_b == 0)
-                        && (s.shared == 0 || s.used + c <= capacity)
+                    open && budget_turn && (s.shared == 0 || s.used + c <= capacity)
                 }
             };
-            let was_waiting = waiting_x || waiting_b;
+            let was_waiting = waiting_x || waiting_b.is_some();
             if waiting_x && (fits || entry != Entry::Exclusive) {
                 s.waiting_exclusive -= 1;
                 waiting_x = false;
             }
-            if waiting_b && (fits || !matches!(entry, Entry::Budget(_))) {
-                s.waiting_budget -= 1;
-                waiting_b = false;
+            if let Some(t) = waiting_b {
+                if fits || !matches!(entry, Entry::Budget(_)) {
+                    s.waiting_budget.remove(&t);
+                    waiting_b = None;
+                }
             }
-            if was_waiting && !(waiting_x || waiting_b) && !fits {
+            if was_waiting && !(waiting_x || waiting_b.is_some()) && !fits {
                 // It no longer keeps anyone out: those it held back look again.
                 s.left += 1;
                 self.cv.notify_all();
@@ -219,9 +225,11 @@ impl Gate {
                     s.waiting_exclusive += 1;
                     waiting_x = true;
                 }
-                Entry::Budget(_) if !waiting_b => {
-                    s.waiting_budget += 1;
-                    waiting_b = true;
+                Entry::Budget(_) if waiting_b.is_none() => {
+                    let t = s.next_ticket;
+                    s.next_ticket += 1;
+                    s.waiting_budget.insert(t);
+                    waiting_b = Some(t);
                 }
                 _ => {}
             }
@@ -330,6 +338,27 @@ mod tests {
         }
     }
 
+    /// Waits (up to a minute, for a slow emulated CPU) until the gate counts this many
+    /// exclusive and budget waiters: a test orders its threads by the gate's own state, not
+    /// by sleeping and hoping the other thread got there.
+    fn until_waiting(gate: &Gate, exclusive: usize, budget: usize) {
+        let end = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let s = lock(&gate.state);
+            let now = (s.waiting_exclusive, s.waiting_budget.len());
+            if now == (exclusive, budget) {
+                return;
+            }
+            drop(s);
+            assert!(
+                std::time::Instant::now() < end,
+                "waiters {now:?}, expected {:?}",
+                (exclusive, budget)
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     fn msgs(r: &[KmsgRecord]) -> Vec<&str> {
         r.iter().map(|r| r.message.as_str()).collect()
     }
@@ -370,39 +399,32 @@ mod tests {
     #[test]
     fn an_exclusive_holder_runs_alone_and_shared_ones_together() {
         let gate = Gate::default();
-        let inside = AtomicUsize::new(0);
-        let max_shared = AtomicUsize::new(0);
-        let alone_ok = AtomicUsize::new(1);
+        let order = Mutex::new(Vec::new());
+        // Two free holders are inside at once.
+        let one = gate.enter(0.0, || Entry::Free).0;
+        let two = gate.enter(0.0, || Entry::Free).0;
         std::thread::scope(|s| {
-            for i in 0..6 {
-                let (gate, inside, max_shared, alone_ok) = (&gate, &inside, &max_shared, &alone_ok);
-                s.spawn(move || {
-                    if i == 3 {
-                        let _g = gate.exclusive();
-                        if inside.fetch_add(1, Ordering::SeqCst) != 0 {
-                            alone_ok.store(0, Ordering::SeqCst);
-                        }
-                        std::thread::sleep(Duration::from_millis(30));
-                        inside.fetch_sub(1, Ordering::SeqCst);
-                    } else {
-                        let _g = gate.enter(0.0, || Entry::Free).0;
-                        let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                        max_shared.fetch_max(n, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(30));
-                        inside.fetch_sub(1, Ordering::SeqCst);
-                    }
-                });
-            }
+            let (gate, order) = (&gate, &order);
+            s.spawn(move || {
+                let _g = gate.exclusive();
+                lock(order).push("exclusive");
+                std::thread::sleep(Duration::from_millis(20));
+                lock(order).push("exclusive left");
+            });
+            until_waiting(gate, 1, 0);
+            // A waiting exclusive holder keeps a new free one out, until it has run alone.
+            s.spawn(move || {
+                let _g = gate.enter(0.0, || Entry::Free).0;
+                lock(order).push("free");
+            });
+            std::thread::sleep(Duration::from_millis(30));
+            assert!(lock(order).is_empty(), "{:?}", lock(order));
+            drop(one);
+            std::thread::sleep(Duration::from_millis(30));
+            assert!(lock(order).is_empty(), "{:?}", lock(order));
+            drop(two);
         });
-        assert_eq!(
-            alone_ok.load(Ordering::SeqCst),
-            1,
-            "the exclusive holder had company"
-        );
-        assert!(
-            max_shared.load(Ordering::SeqCst) >= 2,
-            "shared holders never overlapped"
-        );
+        assert_eq!(*lock(&order), ["exclusive", "exclusive left", "free"]);
     }
 
     #[test]
@@ -424,7 +446,23 @@ mod tests {
                 });
             }
         });
-        assert_eq!(most.load(Ordering::SeqCst), 2);
+        assert!(most.load(Ordering::SeqCst) <= 2, "three fit in 100 %");
+        // Two fit, a third waits until one leaves.
+        let one = gate.enter(100.0, || Entry::Budget(40.0)).0;
+        let two = gate.enter(100.0, || Entry::Budget(40.0)).0;
+        let third_in = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let (gate, third_in) = (&gate, &third_in);
+            s.spawn(move || {
+                let _g = gate.enter(100.0, || Entry::Budget(40.0)).0;
+                third_in.store(1, Ordering::SeqCst);
+            });
+            until_waiting(gate, 0, 1);
+            assert_eq!(third_in.load(Ordering::SeqCst), 0);
+            drop(one);
+        });
+        assert_eq!(third_in.load(Ordering::SeqCst), 1);
+        drop(two);
         // Over the capacity on its own, a cell still runs: alone.
         let (_g, e) = gate.enter(100.0, || Entry::Budget(250.0));
         assert_eq!(e, Entry::Budget(250.0));
@@ -442,13 +480,13 @@ mod tests {
                 order.lock().unwrap().push("big");
                 std::thread::sleep(Duration::from_millis(50));
             });
-            std::thread::sleep(Duration::from_millis(50));
+            until_waiting(gate, 0, 1);
             s.spawn(move || {
                 // 20 + 20 fits, but the big one waits first.
                 let _g = gate.enter(150.0, || Entry::Budget(20.0)).0;
                 order.lock().unwrap().push("small");
             });
-            std::thread::sleep(Duration::from_millis(50));
+            until_waiting(gate, 0, 2);
             assert!(
                 order.lock().unwrap().is_empty(),
                 "{:?}",
@@ -477,7 +515,7 @@ mod tests {
                 });
                 e
             });
-            std::thread::sleep(Duration::from_millis(50));
+            until_waiting(gate, 1, 0);
             drop(first);
             assert_eq!(t.join().unwrap(), Entry::Budget(10.0));
         });
