@@ -4,6 +4,7 @@ mod bench;
 mod calibrate;
 mod fleet;
 mod list;
+mod powercut;
 mod run;
 mod show;
 mod tree;
@@ -83,6 +84,9 @@ pub enum Command {
     /// figures move beside each other, and print the `schedule:`/`shared_lanes:` snippet for
     /// the board's profile with the speed-up measured.
     Calibrate(calibrate::CalibrateArgs),
+    /// A power-cut test: `write` the region recording what the medium acknowledged, cut the
+    /// power, and `verify` on the next boot that every acknowledged block survived.
+    PowerCut(powercut::PowerCutArgs),
     /// Send reports to a collector: queue REPORT files in the spool, then deliver the spool
     /// with retries; a report leaves the spool only when the collector acknowledged it.
     Upload(upload::UploadArgs),
@@ -124,6 +128,7 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Show(args) => show::run(args),
         Command::Upload(args) => upload::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::PowerCut(args) => powercut::run(args),
     }
 }
 

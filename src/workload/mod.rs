@@ -4,6 +4,7 @@
 
 pub mod curve;
 pub mod overrides;
+pub mod powercut;
 pub mod target;
 pub mod verify;
 

@@ -208,6 +208,14 @@ impl Target {
         })
     }
 
+    /// Keeps a file we created in place when this value drops (a test whose data is to be
+    /// read back later, after a reboot).
+    pub fn keep(&mut self) {
+        if let Some(o) = self._owned.take() {
+            o.release();
+        }
+    }
+
     pub fn fd(&self) -> i32 {
         self.file.as_raw_fd()
     }
