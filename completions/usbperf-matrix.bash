@@ -31,6 +31,9 @@ _usbperf-matrix() {
             usbperf__matrix,list)
                 cmd="usbperf__matrix__list"
                 ;;
+            usbperf__matrix,power-cut)
+                cmd="usbperf__matrix__power__cut"
+                ;;
             usbperf__matrix,run)
                 cmd="usbperf__matrix__run"
                 ;;
@@ -58,6 +61,9 @@ _usbperf-matrix() {
             usbperf__matrix__help,list)
                 cmd="usbperf__matrix__help__list"
                 ;;
+            usbperf__matrix__help,power-cut)
+                cmd="usbperf__matrix__help__power__cut"
+                ;;
             usbperf__matrix__help,run)
                 cmd="usbperf__matrix__help__run"
                 ;;
@@ -70,6 +76,30 @@ _usbperf-matrix() {
             usbperf__matrix__help,upload)
                 cmd="usbperf__matrix__help__upload"
                 ;;
+            usbperf__matrix__help__power__cut,verify)
+                cmd="usbperf__matrix__help__power__cut__verify"
+                ;;
+            usbperf__matrix__help__power__cut,write)
+                cmd="usbperf__matrix__help__power__cut__write"
+                ;;
+            usbperf__matrix__power__cut,help)
+                cmd="usbperf__matrix__power__cut__help"
+                ;;
+            usbperf__matrix__power__cut,verify)
+                cmd="usbperf__matrix__power__cut__verify"
+                ;;
+            usbperf__matrix__power__cut,write)
+                cmd="usbperf__matrix__power__cut__write"
+                ;;
+            usbperf__matrix__power__cut__help,help)
+                cmd="usbperf__matrix__power__cut__help__help"
+                ;;
+            usbperf__matrix__power__cut__help,verify)
+                cmd="usbperf__matrix__power__cut__help__verify"
+                ;;
+            usbperf__matrix__power__cut__help,write)
+                cmd="usbperf__matrix__power__cut__help__write"
+                ;;
             *)
                 ;;
         esac
@@ -77,7 +107,7 @@ _usbperf-matrix() {
 
     case "${cmd}" in
         usbperf__matrix)
-            opts="-h -V --help --version list run tree bench fleet show calibrate upload help"
+            opts="-h -V --help --version list run tree bench fleet show calibrate power-cut upload help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -257,7 +287,7 @@ _usbperf-matrix() {
             return 0
             ;;
         usbperf__matrix__help)
-            opts="list run tree bench fleet show calibrate upload help"
+            opts="list run tree bench fleet show calibrate power-cut upload help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -329,6 +359,48 @@ _usbperf-matrix() {
         usbperf__matrix__help__list)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__help__power__cut)
+            opts="write verify"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__help__power__cut__verify)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__help__power__cut__write)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -420,6 +492,144 @@ _usbperf-matrix() {
                     return 0
                     ;;
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__power__cut)
+            opts="-h -V --help --version write verify help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__power__cut__help)
+            opts="write verify help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__power__cut__help__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__power__cut__help__verify)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__power__cut__help__write)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__power__cut__verify)
+            opts="-h -V --state --target --format --out --keep --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --target)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --out)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__power__cut__write)
+            opts="-h -V --target --state --size --bs --flush-every --dsync --seed --allow-write-device --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --target)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --flush-every)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
