@@ -40,6 +40,29 @@ fn write(target: &Path, state: &Path, extra: &[&str]) -> std::process::Output {
     run_bin(None, &args)
 }
 
+/// The verdict follows docs/power-cut.schema.json (python3-jsonschema: scripts/test installs it).
+fn schema_valid(v: &serde_json::Value) {
+    use std::io::Write;
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/power-cut.schema.json");
+    let mut c = Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,jsonschema; jsonschema.validate(json.load(sys.stdin), json.load(open(sys.argv[1])))",
+        ])
+        .arg(&schema)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 with jsonschema");
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(v.to_string().as_bytes())
+        .unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 fn n(v: &serde_json::Value, k: &str) -> u64 {
     v[k].as_u64()
         .unwrap_or_else(|| panic!("{k} missing in {v}"))
@@ -93,6 +116,7 @@ fn a_written_region_passes_and_each_planted_fault_is_named_with_its_count_and_pl
     assert_eq!(v["lost_ranges"], serde_json::json!([[10, 19]]));
     assert_eq!(v["torn_ranges"], serde_json::json!([[40, 40], [70, 70]]));
     assert!(v["reason"].as_str().unwrap().contains("12 of 1024"), "{v}");
+    schema_valid(&v);
 
     // A cut after block 511 was acknowledged: what came after is counted, not judged.
     let mut st: serde_json::Value = serde_json::from_slice(&std::fs::read(&s).unwrap()).unwrap();
@@ -147,6 +171,7 @@ fn sigkill_mid_write_on_a_loop_device_leaves_a_state_whose_every_acknowledged_bl
     assert_eq!(code, Some(0), "{v}");
     assert_eq!(v["verdict"], "pass");
     assert_eq!(v["write_complete"], false);
+    schema_valid(&v);
     let acked = n(&v, "acknowledged");
     assert!(acked >= 1 && acked < n(&v, "blocks"), "{v}");
     assert_eq!(n(&v, "intact"), acked);
