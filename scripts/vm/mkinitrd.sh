@@ -11,6 +11,10 @@
 #   env:   W   cache dir holding $W/k/<arch> (kernel) and $W/k/<arch>-root (userland), made by
 #              scripts/vm/tools/prepare.sh
 #          EXTRA_MODS  more modules for the guest's extra hardware (NVMe, UFS, the eMMC host)
+#          EXTRA_BINS  more programs of the userland ($W/k/<arch>-root paths, e.g. /sbin/dmsetup),
+#                      copied to /bin with their libraries (scripts/vm-power-cut's device-mapper)
+#          EXTRA_TREE  a directory copied over the root last: a guest's own /init, scripts and
+#                      settings (scripts/vm-power-cut's boot service and /etc/default/usbperf)
 #          SHARED_TOOLS  where init.sh (--record) and sysdump.sh are (default: tools/ beside this)
 # Needs on the host: kmod (depmod, modprobe), binutils (readelf), cpio, gzip, xz-utils.
 set -euo pipefail
@@ -90,5 +94,9 @@ else
   cp "$HERE/init.sh" "$R/init"; chmod +x "$R/init"
 fi
 cp "$SHARED_TOOLS/sysdump.sh" "$R/bin/sysdump"; chmod +x "$R/bin/sysdump"
+for b in ${EXTRA_BINS:-}; do
+  cp "$(sysroot_file "$b")" "$R/bin/${b##*/}"; closure "$R/bin/${b##*/}"
+done
+[ -z "${EXTRA_TREE:-}" ] || cp -a "$EXTRA_TREE/." "$R/"
 (cd "$R" && find . | cpio -o -H newc --quiet | gzip -1) > "$OUTF"
 ls -l "$OUTF"
