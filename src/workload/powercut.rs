@@ -330,33 +330,65 @@ impl Ranges {
     }
 }
 
-/// Judges the findings of blocks `0..state.blocks`, in order.
-pub fn judge(state: &State, found: impl IntoIterator<Item = Found>) -> Verdict {
-    let (mut intact, mut lost, mut torn, mut misplaced, mut late, mut never) = (0, 0, 0, 0, 0, 0);
-    let (mut lost_r, mut torn_r) = (Ranges::default(), Ranges::default());
-    for (i, f) in (0..state.blocks).zip(found) {
-        if i < state.acknowledged {
+/// The counts of a verify so far, block after block: the region is never held in memory.
+#[derive(Default)]
+struct Tally {
+    intact: u64,
+    lost: u64,
+    torn: u64,
+    misplaced: u64,
+    late: u64,
+    never: u64,
+    lost_r: Ranges,
+    torn_r: Ranges,
+}
+
+impl Tally {
+    fn add(&mut self, acknowledged: u64, i: u64, f: Found) {
+        if i < acknowledged {
             match f {
-                Found::Intact => intact += 1,
+                Found::Intact => self.intact += 1,
                 Found::Absent => {
-                    lost += 1;
-                    lost_r.add(i);
+                    self.lost += 1;
+                    self.lost_r.add(i);
                 }
                 Found::Torn => {
-                    torn += 1;
-                    torn_r.add(i);
+                    self.torn += 1;
+                    self.torn_r.add(i);
                 }
                 Found::Misplaced => {
-                    misplaced += 1;
-                    torn_r.add(i);
+                    self.misplaced += 1;
+                    self.torn_r.add(i);
                 }
             }
         } else if f == Found::Absent {
-            never += 1;
+            self.never += 1;
         } else {
-            late += 1;
+            self.late += 1;
         }
     }
+}
+
+/// Judges the findings of blocks `0..state.blocks`, in order.
+pub fn judge(state: &State, found: impl IntoIterator<Item = Found>) -> Verdict {
+    let mut t = Tally::default();
+    for (i, f) in (0..state.blocks).zip(found) {
+        t.add(state.acknowledged, i, f);
+    }
+    finish(state, t)
+}
+
+fn finish(state: &State, t: Tally) -> Verdict {
+    let Tally {
+        intact,
+        lost,
+        torn,
+        misplaced,
+        late,
+        never,
+        lost_r,
+        torn_r,
+    } = t;
     let bad = lost + torn + misplaced;
     let (verdict, reason) = if state.acknowledged == 0 {
         (
@@ -618,13 +650,20 @@ fn absolute(p: &Path) -> std::io::Result<PathBuf> {
 /// came back under another name).
 pub fn verify(state: &State, target: Option<&Path>) -> Verdict {
     let path = target.unwrap_or(&state.target);
-    match read_back(state, path) {
-        Ok(found) => judge(state, found),
+    let mut t = Tally::default();
+    let mut i = 0u64;
+    let read = read_back(state, path, &mut |f| {
+        t.add(state.acknowledged, i, f);
+        i += 1;
+    });
+    match read {
+        Ok(()) => finish(state, t),
         Err(why) => unreadable(state, why),
     }
 }
 
-fn read_back(state: &State, path: &Path) -> Result<Vec<Found>, String> {
+/// Reads the region block after block, handing each block's finding to `found`.
+fn read_back(state: &State, path: &Path, found: &mut dyn FnMut(Found)) -> Result<(), String> {
     let mode = OpenMode {
         write: false,
         direct: true,
@@ -661,7 +700,6 @@ fn read_back(state: &State, path: &Path) -> Result<Vec<Found>, String> {
     let per_read = ((1usize << 20) / bs).max(1);
     let mut buf = AlignedBuffer::new(bs * per_read, 1).ok_or("out of memory")?;
     let mut scratch = vec![0u8; bs];
-    let mut found = Vec::with_capacity(state.blocks as usize);
     let mut i = 0u64;
     while i < state.blocks {
         let n = (state.blocks - i).min(per_read as u64) as usize;
@@ -671,11 +709,11 @@ fn read_back(state: &State, path: &Path) -> Result<Vec<Found>, String> {
             .read_exact_at(chunk, i * state.block_bytes)
             .map_err(|e| format!("reading block {i} of {}: {e}", path.display()))?;
         for (k, block) in chunk.chunks_exact(bs).enumerate() {
-            found.push(classify(state.run_id, i + k as u64, block, &mut scratch));
+            found(classify(state.run_id, i + k as u64, block, &mut scratch));
         }
         i += n as u64;
     }
-    Ok(found)
+    Ok(())
 }
 
 /// After the verdict: the state goes, and the test file the write phase created (a device's
