@@ -603,7 +603,7 @@ _usbperf-matrix() {
             return 0
             ;;
         usbperf__matrix__power__cut__write)
-            opts="-h -V --target --state --size --bs --flush-every --dsync --seed --allow-write-device --help --version"
+            opts="-h -V --target --state --size --bs --flush-every --dsync --allow-write-device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -626,10 +626,6 @@ _usbperf-matrix() {
                     return 0
                     ;;
                 --flush-every)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --seed)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -165,7 +165,6 @@ complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut;
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from write" -l size -d 'The region (units: 64M, 1G); a device\'s whole size when not given' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from write" -l bs -d 'Block size: a multiple of 512 up to 1M' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from write" -l flush-every -d 'Blocks written between two acknowledgements (fdatasync and state update)' -r
-complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from write" -l seed -d 'The test\'s id in every block header (default: from the time)' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from write" -l dsync -d 'Open with O_DSYNC (each write returns when the medium has it) instead of fdatasync'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from write" -l allow-write-device -d 'Allow writing to a block device (destroys its data)'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from write" -s h -l help -d 'Print help'

@@ -73,7 +73,7 @@ fn a_written_region_passes_and_each_planted_fault_is_named_with_its_count_and_pl
     let d = TempDir::new("pc-faults");
     let t = d.path().join("pc.bin");
     let s = d.path().join("pc.state");
-    let out = write(&t, &s, &["--size", "4M", "--seed", "7"]);
+    let out = write(&t, &s, &["--size", "4M"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -253,4 +253,65 @@ fn a_mounted_device_an_existing_state_and_a_hostile_state_file_are_refused() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{says}: {err}");
     }
+}
+
+#[test]
+fn a_hostile_or_empty_state_removes_nothing_it_names_and_a_gone_file_is_not_retried() {
+    let d = TempDir::new("pc-hostile");
+    let s = d.path().join("pc.state");
+    // A state claiming to have created a file that is not the test's: judged (untested,
+    // nothing acknowledged), and the file stays.
+    let victim = d.path().join("precious.txt");
+    std::fs::write(&victim, "not a power-cut block").unwrap();
+    let state = format!(
+        r#"{{"format":"usbperf-power-cut-state","version":1,"run_id":1,"target":"{}","target_kind":"file","created_file":true,"block_bytes":512,"blocks":1,"sync":"dsync","acknowledged":0,"complete":false,"started":""}}"#,
+        victim.display()
+    );
+    std::fs::write(&s, &state).unwrap();
+    let out = run_bin(
+        None,
+        &["power-cut", "verify", "--state", s.to_str().unwrap()],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        victim.exists(),
+        "a state from a medium made root remove a file it named"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("remove it by hand"));
+    assert!(!s.exists());
+
+    // Empty (the power went while the first state was written): removed, exit 4.
+    std::fs::write(&s, "").unwrap();
+    let out = run_bin(
+        None,
+        &["power-cut", "verify", "--state", s.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is empty"));
+    assert!(!s.exists());
+
+    // A FIFO is refused at once, not waited on.
+    nix::unistd::mkfifo(&s, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let out = run_bin(
+        None,
+        &["power-cut", "verify", "--state", s.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    std::fs::remove_file(&s).unwrap();
+
+    // The test file is gone: untested, and the state goes too (it will not come back).
+    let t = d.path().join("pc.bin");
+    assert_eq!(write(&t, &s, &["--size", "1M"]).status.code(), Some(0));
+    std::fs::remove_file(&t).unwrap();
+    let (code, v) = verify_json(&s, &[]);
+    assert_eq!(code, Some(4));
+    assert_eq!(v["verdict"], "untested");
+    assert!(v["reason"].as_str().unwrap().contains("is gone"), "{v}");
+    assert!(!s.exists());
 }

@@ -13,6 +13,8 @@ use crate::safety::signals;
 use crate::safety::target::{check_target, TargetError, TargetUse};
 use crate::units::{format_size, parse_size};
 use crate::workload::powercut::{self, Judgement, PowerCutError, Sync, Verdict, WriteEnd};
+use crate::workload::target::TargetKind;
+use crate::workload::WorkloadError;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -77,9 +79,6 @@ pub struct WriteArgs {
     /// Open with O_DSYNC (each write returns when the medium has it) instead of fdatasync.
     #[arg(long)]
     pub dsync: bool,
-    /// The test's id in every block header (default: from the time).
-    #[arg(long)]
-    pub seed: Option<u64>,
     /// Allow writing to a block device (destroys its data).
     #[arg(long)]
     pub allow_write_device: bool,
@@ -146,7 +145,7 @@ fn write_phase(args: &WriteArgs) -> anyhow::Result<Exit> {
         } else {
             Sync::Fdatasync
         },
-        run_id: args.seed.unwrap_or_else(powercut::fresh_run_id),
+        run_id: powercut::fresh_run_id(),
         allow_write_device: args.allow_write_device,
         stop: &flag.stop,
     };
@@ -177,7 +176,7 @@ fn write_phase(args: &WriteArgs) -> anyhow::Result<Exit> {
         }) => {
             say(format!(
                 "power-cut: interrupted by {} after {acknowledged} of {blocks} blocks; the test \
-                 file and the state were removed",
+                 file and the state are removed",
                 flag.signal_name().unwrap_or_else(|| "a signal".into())
             ));
             Ok(Exit::Incomplete)
@@ -185,8 +184,20 @@ fn write_phase(args: &WriteArgs) -> anyhow::Result<Exit> {
         Err(e @ (PowerCutError::StateExists(_) | PowerCutError::BadParams(_))) => {
             Err(UsageError(e.to_string()).into())
         }
-        Err(PowerCutError::Target(e)) => {
-            Err(UsageError(format!("power-cut on {}: {e}", args.target.display())).into())
+        // What the command line asked of the target is the user's to change (exit 2); an
+        // I/O failure opening or preparing it is not (4).
+        Err(PowerCutError::Target(
+            e @ (WorkloadError::TooSmall { .. }
+            | WorkloadError::NeedSize(_)
+            | WorkloadError::NoDevice(_)
+            | WorkloadError::NotATarget(_)
+            | WorkloadError::Symlink(_)
+            | WorkloadError::DeviceBusy(_)
+            | WorkloadError::DeviceWriteRefused(_)),
+        )) => Err(UsageError(format!("power-cut on {}: {e}", args.target.display())).into()),
+        Err(e @ PowerCutError::Target(_)) => {
+            Err(anyhow::Error::new(e)
+                .context(format!("power-cut write on {}", args.target.display())))
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!(
             "power-cut write on {} (the state {} is kept: verify judges what was acknowledged)",
@@ -206,7 +217,22 @@ fn verify_phase(args: &VerifyArgs) -> anyhow::Result<Exit> {
             .into());
         }
     }
-    let state = powercut::read_state(&args.state).map_err(|e| UsageError(e.to_string()))?;
+    let state = match powercut::read_state(&args.state) {
+        Ok(s) => s,
+        Err(e @ PowerCutError::EmptyState(_)) => {
+            // Nothing to judge and nothing to come back for: the next write phase may start.
+            crate::errln!("usbperf-matrix: power-cut: {e}; the empty state is removed");
+            std::fs::remove_file(&args.state)
+                .with_context(|| format!("cannot remove {}", args.state.display()))?;
+            return Ok(Exit::Error);
+        }
+        Err(e) => {
+            return Err(UsageError(format!(
+                "{e}; remove it to give that test up (the next write phase can then start)"
+            ))
+            .into())
+        }
+    };
     let verdict = powercut::verify(&state, args.target.as_deref());
     let json = serde_json::to_string_pretty(&verdict)? + "\n";
     match args.format {
@@ -214,11 +240,20 @@ fn verify_phase(args: &VerifyArgs) -> anyhow::Result<Exit> {
         VerdictFormat::Json => crate::out!("{json}"),
     }
     if let Some(out) = &args.out {
-        write::atomic_create(out, json.as_bytes())
-            .with_context(|| format!("cannot write the verdict to {}", out.display()))?;
+        write::atomic_create(out, json.as_bytes()).with_context(|| {
+            format!(
+                "the verdict ({}) is printed above but could not be saved to {}; the state is \
+                 kept",
+                verdict_word(verdict.verdict),
+                out.display()
+            )
+        })?;
     }
-    // An unreadable region may be read again (the disk plugged back): its state stays.
-    let retry = verdict.verdict == Judgement::Untested && verdict.acknowledged > 0;
+    // An unreadable region may be read again (the disk plugged back): its state stays. A
+    // test file that is gone will not come back.
+    let gone_file = state.target_kind == TargetKind::File
+        && std::fs::symlink_metadata(args.target.as_deref().unwrap_or(&state.target)).is_err();
+    let retry = verdict.verdict == Judgement::Untested && verdict.acknowledged > 0 && !gone_file;
     if !(args.keep || retry) {
         for left in powercut::clean_up(&state, &args.state) {
             crate::errln!("usbperf-matrix: power-cut: could not remove {left}");
@@ -231,13 +266,17 @@ fn verify_phase(args: &VerifyArgs) -> anyhow::Result<Exit> {
     })
 }
 
+fn verdict_word(j: Judgement) -> &'static str {
+    match j {
+        Judgement::Pass => "pass",
+        Judgement::Fail => "fail",
+        Judgement::Untested => "untested",
+    }
+}
+
 /// The verdict for people: the judgement and its reason, then the counts.
 pub fn text(v: &Verdict) -> String {
-    let word = match v.verdict {
-        Judgement::Pass => "PASS",
-        Judgement::Fail => "FAIL",
-        Judgement::Untested => "UNTESTED",
-    };
+    let word = verdict_word(v.verdict).to_uppercase();
     let cut = if v.write_complete {
         "the write phase had ended"
     } else {
@@ -245,7 +284,7 @@ pub fn text(v: &Verdict) -> String {
     };
     format!(
         "power-cut verify {}: {word}: {}\n  {} blocks of {} ({cut}): {} acknowledged, {} intact, \
-         {} lost, {} torn, {} misplaced; after the last acknowledgement {} reached the medium, \
+         {} lost, {} torn, {} misplaced, {} unreadable; after the last acknowledgement {} reached the medium, \
          {} did not\n",
         v.target.display(),
         v.reason,
@@ -256,6 +295,7 @@ pub fn text(v: &Verdict) -> String {
         v.lost,
         v.torn,
         v.misplaced,
+        v.unreadable,
         v.written_unacknowledged,
         v.never_written
     )

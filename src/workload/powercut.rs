@@ -102,6 +102,8 @@ pub enum PowerCutError {
     },
     #[error("{0}")]
     BadParams(String),
+    #[error("{0} is empty: the power went before the write phase had started; nothing was written to judge")]
+    EmptyState(PathBuf),
 }
 
 impl State {
@@ -159,14 +161,21 @@ pub fn read_state(path: &Path) -> Result<State, PowerCutError> {
         path: path.to_path_buf(),
         why,
     };
+    // O_NONBLOCK: a FIFO planted at the path must not hang the boot.
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .map_err(|source| PowerCutError::ReadState {
             path: path.to_path_buf(),
             source,
         })?;
+    let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+    if !regular {
+        return Err(bad(
+            "not a regular file: not a usbperf power-cut state".into()
+        ));
+    }
     let mut text = Vec::new();
     file.take(STATE_MAX_BYTES + 1)
         .read_to_end(&mut text)
@@ -174,6 +183,9 @@ pub fn read_state(path: &Path) -> Result<State, PowerCutError> {
             path: path.to_path_buf(),
             source,
         })?;
+    if text.is_empty() {
+        return Err(PowerCutError::EmptyState(path.to_path_buf()));
+    }
     if text.len() as u64 > STATE_MAX_BYTES {
         return Err(bad(format!(
             "over {STATE_MAX_BYTES} bytes: not a usbperf power-cut state"
@@ -214,6 +226,20 @@ pub fn write_state(path: &Path, state: &State) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// The first state: created exclusively, written, flushed with its directory.
+fn create_state(path: &Path, state: &State) -> std::io::Result<()> {
+    let mut f = create_new(path)?;
+    let mut text = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    f.write_all(&text)?;
+    f.sync_all()?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
 fn create_new(path: &Path) -> std::io::Result<File> {
     OpenOptions::new()
         .write(true)
@@ -248,6 +274,8 @@ pub enum Found {
     Torn,
     /// A header of this test naming another block: a write landed in the wrong place.
     Misplaced,
+    /// The medium returned an error for it.
+    Unreadable,
 }
 
 /// Compares what was read with the block's image (`scratch` has the block's size).
@@ -298,11 +326,15 @@ pub struct Verdict {
     pub lost: u64,
     pub torn: u64,
     pub misplaced: u64,
+    /// Acknowledged blocks the medium returned an I/O error for.
+    #[serde(default)]
+    pub unreadable: u64,
     /// Blocks after the last acknowledgement that reached the medium (whole or in part).
     pub written_unacknowledged: u64,
-    /// Blocks after the last acknowledgement with nothing of theirs on the medium.
+    /// Blocks after the last acknowledgement without this block's header on the medium
+    /// (never written, or written without its first sector), or unreadable.
     pub never_written: u64,
-    /// The first ranges of lost blocks, as inclusive block indexes.
+    /// The first ranges of lost and unreadable blocks, as inclusive block indexes.
     pub lost_ranges: Vec<[u64; 2]>,
     /// The first ranges of torn or misplaced blocks.
     pub torn_ranges: Vec<[u64; 2]>,
@@ -337,6 +369,7 @@ struct Tally {
     lost: u64,
     torn: u64,
     misplaced: u64,
+    unreadable: u64,
     late: u64,
     never: u64,
     lost_r: Ranges,
@@ -360,8 +393,12 @@ impl Tally {
                     self.misplaced += 1;
                     self.torn_r.add(i);
                 }
+                Found::Unreadable => {
+                    self.unreadable += 1;
+                    self.lost_r.add(i);
+                }
             }
-        } else if f == Found::Absent {
+        } else if matches!(f, Found::Absent | Found::Unreadable) {
             self.never += 1;
         } else {
             self.late += 1;
@@ -384,12 +421,13 @@ fn finish(state: &State, t: Tally) -> Verdict {
         lost,
         torn,
         misplaced,
+        unreadable,
         late,
         never,
         lost_r,
         torn_r,
     } = t;
-    let bad = lost + torn + misplaced;
+    let bad = lost + torn + misplaced + unreadable;
     let (verdict, reason) = if state.acknowledged == 0 {
         (
             Judgement::Untested,
@@ -407,7 +445,12 @@ fn finish(state: &State, t: Tally) -> Verdict {
         if lost > 0 {
             parts.push(format!(
                 "{lost} lost (blocks {})",
-                show_ranges(&lost_r.0, lost)
+                show_ranges(&lost_r.0, lost + unreadable)
+            ));
+        }
+        if unreadable > 0 {
+            parts.push(format!(
+                "{unreadable} unreadable (the medium returned an I/O error)"
             ));
         }
         if torn + misplaced > 0 {
@@ -440,6 +483,7 @@ fn finish(state: &State, t: Tally) -> Verdict {
         lost,
         torn,
         misplaced,
+        unreadable,
         written_unacknowledged: late,
         never_written: never,
         lost_ranges: lost_r.0,
@@ -523,14 +567,39 @@ pub fn write(
     };
     let target_path = absolute(req.target)
         .map_err(|e| PowerCutError::BadParams(format!("{}: {e}", req.target.display())))?;
-    // The state's name is taken before the target is touched: a second test on the same
-    // state path is refused before it writes anything.
-    match create_new(req.state) {
-        Ok(f) => drop(f),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(PowerCutError::StateExists(req.state.to_path_buf()))
+    let existed = std::fs::symlink_metadata(req.target).ok();
+    let is_device = existed
+        .as_ref()
+        .and_then(|_| std::fs::metadata(req.target).ok())
+        .is_some_and(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()));
+    let mut state = State {
+        format: STATE_FORMAT.into(),
+        version: VERSION,
+        run_id: req.run_id,
+        target: target_path,
+        target_kind: if is_device {
+            TargetKind::BlockDevice
+        } else {
+            TargetKind::File
+        },
+        created_file: existed.is_none(),
+        block_bytes: req.block_bytes,
+        // Until the target is open: what --size asks, or one block.
+        blocks: req.size_bytes.map_or(1, |s| (s / req.block_bytes).max(1)),
+        sync: req.sync,
+        acknowledged: 0,
+        complete: false,
+        started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
+    // The state's name is taken, and a whole state (nothing acknowledged) is on the medium,
+    // before the target is touched: a second test on the same state path is refused before it
+    // writes anything, and a cut while the target is created leaves a state the verify reads.
+    if let Err(e) = create_state(req.state, &state) {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            return Err(PowerCutError::StateExists(req.state.to_path_buf()));
         }
-        Err(e) => return Err(state_err(e)),
+        let _ = std::fs::remove_file(req.state);
+        return Err(state_err(e));
     }
     let opened = Target::open(
         req.target,
@@ -559,20 +628,9 @@ pub fn write(
             req.target.display()
         )));
     }
-    let mut state = State {
-        format: STATE_FORMAT.into(),
-        version: VERSION,
-        run_id: req.run_id,
-        target: target_path,
-        target_kind: target.kind,
-        created_file: target.created,
-        block_bytes: req.block_bytes,
-        blocks,
-        sync: req.sync,
-        acknowledged: 0,
-        complete: false,
-        started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    };
+    state.target_kind = target.kind;
+    state.created_file = target.created;
+    state.blocks = blocks;
     if let Err(e) = write_state(req.state, &state) {
         let _ = std::fs::remove_file(req.state);
         return Err(state_err(e));
@@ -669,22 +727,30 @@ fn read_back(state: &State, path: &Path, found: &mut dyn FnMut(Found)) -> Result
         direct: true,
         dsync: false,
     };
+    if let Err(e) = std::fs::symlink_metadata(path) {
+        return Err(if e.kind() == std::io::ErrorKind::NotFound {
+            format!("{} is gone (unplugged, or removed)", path.display())
+        } else {
+            format!("{}: {e}", path.display())
+        });
+    }
     let open = |mode| Target::open(path, mode, None, Preparation::Preallocate, false, true);
     // O_DIRECT: after a cut in the same boot (a test, a dm table swap), the page cache could
     // still hold what the medium lost. A filesystem without it (tmpfs) is read through the
     // cache after dropping the file's pages.
-    let target = match open(mode) {
-        Ok(t) => t,
-        Err(WorkloadError::DirectUnsupported(_)) => {
-            let t = open(OpenMode {
-                direct: false,
-                ..mode
-            })
-            .map_err(|e| e.to_string())?;
-            // SAFETY: a valid fd; advice over the whole file.
-            unsafe { libc::posix_fadvise(t.fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            t
-        }
+    let buffered = || -> Result<Target, String> {
+        let t = open(OpenMode {
+            direct: false,
+            ..mode
+        })
+        .map_err(|e| e.to_string())?;
+        // SAFETY: a valid fd; advice over the whole file.
+        unsafe { libc::posix_fadvise(t.fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        Ok(t)
+    };
+    let (mut target, mut direct) = match open(mode) {
+        Ok(t) => (t, true),
+        Err(WorkloadError::DirectUnsupported(_)) => (buffered()?, false),
         Err(e) => return Err(e.to_string()),
     };
     let region = state.blocks * state.block_bytes;
@@ -704,40 +770,80 @@ fn read_back(state: &State, path: &Path, found: &mut dyn FnMut(Found)) -> Result
     while i < state.blocks {
         let n = (state.blocks - i).min(per_read as u64) as usize;
         let chunk = buf.slot_mut(0, n * bs);
-        target
-            .file
-            .read_exact_at(chunk, i * state.block_bytes)
-            .map_err(|e| format!("reading block {i} of {}: {e}", path.display()))?;
-        for (k, block) in chunk.chunks_exact(bs).enumerate() {
-            found(classify(state.run_id, i + k as u64, block, &mut scratch));
+        match target.file.read_exact_at(chunk, i * state.block_bytes) {
+            Ok(()) => {
+                for (k, block) in chunk.chunks_exact(bs).enumerate() {
+                    found(classify(state.run_id, i + k as u64, block, &mut scratch));
+                }
+            }
+            Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                // A block size or a last read below the device's sector size: O_DIRECT
+                // refuses it. Read the rest through the cache, its pages dropped first.
+                target = buffered()?;
+                direct = false;
+                continue;
+            }
+            Err(_) => {
+                // One bad place must not hide the rest: block by block, a block the medium
+                // cannot return is unreadable (an acknowledged one did not survive).
+                for (k, block) in chunk.chunks_exact_mut(bs).enumerate() {
+                    let b = i + k as u64;
+                    found(
+                        match target.file.read_exact_at(block, b * state.block_bytes) {
+                            Ok(()) => classify(state.run_id, b, block, &mut scratch),
+                            Err(_) => Found::Unreadable,
+                        },
+                    );
+                }
+            }
         }
         i += n as u64;
     }
     Ok(())
 }
 
-/// After the verdict: the state goes, and the test file the write phase created (a device's
-/// region is left as it is). Says what could not be removed.
+/// After the verdict: the state goes, then the test file the write phase created, if it
+/// holds this test's first block (a state is input from a medium: it must not make root
+/// remove a file it names). A device's region is left as it is. Says what was left.
 pub fn clean_up(state: &State, state_path: &Path) -> Vec<String> {
     let mut left = Vec::new();
-    if state.created_file && state.target_kind == TargetKind::File {
-        if let Err(e) = remove_if_file(&state.target) {
-            left.push(format!("{}: {e}", state.target.display()));
-        }
-    }
     if let Err(e) = std::fs::remove_file(state_path) {
         left.push(format!("{}: {e}", state_path.display()));
+    }
+    if state.created_file && state.target_kind == TargetKind::File {
+        match ours(state) {
+            Ok(true) => {
+                if let Err(e) = std::fs::remove_file(&state.target) {
+                    left.push(format!("{}: {e}", state.target.display()));
+                }
+            }
+            Ok(false) => left.push(format!(
+                "{}: it does not start with this test's first block (never acknowledged, or \
+                 not the test's file); remove it by hand if it is",
+                state.target.display()
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => left.push(format!("{}: {e}", state.target.display())),
+        }
     }
     left
 }
 
-fn remove_if_file(p: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(p) {
-        Ok(m) if m.is_file() => std::fs::remove_file(p),
-        Ok(_) => Err(std::io::Error::other("not a regular file: left in place")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
+/// Whether the file the state names is a regular file whose block 0 is this test's.
+fn ours(state: &State) -> std::io::Result<bool> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&state.target)?;
+    if !f.metadata()?.is_file() {
+        return Ok(false);
     }
+    let mut block = vec![0u8; state.block_bytes as usize];
+    let mut scratch = block.clone();
+    if f.read_exact_at(&mut block, 0).is_err() {
+        return Ok(false);
+    }
+    Ok(classify(state.run_id, 0, &block, &mut scratch) != Found::Absent)
 }
 
 /// A run id for a test not given one: the time and the process, mixed.
@@ -746,7 +852,11 @@ pub fn fresh_run_id() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    mix64(t ^ (u64::from(std::process::id()) << 32))
+    let mut r = [0u8; 8];
+    // Each cycle its own id, whatever the clock says after a cut: an old cycle's block left
+    // on the medium is never taken for this one's.
+    let _ = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut r));
+    mix64(t ^ (u64::from(std::process::id()) << 32) ^ mix64(u64::from_le_bytes(r)))
 }
 
 #[cfg(test)]
@@ -817,6 +927,13 @@ mod tests {
 
         let v = judge(&state(10, 2), found);
         assert_eq!(v.verdict, Judgement::Pass);
+        // A block the medium cannot return did not survive; after the acknowledgement it is
+        // only counted.
+        let v = judge(&state(3, 2), [Intact, Unreadable, Unreadable]);
+        assert_eq!(v.verdict, Judgement::Fail);
+        assert_eq!((v.unreadable, v.never_written), (1, 1));
+        assert_eq!(v.lost_ranges, [[1, 1]]);
+        assert!(v.reason.contains("1 unreadable"), "{}", v.reason);
         let v = judge(&state(10, 0), found);
         assert_eq!(v.verdict, Judgement::Untested);
 

@@ -299,8 +299,10 @@ fn active_scheduler(text: &str) -> Option<String> {
 }
 
 fn allocate(file: &File, size: u64) -> std::io::Result<()> {
+    // fallocate64: off_t is 32 bits on armv7, where a cast would cut a size of 2 GiB or more.
+    let len = i64::try_from(size).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
     // SAFETY: valid fd; mode 0 allocates and extends.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size as libc::off_t) };
+    let rc = unsafe { libc::fallocate64(file.as_raw_fd(), 0, 0, len) };
     if rc == 0 {
         return Ok(());
     }
