@@ -203,41 +203,40 @@ pub fn write_state(path: &Path, state: &State) -> std::io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::other("the state path names no file"))?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
     tmp_name.push(".tmp");
-    let tmp = dir.join(tmp_name);
+    let tmp = dir_of(path).join(tmp_name);
     // A temporary file left by a cut during an earlier replacement is ours: its name says so.
     match std::fs::remove_file(&tmp) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    let mut f = create_new(&tmp)?;
-    let mut text = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
-    text.push(b'\n');
-    f.write_all(&text)?;
-    f.sync_all()?;
-    drop(f);
+    write_new(&tmp, state)?;
     std::fs::rename(&tmp, path)?;
-    File::open(dir)?.sync_all()
+    File::open(dir_of(path))?.sync_all()
 }
 
 /// The first state: created exclusively, written, flushed with its directory.
 fn create_state(path: &Path, state: &State) -> std::io::Result<()> {
+    write_new(path, state)?;
+    File::open(dir_of(path))?.sync_all()
+}
+
+/// Creates `path` exclusively with the state in it, flushed.
+fn write_new(path: &Path, state: &State) -> std::io::Result<()> {
     let mut f = create_new(path)?;
     let mut text = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
     text.push(b'\n');
     f.write_all(&text)?;
-    f.sync_all()?;
-    let dir = match path.parent() {
+    f.sync_all()
+}
+
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
-    };
-    File::open(dir)?.sync_all()
+    }
 }
 
 fn create_new(path: &Path) -> std::io::Result<File> {
