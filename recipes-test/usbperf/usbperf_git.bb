@@ -21,3 +21,10 @@ UPSTREAM_CHECK_GITTAGREGEX = "v(?P<pver>\d+(\.\d+)+)"
 DEFAULT_PREFERENCE = "-1"
 
 require usbperf.inc
+
+# Every crate of Cargo.lock; regenerate with scripts/update-crates-inc
+# (same output as "bitbake -c update_crates usbperf"). One list for both
+# recipes: usbperf_git.bb's SRCREV has this checkout's Cargo.lock
+# (scripts/check-layer git-recipe). Required here, in the .bb, where ${BPN}
+# is this recipe's name (in usbperf.inc it would not be).
+require ${BPN}-crates.inc
