@@ -10,6 +10,9 @@
 // sizes, durations and rates, parsed and printed
 pub mod units;
 
+// text from elsewhere made safe for a terminal and a spreadsheet
+pub mod untrusted;
+
 // serde's decoding errors in the user's words
 pub mod words;
 

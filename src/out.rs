@@ -23,15 +23,19 @@ fn write_to(mut w: impl Write, text: &str, closed: &AtomicBool) {
     }
 }
 
-/// Writes `text` to standard output as is.
+/// Writes `text` to standard output. Whatever a terminal would act on (escape sequences in a
+/// device's model string, a report from elsewhere, a collector's answer) is shown escaped:
+/// every line the tool prints passes here ([`crate::untrusted::for_terminal`]).
 pub fn out(text: &str) {
-    write_to(io::stdout().lock(), text, &STDOUT_CLOSED);
+    let text = crate::untrusted::for_terminal(text);
+    write_to(io::stdout().lock(), &text, &STDOUT_CLOSED);
 }
 
-/// Writes `text` and a newline to standard error.
+/// Writes `text` and a newline to standard error, escaped as [`out`] does.
 pub fn err(text: &str) {
+    let text = crate::untrusted::for_terminal(text);
     let mut line = String::with_capacity(text.len() + 1);
-    line.push_str(text);
+    line.push_str(&text);
     line.push('\n');
     write_to(io::stderr().lock(), &line, &STDERR_CLOSED);
 }

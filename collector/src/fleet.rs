@@ -195,7 +195,11 @@ pub enum Format {
 pub fn render(v: &FleetView, format: Format, link_prefix: &str) -> String {
     let sopts = SuggestOptions::default();
     match format {
-        Format::Text => text::render_table(&v.summary),
+        // Served as text/plain: what a terminal would act on is shown escaped, as the unit's
+        // own console output is.
+        Format::Text => {
+            usbperf::untrusted::for_terminal(&text::render_table(&v.summary)).into_owned()
+        }
         // Serialising plain data to a String cannot fail.
         Format::Json => serde_json::to_string_pretty(&v.summary).unwrap_or_default() + "\n",
         Format::Html => {

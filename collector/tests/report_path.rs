@@ -598,6 +598,19 @@ fn not_a_report(db: &str, tag: &str) {
     u.assert_counts(counts(1, 0, 0, 0));
     assert_eq!(count(db, "reports"), 1);
 
+    // A report given beside files that are not reports is queued and delivered; the others
+    // are named and the command exits 2.
+    let more = fleet(2, 25, "yaml", &dir.path().join("fleet2"));
+    let junk = dir.path().join("garbage.yaml");
+    let u = upload(&c.url(), &c.tokens, &spool, &[&more[0], &junk, &more[1]]);
+    assert_eq!(u.code, Some(2), "{u}");
+    assert!(
+        u.stderr.contains("garbage.yaml: not a usbperf report"),
+        "{u}"
+    );
+    u.assert_counts(counts(2, 0, 0, 0));
+    assert_eq!(count(db, "reports"), 3);
+
     // A non-report in the spool itself, as an older version queued anything it was given:
     // the collector refuses it (400), the unit sets it aside with the reason.
     std::fs::create_dir_all(&spool).unwrap();
@@ -613,7 +626,7 @@ fn not_a_report(db: &str, tag: &str) {
     let u = upload(&c.url(), &c.tokens, &spool, &[]);
     assert_eq!(u.code, Some(0), "{u}");
     u.assert_counts(counts(0, 0, 0, 0));
-    assert_eq!(count(db, "reports"), 1);
+    assert_eq!(count(db, "reports"), 3);
 }
 
 /// A file that is not a usbperf report is refused at once (exit 2) and never queued; one
@@ -858,4 +871,47 @@ fn deep_nesting_sqlite_is_refused() {
 fn deep_nesting_postgres_is_refused() {
     let pg = Pg::start();
     deep_body(&pg.url(), "deep-pg");
+}
+
+// --- 8. What the writer never produces ---------------------------------------------------
+
+/// Bodies built to exhaust a reader (alias bombs whose lines break at CR, NEL or LS, a
+/// million-deep body after a CR, two million reasons, 700,000 unknown keys, an 8 MB name,
+/// 256 devices of 1,024 cells) are each refused with the limit they hit, nothing is stored,
+/// and the next, honest report is stored: a refused body never blocks the next.
+#[test]
+fn bodies_the_writer_never_produces_are_refused_and_the_next_is_stored() {
+    let dir = TempDir::new("never-written");
+    let db = sqlite_db(&dir);
+    let c = Collector::start(&db);
+    let mut cases = hostile::cases();
+    cases.push((
+        "8 MB board name",
+        hostile::long_name("b0a4db0a4db0a4d0", 8_000_000),
+        "a line longer than 131072 bytes",
+    ));
+    cases.push((
+        "100 KB board name",
+        hostile::long_name("b0a4db0a4db0a4d1", 100_000),
+        "a text of 100000 bytes at line 8",
+    ));
+    for (name, body, want) in cases {
+        let t0 = std::time::Instant::now();
+        let (s, b) = post(&c.url(), body.as_bytes(), false);
+        eprintln!(
+            "{name}: {} bytes answered {s} in {:?}",
+            body.len(),
+            t0.elapsed()
+        );
+        assert_eq!(s, 400, "{name}: {b}");
+        assert!(b.contains(want), "{name}: want {want:?} in {b}");
+        assert_nothing_stored(&db);
+    }
+    let (s, b) = post(
+        &c.url(),
+        hostile::alias_free("a11a5a11a5a11a51").as_bytes(),
+        false,
+    );
+    assert_eq!(s, 201, "{b}");
+    assert_eq!(count(&db, "reports"), 1);
 }

@@ -189,6 +189,8 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
         }
         None => {
             let mut o = std::io::stdout().lock();
+            // Names and reasons come from reports made elsewhere: escaped for the terminal.
+            let body = crate::untrusted::for_terminal(&body);
             // A closed pipe (`| head`) is not an error worth a message.
             let _ = o.write_all(body.as_bytes());
         }

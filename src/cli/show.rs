@@ -92,7 +92,9 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<Exit> {
     if views.is_empty() {
         return Ok(exit);
     }
+    // Names and reasons come from reports made elsewhere: escaped for the terminal.
     let table = render(&MatrixView::new(&views), args.format);
+    let table = crate::untrusted::for_terminal(&table);
     let mut out = io::stdout().lock();
     match write!(out, "{table}").and_then(|()| out.flush()) {
         Ok(()) => Ok(exit),

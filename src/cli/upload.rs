@@ -120,15 +120,20 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
         .unwrap_or_else(|| PathBuf::from(upload::DEFAULT_SPOOL_DIR));
     let spool = Spool::at(&spool_dir);
     // Queue first: a report given here is on disk in the spool before the network is tried,
-    // so nothing depends on this process surviving the attempt.
-    // Every file is checked before any is queued: one that is not a report queues none.
-    let checked = args
-        .reports
-        .iter()
-        .map(|p| read_report(p))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    for (json, bytes) in checked {
-        spool.enqueue(json, &bytes)?;
+    // so nothing depends on this process surviving the attempt. A file that is not a report
+    // is named and never queued; it does not hold back the reports given beside it.
+    let mut refused = Vec::new();
+    for p in &args.reports {
+        match read_report(p) {
+            Ok((json, bytes)) => {
+                spool.enqueue(json, &bytes)?;
+            }
+            Err(e) if e.is::<UsageError>() => {
+                crate::errln!("usbperf-matrix upload: {e}");
+                refused.push(p.display().to_string());
+            }
+            Err(e) => return Err(e),
+        }
     }
     let allow_readable =
         args.allow_readable_token || section.as_ref().is_some_and(|s| s.allow_readable_token);
@@ -158,6 +163,13 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
              {}: each has a .reason file beside it",
             spool_dir.join(upload::spool::REJECTED_DIR).display()
         );
+    }
+    if !refused.is_empty() {
+        crate::errln!(
+            "usbperf-matrix upload: not queued, not reports: {} (the other files were queued)",
+            refused.join(", ")
+        );
+        return Ok(Exit::Usage);
     }
     Ok(if out.complete() {
         Exit::Pass
@@ -192,7 +204,7 @@ fn read_report(path: &Path) -> anyhow::Result<(bool, Vec<u8>)> {
     // said now, and never sits in the spool.
     decode::report_head(json, &bytes).map_err(|e| {
         UsageError(format!(
-            "{}: not a usbperf report: {e}; nothing was queued (give the YAML or JSON file \
+            "{}: not a usbperf report: {e}; it was not queued (give the YAML or JSON file \
              `usbperf-matrix run` wrote)",
             path.display()
         ))

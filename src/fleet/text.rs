@@ -413,13 +413,7 @@ fn more(out: &mut String, n: usize) {
     }
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
+use crate::untrusted::csv_cell as csv_field;
 
 /// One row per (group, metric); the group's dimensions are the first columns. Figures are
 /// plain numbers (bytes, MiB/s, IOPS, ms, Mbit/s) for spreadsheets.

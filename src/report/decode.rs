@@ -1,21 +1,23 @@
 //! Owns how a report's bytes are decoded, for every reader of reports that come from
 //! elsewhere (`show`, `fleet`, `upload`'s check before queueing, the collector's ingest):
-//! JSON or YAML told apart the same way, bounded before any parser runs, and the schema
+//! JSON or YAML told apart the same way, bounded before any value is built, and the schema
 //! version probed alone when the whole document does not decode.
 //!
-//! The bounds, and why each exists (every refusal names the limit and the figure):
-//! - [`Limits::max_bytes`]: a report is tens of kilobytes; the collector's body cap is the
-//!   same figure by default.
-//! - [`Limits::max_depth`]: nesting is checked by a linear scan *before* libyaml or
-//!   serde_json sees the bytes. libyaml's scanner is quadratic in flow nesting (100,000 `[`
-//!   took a minute of CPU) and serde's recursion limit only applies after the scanner ran.
-//!   A report nests about ten levels; the scan's estimate may be up to twice the real
-//!   depth, never less than half of it.
-//! - No anchors (`&`) or aliases (`*`): the unit never writes them, and one alias repeated
-//!   expands a 100 KB body into millions of values. The scan refuses them, so what the
-//!   parser builds is proportional to the bytes.
-//! - [`Limits::max_devices`] and [`Limits::max_cells`]: counted while decoding
-//!   ([`capped`]), so rows stored per report are bounded, not only bytes.
+//! The bounds ([`Limits`], every refusal names the limit it hit) are checked by a streaming
+//! walk of the very parser that decodes afterwards (serde_json's deserializer, libyaml's
+//! event parser: [`super::bounds`]), which stops at the first limit:
+//! - the bytes ([`Limits::max_bytes`]): a report is tens of kilobytes;
+//! - nesting ([`Limits::max_depth`]): a report nests about ten levels;
+//! - per list, per map, per text and in all ([`Limits::max_items`], [`Limits::max_keys`],
+//!   [`Limits::max_string`], [`Limits::max_nodes`]): what is built is bounded, not only the
+//!   bytes (two million reasons in 4 MB are refused at the 4,097th);
+//! - what the writer never produces: anchors, aliases and tags (one alias repeated expands a
+//!   100 KB body into millions of values), line breaks other than LF, duplicate keys, a key
+//!   that is not text, more than one document. (An infinite or not-a-number figure is
+//!   refused per figure by the fleet's extraction, the report still counts: today's writer
+//!   can produce one.)
+//!
+//! [`Limits::max_devices`] and [`Limits::max_cells`] are counted while decoding ([`capped`]).
 
 use std::fmt;
 use std::path::Path;
@@ -69,52 +71,7 @@ pub fn report_head(json: bool, bytes: &[u8]) -> Result<ReportHead, DecodeError> 
     Ok(head)
 }
 
-/// What a report from elsewhere may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    pub max_bytes: usize,
-    pub max_depth: usize,
-    pub max_devices: usize,
-    pub max_cells: usize,
-}
-
-/// A report may have at most 256 devices.
-pub const MAX_DEVICES: usize = 256;
-/// A device may have at most 1,024 cells (the matrix's tests).
-pub const MAX_CELLS: usize = 1024;
-
-/// The limits every reader applies (the collector may lower `max_bytes`).
-pub const LIMITS: Limits = Limits {
-    max_bytes: 8 << 20,
-    max_depth: 64,
-    max_devices: MAX_DEVICES,
-    max_cells: MAX_CELLS,
-};
-
-/// Why bytes were refused before they were parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("{bytes} bytes: a report may have at most {limit} bytes")]
-    TooLarge { bytes: usize, limit: usize },
-    #[error(
-        "nested {depth} levels deep at line {line}: a report nests at most {limit} levels \
-         (one the unit wrote nests about ten)"
-    )]
-    TooDeep {
-        depth: usize,
-        limit: usize,
-        line: usize,
-    },
-    #[error(
-        "a YAML {what} at line {line}: usbperf never writes anchors or aliases, and one alias \
-         can expand a small body into millions of values"
-    )]
-    Alias { what: &'static str, line: usize },
-    #[error("a YAML complex key (`? `) at line {line}: usbperf never writes them")]
-    ComplexKey { line: usize },
-    #[error("a NUL byte at offset {offset}: a report is text")]
-    Nul { offset: usize },
-}
+pub use super::bounds::{Limits, Refusal, LIMITS, MAX_CELLS, MAX_DEVICES};
 
 /// Why a report could not be decoded.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -137,7 +94,8 @@ pub fn is_json(path: &Path, bytes: &[u8]) -> bool {
     }
 }
 
-/// Checks bytes against `limits` without parsing them: size, NUL, nesting, anchors.
+/// Checks bytes against `limits` before they are decoded: size and NUL here, then the
+/// streaming walk of the decoder's own parser ([`super::bounds`]).
 pub fn check(json: bool, bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
     if bytes.len() > limits.max_bytes {
         return Err(Refusal::TooLarge {
@@ -148,10 +106,23 @@ pub fn check(json: bool, bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
     if let Some(offset) = bytes.iter().position(|&b| b == 0) {
         return Err(Refusal::Nul { offset });
     }
+    // LF is the only line break of JSON outside strings, and YAML's others are refused
+    // first: lines are the same for every reader.
+    if !json {
+        super::bounds::line_breaks(bytes)?;
+    }
+    for (n, l) in bytes.split(|&b| b == b'\n').enumerate() {
+        if l.len() > limits.max_line {
+            return Err(Refusal::LongLine {
+                limit: limits.max_line,
+                line: n + 1,
+            });
+        }
+    }
     if json {
-        json_depth(bytes, limits.max_depth)
+        super::bounds::walk_json(bytes, limits)
     } else {
-        YamlScan::new(limits.max_depth).run(bytes)
+        super::bounds::walk_yaml(bytes, limits)
     }
 }
 
@@ -202,373 +173,6 @@ where
     d.deserialize_seq(Capped::<T, N>(std::marker::PhantomData))
 }
 
-/// JSON nesting: brackets outside strings.
-fn json_depth(bytes: &[u8], limit: usize) -> Result<(), Refusal> {
-    let (mut depth, mut line, mut in_str, mut esc) = (0usize, 1usize, false, false);
-    for &b in bytes {
-        if b == b'\n' {
-            line += 1;
-        }
-        if in_str {
-            match (esc, b) {
-                (true, _) => esc = false,
-                (false, b'\\') => esc = true,
-                (false, b'"') => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_str = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > limit {
-                    return Err(Refusal::TooDeep { depth, limit, line });
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// A linear scan of YAML that estimates the nesting depth at every node and finds anchors,
-/// aliases and complex keys, following libyaml's rules for where a token may start: a
-/// quote, bracket, `&` or `*` starts a token only where a node may begin (after the
-/// indentation, `- `, `: `, or in a flow collection after `[`, `{`, `,`); elsewhere it is a
-/// character of a plain scalar. Lines that continue a plain or block scalar are text.
-struct YamlScan {
-    limit: usize,
-    line: usize,
-    /// Indentation of the open block collections, strictly increasing.
-    indents: Vec<usize>,
-    /// Open flow collections.
-    flow: usize,
-    /// Inside them, a node may start where the last line ended (else a plain scalar goes
-    /// on: a quote at the next line's start is its text).
-    flow_node: bool,
-    /// A quoted scalar continues on the next line (the quote byte).
-    quote: Option<u8>,
-    /// A block scalar (`|`, `>`) is open: the column of its parent node, and the content's
-    /// indentation once known.
-    block: Option<(usize, Option<usize>)>,
-    /// The last line ended in a plain scalar value of the node at this column: deeper lines
-    /// continue it.
-    plain: Option<usize>,
-}
-
-impl YamlScan {
-    fn new(limit: usize) -> YamlScan {
-        YamlScan {
-            limit,
-            line: 0,
-            indents: Vec::new(),
-            flow: 0,
-            flow_node: true,
-            quote: None,
-            block: None,
-            plain: None,
-        }
-    }
-
-    fn run(mut self, bytes: &[u8]) -> Result<(), Refusal> {
-        for raw in bytes.split(|&b| b == b'\n') {
-            self.line += 1;
-            let l = raw.strip_suffix(b"\r").unwrap_or(raw);
-            self.scan_line(l)?;
-        }
-        Ok(())
-    }
-
-    fn depth_check(&self, extra: usize) -> Result<(), Refusal> {
-        let depth = self.indents.len() + extra + self.flow;
-        if depth > self.limit {
-            return Err(Refusal::TooDeep {
-                depth,
-                limit: self.limit,
-                line: self.line,
-            });
-        }
-        Ok(())
-    }
-
-    fn scan_line(&mut self, l: &[u8]) -> Result<(), Refusal> {
-        let ind = l.iter().take_while(|&&b| b == b' ').count();
-        let blank = l[ind..].iter().all(|&b| b == b' ' || b == b'\t');
-        if let Some(q) = self.quote {
-            match close_quote(l, 0, q) {
-                Some(end) => {
-                    self.quote = None;
-                    if self.flow > 0 {
-                        return self.scan_flow(l, end, false);
-                    }
-                    return self.scan_rest(l, end, false, 0, ind);
-                }
-                None => return Ok(()),
-            }
-        }
-        if let Some((parent, content)) = self.block {
-            if blank {
-                return Ok(());
-            }
-            match content {
-                None if ind > parent => {
-                    self.block = Some((parent, Some(ind)));
-                    return Ok(());
-                }
-                Some(m) if ind >= m => return Ok(()),
-                _ => self.block = None,
-            }
-        }
-        if self.flow > 0 {
-            return self.scan_flow(l, 0, self.flow_node);
-        }
-        if blank {
-            return Ok(());
-        }
-        if l[ind] == b'#' {
-            // A comment line ends a multi-line plain scalar.
-            self.plain = None;
-            return Ok(());
-        }
-        if let Some(col) = self.plain {
-            if ind > col {
-                // Text of the scalar; a comment on it ends the scalar.
-                if has_comment(l, ind) {
-                    self.plain = None;
-                }
-                return Ok(());
-            }
-            self.plain = None;
-        }
-        if ind == 0 && (l.starts_with(b"---") || l.starts_with(b"...")) {
-            let rest = &l[3..];
-            if rest.is_empty() || rest[0] == b' ' || rest[0] == b'\t' {
-                self.indents.clear();
-                return self.scan_rest(l, 3, true, 0, 0);
-            }
-        }
-        while self.indents.last().is_some_and(|&top| top > ind) {
-            self.indents.pop();
-        }
-        if self.indents.last() != Some(&ind) {
-            self.indents.push(ind);
-        }
-        self.scan_rest(l, ind, true, 0, ind)
-    }
-
-    /// Block context from `p`: `node` when a node may start there, `extra` the `- ` entries
-    /// seen on this line, `parent` the column of the innermost node begun on it.
-    fn scan_rest(
-        &mut self,
-        l: &[u8],
-        mut p: usize,
-        mut node: bool,
-        mut extra: usize,
-        mut parent: usize,
-    ) -> Result<(), Refusal> {
-        loop {
-            while p < l.len() && (l[p] == b' ' || l[p] == b'\t') {
-                p += 1;
-            }
-            if p >= l.len() {
-                return Ok(());
-            }
-            let c = l[p];
-            let spaced = p == 0 || l[p - 1] == b' ' || l[p - 1] == b'\t';
-            if c == b'#' && spaced {
-                return Ok(());
-            }
-            let next_blank = l.get(p + 1).map_or(true, |&b| b == b' ' || b == b'\t');
-            if !node {
-                // After a quoted scalar or a flow collection: a key's `:` or nothing.
-                if c == b':' && next_blank {
-                    node = true;
-                    p += 1;
-                    self.depth_check(extra + 1)?;
-                    continue;
-                }
-                return Ok(());
-            }
-            match c {
-                b'-' if next_blank => {
-                    extra += 1;
-                    parent = p;
-                    self.depth_check(extra)?;
-                    p += 1;
-                }
-                b'?' if next_blank => return Err(Refusal::ComplexKey { line: self.line }),
-                b'[' | b'{' => {
-                    self.flow += 1;
-                    self.depth_check(extra)?;
-                    self.scan_flow(l, p + 1, true)?;
-                    return Ok(());
-                }
-                b'\'' | b'"' => match close_quote(l, p + 1, c) {
-                    Some(end) => {
-                        p = end;
-                        node = false;
-                    }
-                    None => {
-                        self.quote = Some(c);
-                        return Ok(());
-                    }
-                },
-                b'&' => {
-                    return Err(Refusal::Alias {
-                        what: "anchor (`&`)",
-                        line: self.line,
-                    })
-                }
-                b'*' => {
-                    return Err(Refusal::Alias {
-                        what: "alias (`*`)",
-                        line: self.line,
-                    })
-                }
-                b'!' => {
-                    while p < l.len() && l[p] != b' ' && l[p] != b'\t' {
-                        p += 1;
-                    }
-                }
-                b'|' | b'>' => {
-                    self.block = Some((parent, None));
-                    return Ok(());
-                }
-                _ => {
-                    // A plain scalar: a key if `: ` ends it on this line, else a value that
-                    // deeper lines may continue.
-                    let start = p;
-                    loop {
-                        if p >= l.len() {
-                            self.plain = Some(parent);
-                            return Ok(());
-                        }
-                        let b = l[p];
-                        let nb = l.get(p + 1).map_or(true, |&b| b == b' ' || b == b'\t');
-                        if b == b':' && nb {
-                            parent = start;
-                            extra += 1;
-                            self.depth_check(extra)?;
-                            p += 1;
-                            break;
-                        }
-                        if b == b'#' && p > start && (l[p - 1] == b' ' || l[p - 1] == b'\t') {
-                            return Ok(());
-                        }
-                        p += 1;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Flow context from `p` (inside `self.flow` collections).
-    fn scan_flow(&mut self, l: &[u8], mut p: usize, mut node: bool) -> Result<(), Refusal> {
-        while p < l.len() {
-            let c = l[p];
-            let spaced = p == 0 || l[p - 1] == b' ' || l[p - 1] == b'\t';
-            match c {
-                b' ' | b'\t' => p += 1,
-                b'#' if spaced => return Ok(()),
-                b'[' | b'{' => {
-                    self.flow += 1;
-                    self.depth_check(0)?;
-                    node = true;
-                    p += 1;
-                }
-                b']' | b'}' => {
-                    self.flow = self.flow.saturating_sub(1);
-                    p += 1;
-                    node = false;
-                    if self.flow == 0 {
-                        return self.scan_rest(l, p, false, 0, 0);
-                    }
-                }
-                b',' | b':' | b'?' => {
-                    node = true;
-                    p += 1;
-                }
-                b'\'' | b'"' if node => match close_quote(l, p + 1, c) {
-                    Some(end) => {
-                        p = end;
-                        node = false;
-                    }
-                    None => {
-                        self.quote = Some(c);
-                        self.flow_node = false;
-                        return Ok(());
-                    }
-                },
-                b'&' if node => {
-                    return Err(Refusal::Alias {
-                        what: "anchor (`&`)",
-                        line: self.line,
-                    })
-                }
-                b'*' if node => {
-                    return Err(Refusal::Alias {
-                        what: "alias (`*`)",
-                        line: self.line,
-                    })
-                }
-                _ => {
-                    // A plain scalar (or a tag): ends at a flow indicator, at `: `, or at
-                    // ` #`; libyaml's rule for `:` in flow context.
-                    while p < l.len() {
-                        let b = l[p];
-                        if matches!(b, b',' | b'[' | b']' | b'{' | b'}') {
-                            break;
-                        }
-                        if b == b':'
-                            && l.get(p + 1).map_or(true, |&n| {
-                                matches!(n, b' ' | b'\t' | b',' | b'[' | b']' | b'{' | b'}')
-                            })
-                        {
-                            break;
-                        }
-                        if b == b'#' && (l[p - 1] == b' ' || l[p - 1] == b'\t') {
-                            return Ok(());
-                        }
-                        p += 1;
-                    }
-                    node = false;
-                }
-            }
-        }
-        self.flow_node = node;
-        Ok(())
-    }
-}
-
-/// Where the quoted scalar opened before `from` closes (the index after its closing quote),
-/// if on this line. `''` is a quote inside single quotes; `\` escapes inside double quotes.
-fn close_quote(l: &[u8], from: usize, q: u8) -> Option<usize> {
-    let mut i = from;
-    while i < l.len() {
-        let b = l[i];
-        if q == b'"' && b == b'\\' {
-            i += 2;
-            continue;
-        }
-        if b == q {
-            if q == b'\'' && l.get(i + 1) == Some(&b'\'') {
-                i += 2;
-                continue;
-            }
-            return Some(i + 1);
-        }
-        i += 1;
-    }
-    None
-}
-
-/// A ` #` comment on a line of plain text.
-fn has_comment(l: &[u8], from: usize) -> bool {
-    (from.max(1)..l.len()).any(|i| l[i] == b'#' && (l[i - 1] == b' ' || l[i - 1] == b'\t'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -588,47 +192,56 @@ mod tests {
         assert_eq!(p.schema_version, Some(7));
     }
 
-    /// The depth estimate of small documents: never below half the real depth, and what
-    /// is not a token (a quote or bracket inside a plain scalar) is text.
+    /// The walk is libyaml's own: depth is exact, and what is not a token (a quote or
+    /// bracket inside a plain or block scalar) is text, however the lines break.
     #[test]
-    fn yaml_depth_is_estimated_from_tokens_where_libyaml_starts_them() {
+    fn yaml_is_walked_by_libyaml_itself() {
         let limits = Limits {
             max_depth: 4,
             ..LIMITS
         };
         let table: &[(&str, Result<(), &str>)] = &[
             ("a: 1\nb:\n  c: [1, 2]\n", Ok(())),
+            ("a: [[[1]]]\n", Ok(())),
             ("a: [[[[1]]]]\n", Err("nested 5 levels deep at line 1")),
             ("a: \"[[[[[\"\nb: '[[[[[[ it''s'\n", Ok(())),
             ("a: x [[[[[ y\n", Ok(())),
             ("- - - - - x\n", Err("nested 5")),
             (
                 "a:\n  b:\n    c:\n      d:\n        e: 1\n",
-                Err("nested 5"),
+                Err("nested 5 levels deep at line 5"),
             ),
-            // A quote inside a plain scalar is text: the brackets after it are counted.
             (
-                "a: it's\nb: [[[[[1]]]]]\n",
+                "a: it's\nb: [[[[1]]]]\n",
                 Err("nested 5 levels deep at line 2"),
             ),
-            // Lines continuing a plain scalar are text, as libyaml reads them.
             ("a: x\n  [[[[[[ y\nb: 1\n", Ok(())),
-            ("a: x\n  'q\nb: [[[[[1]]]]]\n", Err("line 3")),
-            // A multi-line quoted scalar hides nothing after it closes.
-            ("a: \"x\n  y\" \nb: [[[[[1]]]]]\n", Err("line 3")),
             ("a: |\n  [[[[[[[\n  - - - - - -\nb: 1\n", Ok(())),
-            ("a: |\nb: [[[[[1]]]]]\n", Err("line 2")),
-            ("a: [1,\n  [2, [3, [4, [5]]]]]\n", Err("line 2")),
-            ("a: &x 1\n", Err("anchor")),
-            ("a: *x\n", Err("alias")),
-            ("a: [1, *x]\n", Err("alias")),
+            ("a: [1,\n  [2, [3, [4]]]]\n", Err("line 2")),
+            ("a: &x 1\n", Err("anchor (`&`) at line 1")),
+            ("a: 1\nb: *x\n", Err("alias (`*`) at line 2")),
             ("a: x&y*z\n", Ok(())),
-            ("? a\n: b\n", Err("complex key")),
-            ("a: 1 # [[[[[[ '\nb: [[[[[1]]]]]\n", Err("line 2")),
-            ("a: !!str 1\n", Ok(())),
-            // In a flow collection a plain scalar goes on across lines: a quote there is text.
-            ("a: [x\n'\n[[[[[1]]]]]\n'] \n", Err("line 3")),
-            ("a: [\"x\n\", [[[[1]]]]]\n", Err("line 2")),
+            ("? [a]\n: b\n", Err("a list or map at line 1")),
+            ("? a\n: b\n", Ok(())),
+            ("a: !!str 1\n", Err("tag")),
+            ("a: !Foo {b: 1}\n", Err("tag")),
+            (
+                "a: 1\na: 2\n",
+                Err("the key \"a\" twice in one map at line 2"),
+            ),
+            ("a: {b: 1, b: 2}\n", Err("the key \"b\" twice")),
+            ("- {a: 1}\n- {a: 1}\n", Ok(())),
+            ("a: 1\n---\nb: 2\n", Err("a second YAML document at line 2")),
+            // Every line break libyaml knows besides LF, wherever it is.
+            ("a: 1\r\nb: 2\n", Err("CR (\\r) line break at line 1")),
+            (
+                "a: 1\nb: \"x\u{85}y\"\n",
+                Err("NEL (U+0085) line break at line 2"),
+            ),
+            ("a: x\u{2028}y\n", Err("LS (U+2028)")),
+            ("a: x\u{2029}y\n", Err("PS (U+2029)")),
+            // Not YAML at all: the typed decode that follows says why, in its words.
+            ("a: [1\n", Ok(())),
         ];
         for (doc, want) in table {
             let got = check(false, doc.as_bytes(), &limits).map_err(|e| e.to_string());
@@ -638,6 +251,103 @@ mod tests {
                 (w, g) => panic!("{doc:?}: want {w:?}, got {g:?}"),
             }
         }
+    }
+
+    /// The counts that bound what a decode builds: per list, per map, per text, in all.
+    #[test]
+    fn lists_maps_texts_and_values_are_counted_in_both_formats() {
+        let limits = Limits {
+            max_items: 3,
+            max_keys: 2,
+            max_key: 4,
+            max_string: 5,
+            max_nodes: 11,
+            ..LIMITS
+        };
+        let table: &[(&str, &str, Result<(), &str>)] = &[
+            ("a: [1, 2, 3]\n", r#"{"a": [1, 2, 3]}"#, Ok(())),
+            (
+                "a: [1, 2, 3, 4]\n",
+                r#"{"a": [1, 2, 3, 4]}"#,
+                Err("more than 3 items"),
+            ),
+            (
+                "a: 1\nb: 2\nc: 3\n",
+                r#"{"a": 1, "b": 2, "c": 3}"#,
+                Err("more than 2 keys"),
+            ),
+            (
+                "abcde: 1\n",
+                r#"{"abcde": 1}"#,
+                Err("a key longer than 4 bytes"),
+            ),
+            (
+                "a: abcdef\n",
+                r#"{"a": "abcdef"}"#,
+                Err("a text of 6 bytes"),
+            ),
+            ("a: abcde\n", r#"{"a": "abcde"}"#, Ok(())),
+            (
+                "a: [[1, 2], [3, 4], [5, 6]]\n",
+                r#"{"a": [[1, 2], [3, 4], [5, 6]]}"#,
+                Err("more than 11 values"),
+            ),
+            (
+                "a: 1\na: 2\n",
+                r#"{"a": 1, "a": 2}"#,
+                Err("the key \"a\" twice"),
+            ),
+            ("a: [[[1]]]\n", r#"{"a": [[[1]]]}"#, Ok(())),
+        ];
+        for (yaml, json, want) in table {
+            for (is_json, doc) in [(false, yaml), (true, json)] {
+                let got = check(is_json, doc.as_bytes(), &limits).map_err(|e| e.to_string());
+                match (want, got) {
+                    (Ok(()), Ok(())) => {}
+                    (Err(w), Err(g)) => assert!(g.contains(w), "{doc:?}: {g}"),
+                    (w, g) => panic!("{doc:?}: want {w:?}, got {g:?}"),
+                }
+            }
+        }
+        // A line over the limit is refused on the bytes, before a parser copies it.
+        let limits = Limits {
+            max_line: 8,
+            ..limits
+        };
+        for (json, doc) in [
+            (false, "a: 1\nb: 123456\n"),
+            (true, "{\"a\":\n\"1234567\"}"),
+        ] {
+            let e = check(json, doc.as_bytes(), &limits).unwrap_err();
+            assert_eq!(e, Refusal::LongLine { limit: 8, line: 2 }, "{doc}");
+        }
+        // JSON's refusals say the line the parser was on.
+        let e = check(true, b"{\"a\": 1,\n \"a\": 2}", &limits).unwrap_err();
+        assert!(e.to_string().contains("at line 2"), "{e}");
+    }
+
+    /// What the unit's own writer produces from hostile text (a USB device's model string
+    /// with control characters, line and paragraph separators) passes the walk: the writer
+    /// escapes what the walk refuses, so a unit's report is never refused for its content.
+    #[test]
+    fn the_writers_output_of_hostile_text_passes_the_walk() {
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct T {
+            model: String,
+            reasons: Vec<String>,
+            figure: f64,
+        }
+        let t = T {
+            model: "x\ry\u{85}z\u{2028}w\u{2029}v\x1b]0;pwned\x07 &a *b !c \u{202e}".into(),
+            reasons: vec!["line one\nline two".into(), "- [ { # ".into(), "".into()],
+            figure: -0.0,
+        };
+        let yaml = serde_norway::to_string(&t).unwrap();
+        check(false, yaml.as_bytes(), &LIMITS).unwrap_or_else(|e| panic!("{e}:\n{yaml}"));
+        assert_eq!(parse::<T>(false, yaml.as_bytes()).unwrap(), t);
+        let json = serde_json::to_string_pretty(&t).unwrap();
+        check(true, json.as_bytes(), &LIMITS).unwrap();
+        assert_eq!(parse::<T>(true, json.as_bytes()).unwrap(), t);
     }
 
     #[test]
@@ -667,7 +377,7 @@ mod tests {
 
     #[test]
     fn a_deep_body_is_refused_in_linear_time() {
-        let deep = format!("a: {}\n", "[".repeat(100_000));
+        let deep = format!("a: {}\n", "[\n ".repeat(100_000));
         let t = std::time::Instant::now();
         let e = check(false, deep.as_bytes(), &LIMITS).unwrap_err();
         assert!(matches!(e, Refusal::TooDeep { depth: 65, .. }), "{e}");

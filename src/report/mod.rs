@@ -2,6 +2,7 @@
 //! (atomic) writing after every finished cell, reading a report back as a table, and what a
 //! test station reads of it (the result line, LAVA signals, JUnit XML).
 
+pub mod bounds;
 pub mod decode;
 pub mod file;
 pub mod junit;

@@ -1,0 +1,122 @@
+//! Owns how text that came from elsewhere (a USB device's model string, a report from another
+//! unit, a collector's answer) is rendered so that it cannot be turned against its reader: on
+//! a terminal (no escape sequence, title change, hyperlink or reordering reaches it raw) and
+//! in a spreadsheet (no cell is read as a formula).
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+/// Whether a terminal would act on `c` instead of showing it: C0 controls but line feed and
+/// tab, DEL, C1 controls (a lone U+009B is CSI on some terminals), the line and paragraph
+/// separators, and the bidirectional controls that reorder what follows (Trojan Source).
+fn acts(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
+        | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}'
+        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every character a terminal would act on written as an escape a reader can see
+/// (`\x1b`, `\u202e`); line feeds and tabs stay, the text is unchanged when it has none.
+pub fn for_terminal(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(acts) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if !acts(c) {
+            out.push(c);
+        } else if (c as u32) < 0x80 {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        } else {
+            // Every such character is in the BMP: `\uXXXX` is also the JSON and YAML escape of
+            // the same character, so a JSON or YAML document printed here stays valid.
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// One CSV cell (RFC 4180: quoted when it holds a comma, quote or line break, quotes doubled).
+/// A text cell that a spreadsheet would read as a formula (it starts with `=`, `+`, `-`, `@`,
+/// tab or CR) is written as text, with a leading `'` as OWASP's CSV injection guidance says;
+/// a number (`-5`, `+1.5e3`) stays a number, and a lone `-` stays the table's "none".
+pub fn csv_cell(s: &str) -> String {
+    // A lone `-` (the table's "none") or `=` is no formula.
+    let formula = s.len() > 1
+        && s.starts_with(['=', '+', '-', '@', '\t', '\r'])
+        && s.parse::<f64>().is_err();
+    let s: Cow<str> = if formula {
+        Cow::Owned(format!("'{s}"))
+    } else {
+        Cow::Borrowed(s)
+    };
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_sees_escapes_never_acts_on_them() {
+        let table: &[(&str, &str)] = &[
+            ("Kingston DataTraveler", "Kingston DataTraveler"),
+            ("two\nlines\tand a tab", "two\nlines\tand a tab"),
+            ("\x1b[2J\x1b]0;title\x07", "\\x1b[2J\\x1b]0;title\\x07"),
+            (
+                "\x1b]8;;http://evil/\x1b\\link\x1b]8;;\x1b\\",
+                "\\x1b]8;;http://evil/\\x1b\\link\\x1b]8;;\\x1b\\",
+            ),
+            ("cr\rover", "cr\\x0dover"),
+            ("csi\u{9b}31m", "csi\\u009b31m"),
+            ("abc\u{202e}fed", "abc\\u202efed"),
+            ("\u{2066}x\u{2069}", "\\u2066x\\u2069"),
+            ("ls\u{2028}ps\u{2029}", "ls\\u2028ps\\u2029"),
+            ("µs ± 3 % × 2", "µs ± 3 % × 2"),
+            ("del\u{7f}", "del\\x7f"),
+        ];
+        for (raw, want) in table {
+            assert_eq!(for_terminal(raw), *want, "{raw:?}");
+            assert!(!for_terminal(raw).contains('\x1b'));
+        }
+        assert!(matches!(for_terminal("plain"), Cow::Borrowed(_)));
+        // A JSON document printed through it stays the same JSON.
+        let doc = serde_json::json!({"model": "a\u{202e}b\u{85}c\u{1b}d\u{2028}"});
+        let printed = for_terminal(&doc.to_string()).into_owned();
+        assert!(!printed.contains(['\u{202e}', '\u{85}', '\u{1b}', '\u{2028}']));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&printed).unwrap(),
+            doc
+        );
+    }
+
+    #[test]
+    fn a_csv_cell_is_never_a_formula_and_a_number_stays_one() {
+        let table: &[(&str, &str)] = &[
+            ("sda", "sda"),
+            (
+                "=HYPERLINK(\"http://x\")",
+                "\"'=HYPERLINK(\"\"http://x\"\")\"",
+            ),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("+cmd", "'+cmd"),
+            ("-cmd|' /C calc'!A0", "'-cmd|' /C calc'!A0"),
+            ("\tx", "'\tx"),
+            ("\rx", "\"'\rx\""),
+            ("-5", "-5"),
+            ("+1.5e3", "+1.5e3"),
+            ("a,b", "\"a,b\""),
+            ("say \"hi\"", "\"say \"\"hi\"\"\""),
+            ("", ""),
+            ("-", "-"),
+        ];
+        for (raw, want) in table {
+            assert_eq!(csv_cell(raw), *want, "{raw:?}");
+        }
+    }
+}
