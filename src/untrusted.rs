@@ -43,9 +43,8 @@ pub fn for_terminal(text: &str) -> Cow<'_, str> {
 /// a number (`-5`, `+1.5e3`) stays a number, and a lone `-` stays the table's "none".
 pub fn csv_cell(s: &str) -> String {
     // A lone `-` (the table's "none") or `=` is no formula.
-    let formula = s.len() > 1
-        && s.starts_with(['=', '+', '-', '@', '\t', '\r'])
-        && s.parse::<f64>().is_err();
+    let formula =
+        s.len() > 1 && s.starts_with(['=', '+', '-', '@', '\t', '\r']) && s.parse::<f64>().is_err();
     let s: Cow<str> = if formula {
         Cow::Owned(format!("'{s}"))
     } else {
