@@ -511,6 +511,18 @@ pub struct Threshold {
     pub retest: Option<u8>,
 }
 
+impl Threshold {
+    /// Whether the rule limits a figure that a run of `workload` measures: its rate, IOPS,
+    /// p99 latency or stalls, or (for `seq-write`) the SD card's claimed speed.
+    pub fn limits_a_figure(&self, workload: WorkloadKind) -> bool {
+        self.min_mib_per_s.is_some()
+            || self.min_iops.is_some()
+            || self.max_p99_latency_ms.is_some()
+            || self.max_stalls.is_some()
+            || (self.sd_speed_claim && workload == WorkloadKind::SeqWrite)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReportFormat {

@@ -14,7 +14,7 @@ use super::env::Env;
 use super::schedule::{self, AloneCell, AloneRule, ScheduleMode};
 use super::select::{self, Chosen, Placement};
 use super::verdict::{self, Reason, ReasonKind, Verdict};
-use crate::config::{Config, ReportFormat};
+use crate::config::{Config, ReportFormat, TargetSpec};
 use crate::discover::usbpower::UsbAwake;
 use crate::discover::{self, DiscoverError, Inventory};
 use crate::events;
@@ -364,7 +364,14 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
     for (di, c) in chosen.iter().enumerate() {
         let rules = verdict::applicable(&cfg.thresholds, &c.disk, &facts);
         let part = super::parts::check(&c.disk, &cfg.parts, cfg.board_revision.as_deref());
-        verdict::judge_device(&mut book.report.devices[di], &rules, part);
+        // A required device is expected to run every test, unless its rule asks for reads
+        // only (`target: read-only`) or a safety rule no config lifts keeps writes off it (a
+        // system disk, swap, a RAID/LVM member, an eMMC boot or RPMB area): then its write
+        // tests are not expected at all.
+        let expected = c.rule.required
+            && !matches!(c.rule.target, TargetSpec::ReadOnly)
+            && crate::safety::system_reasons(&c.disk, &facts).is_empty();
+        verdict::judge_device(&mut book.report.devices[di], &rules, part, expected);
     }
     book.report.verdict = verdict::judge_unit(
         &book.report.devices,

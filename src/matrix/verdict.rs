@@ -474,12 +474,61 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
     out
 }
 
+/// The tests that did not run (no writable target) but whose figures the verdict needs: a
+/// threshold limits a figure of that test, or every test of the device is `expected` (its
+/// rule is `required` and does not ask for reads only). A figure that was not measured never passes; the reason says
+/// why the test could not run, so the operator knows what to fix (mount it writable, format
+/// it, free space).
+pub fn unmeasured_reasons(
+    cells: &[Cell],
+    rules: &[(usize, &Threshold)],
+    expected: bool,
+) -> Vec<Reason> {
+    let mut out = Vec::new();
+    for c in cells.iter().filter(|c| c.status == CellStatus::Skipped) {
+        let w = c.workload.as_str();
+        let why = c
+            .reasons
+            .first()
+            .map(|r| r.text.strip_prefix(&format!("{w}: ")).unwrap_or(&r.text))
+            .unwrap_or("it was skipped");
+        let limit = rules.iter().find(|(_, t)| {
+            t.workload.map_or(true, |tw| tw == c.workload) && t.limits_a_figure(c.workload)
+        });
+        let text = match (limit, expected) {
+            (Some((i, t)), _) => format!(
+                "{w}: {why}; {} sets a limit on it, and a figure not measured never passes",
+                rule_name(*i, t)
+            ),
+            (None, true) => format!(
+                "{w}: {why}; the device is required, and a required device passes only when \
+                 every test of it ran"
+            ),
+            (None, false) => continue,
+        };
+        let mut r = Reason::new(ReasonKind::NoTest, text).workload(c.workload);
+        if let Some((i, _)) = limit {
+            r = r.rule(format!("thresholds[{i}]"));
+        }
+        out.push(r);
+    }
+    out
+}
+
 /// Judges a device whose cells ran: its link, SATA and capacity limits, every failed or
 /// errored cell's reasons, and never a pass when a test did not run to the end or no test
-/// ran at all. Also records each USB link check as data (`link_checks`).
-/// `part`: the device's failure of the approved-parts list, if any (`parts::check`).
-pub fn judge_device(d: &mut DeviceReport, rules: &[(usize, &Threshold)], part: Option<Reason>) {
+/// ran at all, or when a test the verdict needs did not run ([`unmeasured_reasons`]). Also
+/// records each USB link check as data (`link_checks`). `part`: the device's failure of the
+/// approved-parts list, if any (`parts::check`); `expected`: every test of the device must
+/// run (a required device that is not read-only).
+pub fn judge_device(
+    d: &mut DeviceReport,
+    rules: &[(usize, &Threshold)],
+    part: Option<Reason>,
+    expected: bool,
+) {
     let mut reasons = device_reasons(&d.disk, rules);
+    reasons.extend(unmeasured_reasons(&d.cells, rules, expected));
     reasons.extend(part);
     reasons.extend(speed_change(d));
     reasons.extend(sd_claim_reasons(d, rules));

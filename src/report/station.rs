@@ -8,6 +8,9 @@
 //! USBPERF-RESULT v2 unit=<label> report_id=<id> verdict=PASS|FAIL|INCOMPLETE|ERROR exit=<code> devices=<N> failed=<names> report=<path> marginal=<names> retests=<name:count,...>
 //! ```
 //!
+//! `failed` names every device that failed and every required device that is missing, the
+//! latter by its rule (`devices[1]`).
+//!
 //! `v1` is the same line without the last two keys (config `result_line: v1`): `v2` only
 //! appends, so a station that reads keys by name reads both.
 //!
@@ -88,11 +91,20 @@ pub fn result_line(
     report_path: Option<&Path>,
     version: ResultLine,
 ) -> String {
+    // A required device that is missing failed too: named by its rule (`devices[1]`).
+    let missing = r
+        .verdict
+        .reasons
+        .iter()
+        .filter(|x| x.kind == super::verdict::ReasonKind::MissingDevice)
+        .filter_map(|x| x.rule.as_deref())
+        .map(encode_value);
     let failed = name_list(
         r.devices
             .iter()
             .filter(|d| !d.verdict.pass)
-            .map(|d| encode_value(&d.name)),
+            .map(|d| encode_value(&d.name))
+            .chain(missing),
     );
     let report = report_path
         .map(|p| encode_value(&p.to_string_lossy()))
@@ -494,6 +506,26 @@ pub(crate) mod tests {
         let v2_head = line.replacen(" v2 ", " v1 ", 1);
         assert!(v2_head.starts_with(&v1), "{v1}\n{line}");
         assert!(!v1.contains("marginal="), "{v1}");
+    }
+
+    #[test]
+    fn a_missing_required_device_is_named_among_the_failed() {
+        use crate::report::verdict::{Reason, ReasonKind};
+        let mut r = report();
+        r.devices.retain(|d| !d.verdict.pass);
+        r.verdict.reasons.push(
+            Reason::new(
+                ReasonKind::MissingDevice,
+                "devices[1] \"stick\": required, not found",
+            )
+            .rule("devices[1]"),
+        );
+        let line = result_line(&r, 1, Some(Path::new("/r.yaml")), ResultLine::V2);
+        let (_, map) = parse(&line, ResultLine::V2);
+        let failed: Vec<String> = map["failed"].split(',').map(decode).collect();
+        let mut want: Vec<String> = r.devices.iter().map(|d| d.name.clone()).collect();
+        want.push("devices[1]".into());
+        assert_eq!(failed, want, "{line}");
     }
 
     #[test]
