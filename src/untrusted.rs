@@ -57,9 +57,88 @@ pub fn csv_cell(s: &str) -> String {
     }
 }
 
+/// The bytes of a file from elsewhere (a config, a token, a report), bounded before they are
+/// read: a FIFO, socket or device is refused at once instead of blocking the run forever
+/// (the file is opened non-blocking and must be a regular file), and a file over `limit`
+/// bytes is refused with the limit it hit.
+pub fn read_file(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let md = f.metadata()?;
+    if !md.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, socket or device would never end): give a file",
+        ));
+    }
+    if md.len() > limit {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "{} bytes, more than the {limit} bytes such a file may have",
+                md.len()
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(md.len() as usize);
+    // A file that grows while it is read stops at the limit all the same.
+    f.take(limit + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > limit {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("more than the {limit} bytes such a file may have"),
+        ));
+    }
+    Ok(out)
+}
+
+/// [`read_file`] as UTF-8 text.
+pub fn read_text(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_file(path, limit)?).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (byte {} is not): save it as UTF-8",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fifo_or_an_oversized_file_is_refused_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("usbperf-untrusted-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let _ = std::fs::remove_file(&fifo);
+        nix::unistd::mkfifo(
+            &fifo,
+            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+        )
+        .unwrap();
+        let e = read_file(&fifo, 1024).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let big = dir.join("big");
+        std::fs::write(&big, [b'a'; 2048]).unwrap();
+        let e = read_file(&big, 1024).unwrap_err();
+        assert!(
+            e.to_string().contains("2048 bytes, more than the 1024"),
+            "{e}"
+        );
+        assert_eq!(read_file(&big, 4096).unwrap().len(), 2048);
+        std::fs::write(&big, b"caf\xe9").unwrap();
+        let e = read_text(&big, 4096).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8 text (byte 3"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_terminal_sees_escapes_never_acts_on_them() {

@@ -732,3 +732,71 @@ fn bench_never_grows_an_existing_file_past_the_headroom() {
         "the file was not grown"
     );
 }
+
+/// A FIFO given as the config or the token file is refused at once (exit 2, "not a regular
+/// file"), never waited on: `run` and `upload` used to block forever reading it.
+#[test]
+fn a_fifo_as_config_or_token_is_refused_not_waited_on() {
+    let dir = TempDir::new("fifo");
+    let cfg = dir.path().join("cfg.yaml");
+    let tok = dir.path().join("token");
+    for p in [&cfg, &tok] {
+        nix::unistd::mkfifo(
+            p.as_path(),
+            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+        )
+        .unwrap();
+    }
+    let reports = dir.path().join("reports");
+    let spool = dir.path().join("spool");
+    let runs: [Vec<&str>; 2] = [
+        vec![
+            "run",
+            "--dry-run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--report-dir",
+            reports.to_str().unwrap(),
+        ],
+        vec![
+            "upload",
+            "--url",
+            "http://127.0.0.1:9/api/v1/reports",
+            "--token-file",
+            tok.to_str().unwrap(),
+            "--spool",
+            spool.to_str().unwrap(),
+        ],
+    ];
+    for args in runs {
+        let mut child = Command::new(bin())
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A hang is what this guards against: the child is killed after 20 s.
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = status.unwrap_or_else(|| panic!("{args:?} blocked on the FIFO: {err}"));
+        assert_eq!(status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("not a regular file"), "{args:?}: {err}");
+    }
+}

@@ -329,7 +329,15 @@ pub(super) fn run_once(
         progress,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    factory::run(env, settings).context("could not enumerate block devices")
+    factory::run(env, settings).map_err(run_error)
+}
+
+/// A factory run's error as the exit code table says: the discovery errors the user fixes
+/// (a backend this build lacks) are usage errors (2), as `list --backend udev` says them.
+fn run_error(e: factory::RunError) -> anyhow::Error {
+    match e {
+        factory::RunError::Discover(d) => super::discover_error(d),
+    }
 }
 
 /// `fallback` is the configured report directory when the report had to go elsewhere, with
@@ -417,5 +425,23 @@ fn print_summary(
             ),
             "    ",
         );
+    }
+}
+
+#[cfg(test)]
+mod exit_tests {
+    use super::*;
+
+    /// `run --backend udev` on a build without libudev exits 2, like `list`.
+    #[test]
+    fn a_backend_this_build_lacks_is_a_usage_error() {
+        let e = run_error(factory::RunError::Discover(
+            discover::DiscoverError::UdevNotBuilt,
+        ));
+        assert!(e.downcast_ref::<UsageError>().is_some(), "{e:#}");
+        let e = run_error(factory::RunError::Discover(discover::DiscoverError::Udev(
+            std::io::Error::from_raw_os_error(libc::EIO),
+        )));
+        assert!(e.downcast_ref::<UsageError>().is_none(), "{e:#}");
     }
 }

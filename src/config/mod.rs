@@ -1044,9 +1044,11 @@ pub fn load_profile(
             .iter()
             .find(|p| p.is_file())
             .ok_or_else(|| ConfigError::UnknownProfile(name.to_string()))?;
-        let text = std::fs::read_to_string(found).map_err(|err| ConfigError::Read {
-            file: found.display().to_string(),
-            err,
+        let text = crate::untrusted::read_text(found, MAX_CONFIG_BYTES).map_err(|err| {
+            ConfigError::Read {
+                file: found.display().to_string(),
+                err,
+            }
         })?;
         (found.display().to_string(), text)
     };
@@ -1062,6 +1064,9 @@ pub fn load_profile(
     Ok(layers)
 }
 
+/// A config or board profile is a few kilobytes; a larger file is refused before it is read.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// Loads a config file and everything it extends; `base` replaces the file's own `profile:`
 /// (what `--profile` does: the file's other keys still apply on top).
 pub fn load_file(
@@ -1070,10 +1075,11 @@ pub fn load_file(
     search: &[PathBuf],
 ) -> Result<Vec<(String, ConfigFile)>, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
-        file: file.clone(),
-        err,
-    })?;
+    let text =
+        crate::untrusted::read_text(path, MAX_CONFIG_BYTES).map_err(|err| ConfigError::Read {
+            file: file.clone(),
+            err,
+        })?;
     let mut cf = parse(&text, &file)?;
     if let Some(b) = base {
         cf.profile = Some(b.to_string());

@@ -107,7 +107,8 @@ pub fn read_token(path: &Path, allow_readable: bool) -> Result<String, TokenErro
             path.display()
         )));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    // A token is one line; a FIFO or a huge file is refused, never waited on.
+    let text = crate::untrusted::read_text(path, 64 << 10).map_err(|e| fail(e.to_string()))?;
     parse_token(&text).ok_or_else(|| TokenError {
         path: path.to_path_buf(),
         why: "it holds no token".into(),
