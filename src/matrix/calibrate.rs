@@ -458,7 +458,7 @@ pub fn calibrate(
                 return Ok(Calibration {
                     rounds,
                     phases,
-                    finding: Finding::Auto(shared),
+                    finding: kept_every_figure(&cmp, shared),
                 })
             }
             Some(joined) if all_one_lane(&cmp, &joined) => {
@@ -495,6 +495,19 @@ pub fn calibrate(
     })
 }
 
+/// The finding when every figure kept beside the other lanes: auto, unless it saved no time
+/// (a loaded machine can make auto slower than serial; recommending it then would cost time).
+fn kept_every_figure(cmp: &Comparison, shared: Vec<Vec<LaneKey>>) -> Finding {
+    match cmp.speed_up() {
+        Some(x) if x > 1.0 => Finding::Auto(shared),
+        _ => Finding::Serial(format!(
+            "auto was not faster than serial (serial {} s, auto {} s): stay serial",
+            fmt_s(cmp.serial_seconds),
+            fmt_s(cmp.auto_seconds)
+        )),
+    }
+}
+
 fn fmt_s(s: Option<f64>) -> String {
     s.map_or("?".into(), |s| format!("{s:.1}"))
 }
@@ -513,14 +526,16 @@ impl Calibration {
         for (i, p) in self.phases.iter().enumerate() {
             let c = &p.comparison;
             out.push_str(&format!(
-                "# phase {}: shared lanes {}: serial {} s, auto {} s, speed-up {}, worst \
-                 figure beside another lane {} %\n",
+                "# phase {}: shared lanes {}: serial {} s, auto {} s, speed-up {}, {}\n",
                 i + 1,
                 lanes_words(&p.shared_lanes),
                 fmt_s(c.serial_seconds),
                 fmt_s(c.auto_seconds),
                 c.speed_up().map_or("?".into(), |x| format!("{x:.2}x")),
-                c.worst_beside().map_or("-".into(), |x| format!("{x:.1}"))
+                c.worst_beside()
+                    .map_or("no figure ran beside another lane".into(), |x| format!(
+                        "worst figure beside another lane {x:.1} %"
+                    ))
             ));
         }
         match &self.finding {
@@ -719,6 +734,37 @@ mod tests {
         assert_eq!(c.speed_up().map(|s| (s * 100.0).round()), Some(233.0));
         assert_eq!(round_order(1), [ScheduleMode::Serial, ScheduleMode::Auto]);
         assert_eq!(round_order(2), [ScheduleMode::Auto, ScheduleMode::Serial]);
+    }
+
+    /// A loaded machine made auto slower: serial is recommended, the words say why, and no
+    /// snippet prints a dash for a percentage or a negative saving.
+    #[test]
+    fn auto_that_saved_no_time_is_never_recommended() {
+        let mut c = cmp(vec![fig("sda", 10.0, 10.0, &[])]);
+        c.serial_seconds = Some(28.0);
+        c.auto_seconds = Some(30.0);
+        let f = kept_every_figure(&c, vec![]);
+        assert_eq!(
+            f,
+            Finding::Serial(
+                "auto was not faster than serial (serial 28.0 s, auto 30.0 s): stay serial".into()
+            )
+        );
+        let at = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 12, 2, 9, 30, 0).unwrap();
+        let s = Calibration {
+            rounds: 2,
+            phases: vec![Phase {
+                shared_lanes: vec![],
+                comparison: c.clone(),
+            }],
+            finding: f,
+        }
+        .snippet("unit-7", at);
+        assert!(s.ends_with("schedule: serial\n"), "{s}");
+        assert!(s.contains("no figure ran beside another lane"), "{s}");
+        assert!(!s.contains("- %") && !s.contains("saved: -"), "{s}");
+        c.auto_seconds = Some(20.0);
+        assert_eq!(kept_every_figure(&c, vec![]), Finding::Auto(vec![]));
     }
 
     #[test]
