@@ -166,3 +166,164 @@ mod tests {
         assert_eq!(cpu.sys_percent, 12.5);
     }
 }
+
+/// How repeatable a result's figure is, from its rate in windows of equal length while it
+/// ran: the first window is warm-up and dropped; the rest give the mean rate, the 95 %
+/// confidence interval of that mean (Student's t over the windows), and the trend (the
+/// least-squares line's change over the run, as fio's steady-state `bw_slope` reads it). It
+/// holds for MiB/s and IOPS alike (a test's I/Os have one size). The windows are not
+/// independent (a device's own rhythm can span several), so the interval is a lower bound of
+/// the spread between runs; `calibrate`'s repeated runs measure that.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Precision {
+    /// The windows' length.
+    pub window_ms: u64,
+    /// The rate of each window after the warm-up, MiB/s (at most 512: longer runs merge
+    /// neighbouring windows, doubling `window_ms`).
+    pub samples_mib_per_s: Vec<f64>,
+    /// Half the 95 % confidence interval of the mean rate, in % of it; absent with fewer
+    /// than [`MIN_WINDOWS`] windows: the figure's precision is then not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci95_percent: Option<f64>,
+    /// The rate's change from the first window to the last along the least-squares line, in
+    /// % of the mean (a write cache filling shows as a large negative trend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trend_percent: Option<f64>,
+    /// At least [`MIN_WINDOWS`] windows and a trend within ±[`STEADY_TREND_PERCENT`] %.
+    pub steady: bool,
+}
+
+/// Windows (after the warm-up) a figure needs before its precision is stated.
+pub const MIN_WINDOWS: usize = 4;
+/// The largest trend over a run that is still steady (fio's `ss=bw_slope:10%` reads alike).
+pub const STEADY_TREND_PERCENT: f64 = 10.0;
+/// Windows kept in a report; a longer run merges neighbours.
+const MAX_WINDOWS: usize = 512;
+
+/// Student's t for a two-sided 95 % interval with `df` degrees of freedom.
+fn t95(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => T[df - 1],
+        31..=60 => 2.000,
+        61..=120 => 1.980,
+        _ => 1.960,
+    }
+}
+
+impl Precision {
+    /// From progress samples `(seconds since the start, bytes done)`, taken every
+    /// `window_ms`, the last one at the end of the run (a last window shorter than half a
+    /// window is dropped: its rate would rest on too little).
+    pub fn from_progress(points: &[(f64, u64)], window_ms: u64) -> Precision {
+        let w = window_ms as f64 / 1000.0;
+        let mut rates: Vec<f64> = points
+            .windows(2)
+            .filter(|p| p[1].0 - p[0].0 >= w / 2.0)
+            .map(|p| (p[1].1.saturating_sub(p[0].1)) as f64 / (1 << 20) as f64 / (p[1].0 - p[0].0))
+            .collect();
+        if !rates.is_empty() {
+            rates.remove(0);
+        }
+        let mut window_ms = window_ms;
+        while rates.len() > MAX_WINDOWS {
+            rates = rates
+                .chunks(2)
+                .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+                .collect();
+            window_ms *= 2;
+        }
+        let n = rates.len();
+        let (mut ci95_percent, mut trend_percent) = (None, None);
+        if n >= MIN_WINDOWS {
+            let mean = rates.iter().sum::<f64>() / n as f64;
+            if mean > 0.0 {
+                let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+                ci95_percent = Some(t95(n - 1) * (var / n as f64).sqrt() / mean * 100.0);
+                let xm = (n - 1) as f64 / 2.0;
+                let (mut sxy, mut sxx) = (0.0, 0.0);
+                for (i, r) in rates.iter().enumerate() {
+                    sxy += (i as f64 - xm) * (r - mean);
+                    sxx += (i as f64 - xm).powi(2);
+                }
+                trend_percent = Some(sxy / sxx * (n - 1) as f64 / mean * 100.0);
+            }
+        }
+        let round = |v: f64| (v * 1000.0).round() / 1000.0;
+        Precision {
+            window_ms,
+            samples_mib_per_s: rates.into_iter().map(round).collect(),
+            ci95_percent: ci95_percent.map(|v| (v * 100.0).round() / 100.0),
+            trend_percent: trend_percent.map(|v| (v * 100.0).round() / 100.0),
+            steady: trend_percent.is_some_and(|t| t.abs() <= STEADY_TREND_PERCENT),
+        }
+    }
+}
+
+#[cfg(test)]
+mod precision_tests {
+    use super::*;
+
+    /// Progress points of a run at `rates` MiB/s, one window each, 100 ms windows.
+    fn points(rates: &[f64]) -> Vec<(f64, u64)> {
+        let mut out = vec![(0.0, 0u64)];
+        let mut bytes = 0.0;
+        for (i, r) in rates.iter().enumerate() {
+            bytes += r * 0.1 * (1 << 20) as f64;
+            out.push(((i + 1) as f64 * 0.1, bytes as u64));
+        }
+        out
+    }
+
+    #[test]
+    fn a_steady_rate_has_a_narrow_interval_and_no_trend() {
+        // The warm-up window (5 MiB/s) is dropped.
+        let p = Precision::from_progress(&points(&[5.0, 30.0, 30.3, 29.7, 30.0, 30.2, 29.8]), 100);
+        assert_eq!(p.samples_mib_per_s.len(), 6);
+        let ci = p.ci95_percent.unwrap();
+        // sd 0.2280 over 6 windows: t(5) 2.571 * 0.2280 / sqrt(6) / 30 = 0.80 %.
+        assert!((ci - 0.80).abs() < 0.011, "{ci}");
+        assert!(p.trend_percent.unwrap().abs() < 1.0, "{p:?}");
+        assert!(p.steady);
+    }
+
+    #[test]
+    fn a_cache_that_fills_is_a_large_negative_trend_never_steady() {
+        let p = Precision::from_progress(
+            &points(&[300.0, 300.0, 300.0, 300.0, 4.0, 4.0, 4.0, 4.0]),
+            100,
+        );
+        let t = p.trend_percent.unwrap();
+        assert!(t < -100.0, "{t}");
+        assert!(!p.steady);
+        assert!(p.ci95_percent.unwrap() > 50.0);
+    }
+
+    #[test]
+    fn too_few_windows_state_no_precision() {
+        let p = Precision::from_progress(&points(&[30.0, 30.0, 30.0]), 100);
+        assert_eq!(p.ci95_percent, None);
+        assert_eq!(p.trend_percent, None);
+        assert!(!p.steady);
+        // A run shorter than one window has no sample at all.
+        let p = Precision::from_progress(&[(0.0, 0), (0.03, 1 << 20)], 100);
+        assert!(p.samples_mib_per_s.is_empty());
+    }
+
+    #[test]
+    fn a_long_run_keeps_at_most_512_windows() {
+        let p = Precision::from_progress(&points(&vec![10.0; 2001]), 100);
+        assert!(
+            p.samples_mib_per_s.len() <= 512,
+            "{}",
+            p.samples_mib_per_s.len()
+        );
+        assert_eq!(p.window_ms, 400);
+        assert_eq!(p.ci95_percent, Some(0.0));
+    }
+}

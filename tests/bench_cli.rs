@@ -304,3 +304,63 @@ fn a_target_that_cannot_hold_the_command_is_a_usage_error_in_units() {
         "advice that cannot work: {err}"
     );
 }
+
+/// A time-based test on a real file states its figure's precision: 100 ms windows after a
+/// warm-up, the 95 % confidence interval of the mean rate and the trend; a one-pass test too
+/// short for four windows says the precision is not known (no interval), never a made-up one.
+#[test]
+fn a_figure_states_its_precision_or_that_it_is_not_known() {
+    let scratch = Scratch::new("cli-precision");
+    let path = scratch.path("t.dat");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--target",
+            path.to_str().unwrap(),
+            "--workload",
+            "rand-read",
+            "--bs",
+            "4k",
+            "--size",
+            "4M",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = bench(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let v = run(&["--runtime", "1500ms", "--time-based"]);
+    let p = &v["precision"];
+    assert_eq!(p["window_ms"], 100, "{p:#}");
+    let samples = p["samples_mib_per_s"].as_array().unwrap();
+    // 1.5 s in 100 ms windows, the first dropped as warm-up.
+    assert!((10..=15).contains(&samples.len()), "{p:#}");
+    let mean = samples.iter().map(|s| s.as_f64().unwrap()).sum::<f64>() / samples.len() as f64;
+    // The windows are the run's own rate: their mean is the figure, within the interval.
+    let mib = v["mib_per_s"].as_f64().unwrap();
+    let ci = p["ci95_percent"].as_f64().unwrap();
+    assert!(ci >= 0.0, "{p:#}");
+    assert!(
+        ((mean - mib) / mib).abs() < 0.15,
+        "windows' mean {mean} against the figure {mib}: {p:#}"
+    );
+    assert!(p["trend_percent"].is_number(), "{p:#}");
+    eprintln!(
+        "rand-read 4k on a file: {mib:.1} MiB/s, 95 % CI +-{ci:.2} %, {} windows",
+        samples.len()
+    );
+    // One pass of 4 MiB is over in milliseconds: too few windows for a precision.
+    let v = run(&["--runtime", "5s"]);
+    assert!(
+        v["precision"]["ci95_percent"].is_null(),
+        "{:#}",
+        v["precision"]
+    );
+    assert_eq!(v["precision"]["steady"], false);
+}

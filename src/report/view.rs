@@ -185,6 +185,15 @@ pub struct ResultView {
     pub all: Option<OpView>,
     #[serde(default)]
     pub verify: Option<VerifyView>,
+    #[serde(default)]
+    pub precision: Option<PrecisionView>,
+}
+
+/// The figure's stated precision: half its 95 % confidence interval, in %.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct PrecisionView {
+    #[serde(default)]
+    pub ci95_percent: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -359,6 +368,9 @@ impl ReportView {
                                 }),
                                 verify: res.verify.as_ref().map(|v| VerifyView {
                                     mismatched_blocks: Some(v.mismatched_blocks),
+                                }),
+                                precision: res.precision.as_ref().map(|p| PrecisionView {
+                                    ci95_percent: p.ci95_percent,
                                 }),
                             }),
                         })

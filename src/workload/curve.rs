@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{plans, Measured, Procedure, WorkloadError};
-use crate::engine::{self, Access, EngineError};
+use crate::engine::Access;
 
 /// One sample: the interval ending at `t_s` seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,35 +117,9 @@ pub(super) fn run(
         p.runtime,
     );
     let interval = Duration::from_millis(params.sample_interval_ms.max(10));
-    let (outcome, points) = std::thread::scope(|scope| {
-        let start = std::time::Instant::now();
-        let handle = scope.spawn(|| engine::run(p.engine, &s));
-        let mut points = vec![(0.0, 0u64)];
-        let mut next = interval;
-        while !handle.is_finished() {
-            let now = start.elapsed();
-            if now >= next {
-                points.push((now.as_secs_f64(), s.progress.total_bytes()));
-                next += interval;
-            }
-            // Short naps keep the sample times close to the interval grid.
-            std::thread::sleep(
-                (next.saturating_sub(start.elapsed())).min(Duration::from_millis(20)),
-            );
-        }
-        let outcome = handle.join().unwrap_or(Err(EngineError::Panicked));
-        (outcome, points)
-    });
+    let (outcome, points) = super::run_sampled(p.engine, &s, interval);
     let outcome = outcome?;
     measured.add(&outcome);
-    let mut points = points;
-    let end_s = outcome.elapsed_ns as f64 / 1e9;
-    // The last point is the end of the run with every drained byte; a sample taken just before
-    // it would make a uselessly short interval, so it gives way.
-    if points.len() > 1 && points.last().is_some_and(|last| end_s < last.0 + 0.05) {
-        points.pop();
-    }
-    points.push((end_s, outcome.write.bytes));
     let samples = samples_from_progress(&points);
     let knee = detect_knee(&samples);
     Ok(CurveReport {

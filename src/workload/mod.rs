@@ -21,7 +21,7 @@ use crate::engine::{
     self, mix64, Access, Engine, EngineError, EngineKind, EngineRequest, JobPlan, OpStats,
     Progress, RunOutcome, RunSpec, Selected, StopReason,
 };
-use crate::stats::{CpuFigures, OpFigures};
+use crate::stats::{CpuFigures, OpFigures, Precision};
 use curve::CurveReport;
 use target::{OpenMode, Preparation, QueueInfo, Target, TargetKind};
 use verify::{VerifyMode, VerifyPhase, VerifyReport};
@@ -250,6 +250,11 @@ pub struct BenchResult {
     pub curve: Option<CurveReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifyReport>,
+    /// How repeatable the figure is: its rate in 100 ms windows, the 95 % confidence
+    /// interval and the trend (the plain tests; `write-curve` has its curve, `verify` its
+    /// phases). Absent in reports from before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
 }
 
 /// Workload failures; each message says how to fix the problem.
@@ -626,6 +631,47 @@ impl Procedure<'_> {
     }
 }
 
+/// One engine run with its progress sampled every `interval` while it goes: the outcome and
+/// the points `(seconds since the start, bytes done)`, the last one at the run's end with
+/// every drained byte (a sample taken just before it gives way: it would make a uselessly
+/// short interval).
+fn run_sampled(
+    engine: &dyn Engine,
+    s: &RunSpec,
+    interval: Duration,
+) -> (Result<RunOutcome, EngineError>, Vec<(f64, u64)>) {
+    let (outcome, mut points) = std::thread::scope(|scope| {
+        let start = std::time::Instant::now();
+        let handle = scope.spawn(|| engine::run(engine, s));
+        let mut points = vec![(0.0, 0u64)];
+        let mut next = interval;
+        while !handle.is_finished() {
+            let now = start.elapsed();
+            if now >= next {
+                points.push((now.as_secs_f64(), s.progress.total_bytes()));
+                next += interval;
+            }
+            // Short naps keep the sample times close to the interval grid.
+            std::thread::sleep(
+                (next.saturating_sub(start.elapsed())).min(Duration::from_millis(20)),
+            );
+        }
+        let outcome = handle.join().unwrap_or(Err(EngineError::Panicked));
+        (outcome, points)
+    });
+    if let Ok(o) = &outcome {
+        let end_s = o.elapsed_ns as f64 / 1e9;
+        if points.len() > 1 && points.last().is_some_and(|last| end_s < last.0 + 0.05) {
+            points.pop();
+        }
+        points.push((end_s, o.read.bytes + o.write.bytes));
+    }
+    (outcome, points)
+}
+
+/// The window of a figure's precision ([`Precision`]).
+pub const PRECISION_WINDOW_MS: u64 = 100;
+
 /// Runs one workload on its target with the selected engine.
 pub fn run(
     params: &WorkloadParams,
@@ -672,6 +718,7 @@ pub fn run(
     let mut flush_ns = None;
     let mut curve_report = None;
     let mut verify_report = None;
+    let mut precision = None;
     let procedure = Procedure {
         params,
         target: &target,
@@ -706,7 +753,10 @@ pub fn run(
                 _ => 100,
             };
             let s = procedure.spec(plans(params, region_bytes, access, read_percent)?, runtime);
-            measured.add(&engine::run(engine, &s)?);
+            let (outcome, points) =
+                run_sampled(engine, &s, Duration::from_millis(PRECISION_WINDOW_MS));
+            measured.add(&outcome?);
+            precision = Some(Precision::from_progress(&points, PRECISION_WINDOW_MS));
         }
     }
 
@@ -746,6 +796,7 @@ pub fn run(
         cache_drop,
         curve: curve_report,
         verify: verify_report,
+        precision,
     })
 }
 

@@ -5,15 +5,21 @@
 use super::*;
 use crate::out::wrap;
 
-/// A test's figures on one line: `329 MiB/s`, `45779 IOPS  p99 22.0 ms`, `bad blocks ok`.
+/// A test's figures on one line: `329 MiB/s +-0.8%` (with the figure's stated precision, half
+/// its 95 % confidence interval), `45779 IOPS  p99 22.0 ms`, `bad blocks ok`.
 fn figures(values: &[(&Value, Metric)]) -> String {
     let one = |x: &Value, m: Metric| {
         let s = people(x, m, "*");
         if let Value::Word(_) = x {
             return s;
         }
+        let ci = match x {
+            // ASCII: a serial console's locale may have no `±`.
+            Value::Figure { ci: Some(ci), .. } => format!(" +-{ci:.1}%"),
+            _ => String::new(),
+        };
         match m {
-            Metric::MibPerS | Metric::Iops => format!("{s} {}", m.def().unit),
+            Metric::MibPerS | Metric::Iops => format!("{s} {}{ci}", m.def().unit),
             Metric::P99Ms => format!("p99 {s} {}", m.def().unit),
             Metric::BadBlocks => format!("{} {s}", m.def().label),
         }

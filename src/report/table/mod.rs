@@ -150,7 +150,12 @@ struct Column {
 enum Value {
     /// A measured figure; `failed` when the cell failed (the figure was measured, and a
     /// threshold, a kernel event or a verify mismatch failed it).
-    Figure { v: f64, failed: bool },
+    Figure {
+        v: f64,
+        failed: bool,
+        /// Half the figure's 95 % confidence interval, in % (rates and IOPS that state it).
+        ci: Option<f64>,
+    },
     /// The cell gave no figure: its status word, or why not.
     Word(String),
 }
@@ -252,7 +257,13 @@ fn value(cell: Option<&CellView>, metric: Metric) -> Value {
         "passed" | "failed" => {
             let failed = c.status == "failed";
             match c.result.as_ref().map(|r| metric.figure(r)) {
-                Some(Some(v)) if v.is_finite() => Value::Figure { v, failed },
+                Some(Some(v)) if v.is_finite() => Value::Figure {
+                    v,
+                    failed,
+                    ci: matches!(metric, Metric::MibPerS | Metric::Iops)
+                        .then(|| c.result.as_ref()?.precision.as_ref()?.ci95_percent)
+                        .flatten(),
+                },
                 // A failed cell without the figure still says that it failed.
                 _ if failed => Value::Word("failed".into()),
                 Some(_) => Value::Word("n/a".into()),
@@ -462,7 +473,7 @@ fn lead_values(v: &MatrixView, r: &Row) -> Vec<String> {
 /// A figure for people; a failed cell's figure carries `mark`.
 fn people(v: &Value, metric: Metric, mark: &str) -> String {
     match v {
-        Value::Figure { v, failed } => {
+        Value::Figure { v, failed, .. } => {
             let s = metric.people(*v);
             if *failed {
                 format!("{s}{mark}")
