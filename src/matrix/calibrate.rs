@@ -499,12 +499,13 @@ pub fn calibrate(
 /// (a loaded machine can make auto slower than serial; recommending it then would cost time).
 fn kept_every_figure(cmp: &Comparison, shared: Vec<Vec<LaneKey>>) -> Finding {
     match cmp.speed_up() {
-        Some(x) if x > 1.0 => Finding::Auto(shared),
-        _ => Finding::Serial(format!(
+        Some(x) if x <= 1.0 => Finding::Serial(format!(
             "auto was not faster than serial (serial {} s, auto {} s): stay serial",
             fmt_s(cmp.serial_seconds),
             fmt_s(cmp.auto_seconds)
         )),
+        // Faster, or wall times not known (a scripted run): the figures decide.
+        _ => Finding::Auto(shared),
     }
 }
 

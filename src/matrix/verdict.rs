@@ -330,36 +330,53 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
         // miss that may be the measurement's noise (retested when the rule says so), or a pass
         // with little to spare (a note, never a failure).
         let band = t.marginal_percent.map(f64::from);
-        let near = |figure: f64, limit: f64| {
+        let in_band = |figure: f64, limit: f64| {
             band.is_some_and(|b| (figure - limit).abs() < limit.abs() * b / 100.0)
         };
-        let mut marginal_pass = |what: String, m: &metric::Metric, figure: f64, limit: f64| {
-            out.push(
-                Reason::new(
-                    ReasonKind::Note,
-                    format!(
-                        "{w}: marginal: {what}, within {}% of the limit [{rule}]",
-                        t.marginal_percent.unwrap_or(0)
-                    ),
-                )
-                .rule(format!("thresholds[{i}]"))
-                .workload(r.workload)
-                .figure(m, Some(figure), limit)
-                .marginal(),
-            );
+        // A rate or IOPS whose limit lies inside its own 95 % confidence interval is marginal
+        // as well: the measurement cannot tell it from its limit, whatever the rule's band.
+        let ci = r.precision.as_ref().and_then(|p| p.ci95_percent);
+        let near_why = |figure: f64, limit: f64, rate: bool| -> Option<String> {
+            if in_band(figure, limit) {
+                return Some(format!(
+                    "within {}% of the limit",
+                    t.marginal_percent.unwrap_or(0)
+                ));
+            }
+            ci.filter(|c| rate && (figure - limit).abs() <= figure.abs() * c / 100.0)
+                .map(|c| format!("indistinguishable from its limit, +-{c:.1} %"))
         };
+        let mut marginal_pass =
+            |what: String, m: &metric::Metric, figure: f64, limit: f64, why: String| {
+                out.push(
+                    Reason::new(
+                        ReasonKind::Note,
+                        format!("{w}: marginal: {what}, {why} [{rule}]"),
+                    )
+                    .rule(format!("thresholds[{i}]"))
+                    .workload(r.workload)
+                    .figure(m, Some(figure), limit)
+                    .marginal(),
+                );
+            };
         let mut fails: Vec<Reason> = Vec::new();
-        let mut miss = |reason: Reason, figure: f64, limit: f64| {
-            fails.push(if near(figure, limit) {
-                let text = format!("{} (marginal)", reason.text);
-                let mut r = reason.marginal();
-                r.text = text;
-                r
-            } else {
-                reason
+        let mut miss = |reason: Reason, why: Option<String>| {
+            fails.push(match why {
+                Some(why) => {
+                    let text = if why.starts_with("within") {
+                        format!("{} (marginal)", reason.text)
+                    } else {
+                        format!("{} (marginal: {why})", reason.text)
+                    };
+                    let mut r = reason.marginal();
+                    r.text = text;
+                    r
+                }
+                None => reason,
             });
         };
         if let Some(min) = t.min_mib_per_s {
+            let why = near_why(r.mib_per_s, min, true);
             if r.mib_per_s < min {
                 miss(
                     at(format!(
@@ -367,19 +384,20 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
                         r.mib_per_s
                     ))
                     .figure(&metric::MIB_PER_S, Some(r.mib_per_s), min),
-                    r.mib_per_s,
-                    min,
+                    why,
                 );
-            } else if near(r.mib_per_s, min) {
+            } else if let Some(why) = why {
                 marginal_pass(
                     format!("{:.1} MiB/s against a minimum of {min} MiB/s", r.mib_per_s),
                     &metric::MIB_PER_S,
                     r.mib_per_s,
                     min,
+                    why,
                 );
             }
         }
         if let Some(min) = t.min_iops {
+            let why = near_why(r.iops, min, true);
             if r.iops < min {
                 miss(
                     at(format!(
@@ -387,35 +405,36 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
                         r.iops
                     ))
                     .figure(&metric::IOPS, Some(r.iops), min),
-                    r.iops,
-                    min,
+                    why,
                 );
-            } else if near(r.iops, min) {
+            } else if let Some(why) = why {
                 marginal_pass(
                     format!("{:.0} IOPS against a minimum of {min} IOPS", r.iops),
                     &metric::IOPS,
                     r.iops,
                     min,
+                    why,
                 );
             }
         }
         if let Some(max) = t.max_p99_latency_ms {
             let p99_ms = r.all.latency.p99_ns as f64 / 1e6;
+            let why = near_why(p99_ms, max, false);
             if r.all.ios > 0 && p99_ms > max {
                 miss(
                     at(format!(
                         "{w}: p99 latency {p99_ms:.1} ms > maximum {max} ms [{rule}]"
                     ))
                     .figure(&metric::P99_LATENCY_MS, Some(p99_ms), max),
-                    p99_ms,
-                    max,
+                    why,
                 );
-            } else if r.all.ios > 0 && near(p99_ms, max) {
+            } else if let (true, Some(why)) = (r.all.ios > 0, why) {
                 marginal_pass(
                     format!("p99 latency {p99_ms:.1} ms against a maximum of {max} ms"),
                     &metric::P99_LATENCY_MS,
                     p99_ms,
                     max,
+                    why,
                 );
             }
         }
@@ -476,9 +495,9 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
 
 /// The tests that did not run (no writable target) but whose figures the verdict needs: a
 /// threshold limits a figure of that test, or every test of the device is `expected` (its
-/// rule is `required` and does not ask for reads only). A figure that was not measured never passes; the reason says
-/// why the test could not run, so the operator knows what to fix (mount it writable, format
-/// it, free space).
+/// rule is `required` and does not ask for reads only). A figure that was not measured never
+/// passes; the reason says why the test could not run, so the operator knows what to fix
+/// (mount it writable, format it, free space).
 pub fn unmeasured_reasons(
     cells: &[Cell],
     rules: &[(usize, &Threshold)],
@@ -952,5 +971,61 @@ mod tests {
                 .contains("IOPS < minimum 1000000000000000 IOPS [thresholds[0] (class usb)]"),
             "{r:?}"
         );
+    }
+
+    /// A limit inside the figure's own 95 % confidence interval is marginal on either side
+    /// (a miss retested, a pass noted), "indistinguishable from its limit"; outside it the
+    /// outcome is clear. The rule has no band of its own.
+    #[test]
+    fn a_limit_inside_the_figures_interval_is_marginal() {
+        let dir = std::env::temp_dir().join(format!("usbperf-ci-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut p = WorkloadParams::defaults(crate::workload::WorkloadKind::SeqRead, dir.join("f"));
+        p.engine = EngineRequest::Null;
+        p.size_bytes = Some(1 << 20);
+        p.cache = crate::workload::CacheMode::Buffered;
+        let sel = engine::select(EngineRequest::Null).unwrap();
+        let mut res = workload::run(&p, &sel, &RunOptions::default()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        res.mib_per_s = 100.0;
+        res.precision = Some(crate::stats::Precision {
+            window_ms: 100,
+            samples_mib_per_s: vec![100.0; 8],
+            ci95_percent: Some(3.0),
+            trend_percent: Some(0.0),
+            steady: true,
+        });
+        let d = usb_disk(480.0);
+        let judge = |res: &BenchResult, min: f64| {
+            let t = rules(&format!(
+                "- {{select: {{class: usb}}, workload: seq-read, min_mib_per_s: {min}}}\n"
+            ));
+            result_reasons(res, &applicable(&t, &d, &SystemFacts::default()))
+        };
+        // 102 is 2 % above the figure: a miss that the measurement cannot tell from a pass.
+        let r = judge(&res, 102.0);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].marginal && r[0].kind == ReasonKind::Threshold, "{r:?}");
+        assert!(
+            r[0].text
+                .ends_with("(marginal: indistinguishable from its limit, +-3.0 %)"),
+            "{r:?}"
+        );
+        // 98: a pass with nothing to spare, noted.
+        let r = judge(&res, 98.0);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].marginal && r[0].kind == ReasonKind::Note, "{r:?}");
+        assert!(
+            r[0].text.contains("indistinguishable from its limit"),
+            "{r:?}"
+        );
+        // 110 and 90: outside the interval, a clear fail and a clear pass.
+        let r = judge(&res, 110.0);
+        assert!(r.len() == 1 && !r[0].marginal, "{r:?}");
+        assert!(judge(&res, 90.0).is_empty());
+        // Without a stated precision, only the rule's band makes a figure marginal.
+        res.precision = None;
+        let r = judge(&res, 102.0);
+        assert!(r.len() == 1 && !r[0].marginal, "{r:?}");
     }
 }
