@@ -178,8 +178,8 @@ mod tests {
 pub struct Precision {
     /// The windows' length.
     pub window_ms: u64,
-    /// The rate of each window after the warm-up, MiB/s (at most 512: longer runs merge
-    /// neighbouring windows, doubling `window_ms`).
+    /// The rate of each window after the warm-up, MiB/s (at most 128: longer runs merge
+    /// neighbouring windows, doubling `window_ms`, so a report stays small).
     pub samples_mib_per_s: Vec<f64>,
     /// Half the 95 % confidence interval of the mean rate, in % of it; absent with fewer
     /// than [`MIN_WINDOWS`] windows: the figure's precision is then not known.
@@ -198,7 +198,7 @@ pub const MIN_WINDOWS: usize = 4;
 /// The largest trend over a run that is still steady (fio's `ss=bw_slope:10%` reads alike).
 pub const STEADY_TREND_PERCENT: f64 = 10.0;
 /// Windows kept in a report; a longer run merges neighbours.
-const MAX_WINDOWS: usize = 512;
+const MAX_WINDOWS: usize = 128;
 
 /// Student's t for a two-sided 95 % interval with `df` degrees of freedom.
 fn t95(df: usize) -> f64 {
@@ -316,14 +316,14 @@ mod precision_tests {
     }
 
     #[test]
-    fn a_long_run_keeps_at_most_512_windows() {
+    fn a_long_run_keeps_at_most_128_windows() {
         let p = Precision::from_progress(&points(&vec![10.0; 2001]), 100);
         assert!(
-            p.samples_mib_per_s.len() <= 512,
+            p.samples_mib_per_s.len() <= 128,
             "{}",
             p.samples_mib_per_s.len()
         );
-        assert_eq!(p.window_ms, 400);
+        assert_eq!(p.window_ms, 1600);
         assert_eq!(p.ci95_percent, Some(0.0));
     }
 }

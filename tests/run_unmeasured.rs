@@ -9,16 +9,8 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use serde_json::Value;
 
-fn device<'v>(report: &'v Value, name: &str) -> &'v Value {
-    report["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["name"] == name)
-        .unwrap_or_else(|| panic!("{name} not in report"))
-}
+use common::device_in as device;
 
 /// The `failed=` names of the result line on standard output.
 fn failed_names(stdout: &str) -> Vec<String> {

@@ -978,16 +978,7 @@ mod tests {
     /// outcome is clear. The rule has no band of its own.
     #[test]
     fn a_limit_inside_the_figures_interval_is_marginal() {
-        let dir = std::env::temp_dir().join(format!("usbperf-ci-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut p = WorkloadParams::defaults(crate::workload::WorkloadKind::SeqRead, dir.join("f"));
-        p.engine = EngineRequest::Null;
-        p.size_bytes = Some(1 << 20);
-        p.cache = crate::workload::CacheMode::Buffered;
-        let sel = engine::select(EngineRequest::Null).unwrap();
-        let mut res = workload::run(&p, &sel, &RunOptions::default()).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        res.mib_per_s = 100.0;
+        let mut res = crate::report::station::tests::result(100.0);
         res.precision = Some(crate::stats::Precision {
             window_ms: 100,
             samples_mib_per_s: vec![100.0; 8],

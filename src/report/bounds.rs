@@ -13,6 +13,7 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
+use std::hash::BuildHasher;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -47,9 +48,10 @@ pub const MAX_CELLS: usize = 1024;
 
 /// The limits every reader applies (the collector may lower `max_bytes`).
 /// A device of the full profile is about 900 values, its longest list 8 items, its widest map
-/// 18 keys, its longest text 155 bytes (measured on a real run): the limits leave room for
-/// seventy such devices and for lists that grow (a figure's samples), and refuse what only
-/// an attack holds before it costs memory or time.
+/// 18 keys, its longest text 155 bytes (measured on a real run), and each figure's precision
+/// adds at most 128 samples: the limits leave room for sixteen such devices with long runs
+/// (more than any board carries), and refuse what only an attack holds before it costs
+/// memory or time (the walk of 32,768 values takes about 8 ms).
 pub const LIMITS: Limits = Limits {
     max_bytes: 8 << 20,
     max_depth: 64,
@@ -59,7 +61,7 @@ pub const LIMITS: Limits = Limits {
     max_keys: 256,
     max_key: 128,
     max_string: 16 << 10,
-    max_nodes: 1 << 16,
+    max_nodes: 1 << 15,
     max_line: 128 << 10,
 };
 
@@ -110,7 +112,7 @@ pub enum Refusal {
     },
     #[error("a line longer than {limit} bytes at line {line}: the longest line usbperf writes is a text of at most 16 KiB, escaped")]
     LongLine { limit: usize, line: usize },
-    #[error("more than {limit} values at line {line}: a report of seventy devices has fewer")]
+    #[error("more than {limit} values at line {line}: a report of sixteen devices of the full profile has fewer")]
     TooManyNodes { limit: usize, line: usize },
     #[error("the key {key:?} twice in one map at line {line}: which one holds would depend on the reader")]
     DuplicateKey { key: String, line: usize },
@@ -342,6 +344,7 @@ impl<'de> Visitor<'de> for Key<'_, '_> {
 pub fn walk_yaml(bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
     let mut parser = yaml::Parser::new(bytes);
     let mut frames: Vec<Frame> = Vec::new();
+    let hasher = std::collections::hash_map::RandomState::new();
     let mut nodes = 0usize;
     let mut documents = 0usize;
     loop {
@@ -404,12 +407,14 @@ pub fn walk_yaml(bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
                             line,
                         });
                     }
-                    if !top.seen.insert(value.to_vec()) {
+                    let h = hasher.hash_one(value);
+                    if top.seen.contains(&h) {
                         return Err(Refusal::DuplicateKey {
                             key: String::from_utf8_lossy(value).into_owned(),
                             line,
                         });
                     }
+                    top.seen.push(h);
                     top.want_key = false;
                     nodes += 1;
                     if nodes > limits.max_nodes {
@@ -447,7 +452,7 @@ pub fn walk_yaml(bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
                     want_key: map,
                     count: 0,
                     keys: 0,
-                    seen: HashSet::new(),
+                    seen: Vec::new(),
                 });
                 if frames.len() > limits.max_depth {
                     return Err(Refusal::TooDeep {
@@ -473,7 +478,9 @@ struct Frame {
     count: usize,
     /// Keys of a map, and the keys themselves to find duplicates.
     keys: usize,
-    seen: HashSet<Vec<u8>>,
+    /// Its keys' hashes (SipHash with this walk's random keys: two different keys that
+    /// collide cannot be made on purpose), searched in order: a map has few keys.
+    seen: Vec<u64>,
 }
 
 fn refuse_anchor_tag(anchor: bool, tag: bool, line: usize) -> Result<(), Refusal> {
@@ -492,19 +499,24 @@ fn refuse_anchor_tag(anchor: bool, tag: bool, line: usize) -> Result<(), Refusal
 /// The line breaks libyaml knows besides LF: CR, NEL (U+0085), LS (U+2028), PS (U+2029). The
 /// unit writes only LF (its writer escapes the others inside texts).
 pub fn line_breaks(bytes: &[u8]) -> Result<(), Refusal> {
-    let mut line = 1;
-    for (i, &b) in bytes.iter().enumerate() {
-        let what = match (b, bytes.get(i + 1), bytes.get(i + 2)) {
-            (b'\n', _, _) => {
-                line += 1;
-                continue;
-            }
+    // Only three lead bytes can start one: a search for them, then a closer look.
+    let mut from = 0;
+    while let Some(off) = bytes[from..]
+        .iter()
+        .position(|&b| b == b'\r' || b == 0xC2 || b == 0xE2)
+    {
+        let i = from + off;
+        let what = match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
             (b'\r', _, _) => "CR (\\r)",
             (0xC2, Some(0x85), _) => "NEL (U+0085)",
             (0xE2, Some(0x80), Some(0xA8)) => "LS (U+2028)",
             (0xE2, Some(0x80), Some(0xA9)) => "PS (U+2029)",
-            _ => continue,
+            _ => {
+                from = i + 1;
+                continue;
+            }
         };
+        let line = bytes[..i].iter().filter(|&&b| b == b'\n').count() + 1;
         return Err(Refusal::LineBreak { what, line });
     }
     Ok(())

@@ -455,3 +455,13 @@ pub fn fuzz_seed() -> u64 {
                 .map_or(1, |d| d.as_nanos() as u64)
         })
 }
+
+/// The device named `name` of a report read as JSON data.
+pub fn device_in<'v>(report: &'v serde_json::Value, name: &str) -> &'v serde_json::Value {
+    report["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in report"))
+}
