@@ -23,8 +23,9 @@ Examples:
   # the boot service: quiet without a collector
   usbperf-matrix upload --if-configured
 
-Exit codes: 0 the spool is empty; 2 usage error (nothing queued); 4 reports still queued (they
-are retried by the next upload).";
+Exit codes: 0 the spool is empty; 2 usage error (a file given that is not a report is named and
+never queued, the others are queued and sent); 4 reports still queued (they are retried by the
+next upload).";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
