@@ -352,6 +352,7 @@ pub fn walk_yaml(bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
             Some(Ok(e)) => e,
             Some(Err(())) | None => return Ok(()),
         };
+        // One more value in all, and one more item of the list it is in.
         let node = |frames: &mut Vec<Frame>, nodes: &mut usize| -> Result<(), Refusal> {
             *nodes += 1;
             if *nodes > limits.max_nodes {
@@ -360,16 +361,13 @@ pub fn walk_yaml(bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
                     line,
                 });
             }
-            if let Some(top) = frames.last_mut() {
-                top.count += 1;
-                let (limit, over) = if top.map {
-                    // Counted at the key; a value does not count again.
-                    (limits.max_keys, false)
-                } else {
-                    (limits.max_items, top.count > limits.max_items)
-                };
-                if over {
-                    return Err(Refusal::TooManyItems { limit, line });
+            if let Some(top) = frames.last_mut().filter(|f| !f.map) {
+                top.items += 1;
+                if top.items > limits.max_items {
+                    return Err(Refusal::TooManyItems {
+                        limit: limits.max_items,
+                        line,
+                    });
                 }
             }
             Ok(())
@@ -394,8 +392,7 @@ pub fn walk_yaml(bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
                 let key = frames.last().is_some_and(|f| f.map && f.want_key);
                 if key {
                     let top = frames.last_mut().expect("a map is open");
-                    top.keys += 1;
-                    if top.keys > limits.max_keys {
+                    if top.seen.len() == limits.max_keys {
                         return Err(Refusal::TooManyKeys {
                             limit: limits.max_keys,
                             line,
@@ -416,16 +413,11 @@ pub fn walk_yaml(bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
                     }
                     top.seen.push(h);
                     top.want_key = false;
-                    nodes += 1;
-                    if nodes > limits.max_nodes {
-                        return Err(Refusal::TooManyNodes {
-                            limit: limits.max_nodes,
-                            line,
-                        });
-                    }
-                    continue;
                 }
                 node(&mut frames, &mut nodes)?;
+                if key {
+                    continue;
+                }
                 if value.len() > limits.max_string {
                     return Err(Refusal::LongString {
                         bytes: value.len(),
@@ -450,8 +442,7 @@ pub fn walk_yaml(bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
                 frames.push(Frame {
                     map,
                     want_key: map,
-                    count: 0,
-                    keys: 0,
+                    items: 0,
                     seen: Vec::new(),
                 });
                 if frames.len() > limits.max_depth {
@@ -475,10 +466,8 @@ struct Frame {
     /// In a map: the next scalar is a key.
     want_key: bool,
     /// Items of a list.
-    count: usize,
-    /// Keys of a map, and the keys themselves to find duplicates.
-    keys: usize,
-    /// Its keys' hashes (SipHash with this walk's random keys: two different keys that
+    items: usize,
+    /// A map's keys, as hashes (SipHash with this walk's random keys: two different keys that
     /// collide cannot be made on purpose), searched in order: a map has few keys.
     seen: Vec<u64>,
 }
