@@ -121,7 +121,7 @@ _usbperf-matrix() {
             return 0
             ;;
         usbperf__matrix__bench)
-            opts="-h -V --target --workload --bs --qd --jobs --runtime --size --engine --format --cache --read-percent --time-based --seed --interval --verify-mode --verify-phase --verify-points --keep --allow-write-device --help --version"
+            opts="-h -V --target --workload --bs --qd --jobs --runtime --size --engine --format --cache --read-percent --time-based --precision --seed --interval --verify-mode --verify-phase --verify-points --keep --allow-write-device --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -171,6 +171,10 @@ _usbperf-matrix() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --precision)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --seed)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -199,7 +203,7 @@ _usbperf-matrix() {
             return 0
             ;;
         usbperf__matrix__calibrate)
-            opts="-h -V --backend --config --profile --report-dir --rounds --out --engine --lock-file --help --version"
+            opts="-h -V --backend --config --profile --report-dir --rounds --study --out --engine --lock-file --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -222,6 +226,10 @@ _usbperf-matrix() {
                     return 0
                     ;;
                 --rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --study)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -106,6 +106,7 @@ fdatasync\t'Buffered writes, then fdatasync, counted in the time (dd conv=fdatas
 dsync\t'O_DSYNC: every write waits for the medium (dd oflag=dsync)'
 buffered\t'Page cache; reads start after a cache drop'"
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l read-percent -d 'Share of reads for `mixed`, in %' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l precision -d 'Stop before --runtime once the rate is steady and half its 95 % confidence interval is at most PERCENT of it (e.g. 2): the figure is known, as the factory run\'s cells do' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l seed -d 'Seed of the random offsets and of the verify pattern' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l interval -d 'Sampling interval of `write-curve`' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand bench" -l verify-mode -d 'How much of the region `verify` checks (default full)' -r -f -a "full\t'Write and read back every block of the region'
@@ -147,6 +148,7 @@ complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate"
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l profile -d 'Base profile (as for `run`)' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l report-dir -d 'Directory for the calibration\'s reports (default: the config\'s report directory\'s `calibrate/`, apart from the unit\'s factory record)' -r -F
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l rounds -d 'Runs of each mode per phase' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l study -d 'Instead of the schedule: the repeatability study, the profile run N times serial' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l out -d 'Also write the snippet to FILE (created; an existing file is not replaced)' -r -F
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l engine -d 'I/O engine (as for `run`)' -r -f -a "auto\t'io_uring when the kernel allows it, the sync thread pool otherwise'
 uring\t'io_uring: one ring per job, the queue kept full (refused where the kernel disables it)'

@@ -167,13 +167,15 @@ mod tests {
     }
 }
 
-/// How repeatable a result's figure is, from its rate in windows of equal length while it
-/// ran: the first window is warm-up and dropped; the rest give the mean rate, the 95 %
-/// confidence interval of that mean (Student's t over the windows), and the trend (the
-/// least-squares line's change over the run, as fio's steady-state `bw_slope` reads it). It
-/// holds for MiB/s and IOPS alike (a test's I/Os have one size). The windows are not
-/// independent (a device's own rhythm can span several), so the interval is a lower bound of
-/// the spread between runs; `calibrate`'s repeated runs measure that.
+/// How repeatable a result's figure is, from its rate in windows of about equal length while
+/// it ran, each timed at its last completion (whole I/Os over the time they took): the first
+/// window (warm-up) and the last (the drain, the I/O in flight at the bound completing with
+/// nothing after it) are dropped; the rest give the mean rate, the 95 % confidence interval of
+/// that mean (Student's t over batch means of the windows, see [`batched`]), and the trend
+/// (the least-squares line's change over the run, as fio's steady-state `bw_slope` reads it).
+/// It holds for MiB/s and IOPS alike (a test's I/Os have one size). A device's own rhythm can
+/// be slower than the batches, so the interval is a lower bound of the spread between runs;
+/// `calibrate`'s repeated runs measure that.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Precision {
     /// The windows' length.
@@ -191,7 +193,33 @@ pub struct Precision {
     pub trend_percent: Option<f64>,
     /// At least [`MIN_WINDOWS`] windows and a trend within ±[`STEADY_TREND_PERCENT`] %.
     pub steady: bool,
+    /// The rate after a drop (a write cache that filled): absent when the rate held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop: Option<Drop>,
 }
+
+/// A fall of the rate partway through a run, as a stick's write cache filling makes it: the
+/// windows split where two levels fit them best, the later level at most
+/// [`DROP_RATIO`] of the earlier and the split explaining at least [`DROP_FIT`] of the
+/// windows' variance (one slow window in a steady run is noise, not a drop).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Drop {
+    /// Seconds from the first kept window to the drop.
+    pub at_s: f64,
+    /// The rate before it (the burst, e.g. into the cache), MiB/s.
+    pub burst_mib_per_s: f64,
+    /// The rate after it, MiB/s: the sustained figure that limits judge.
+    pub sustained_mib_per_s: f64,
+    /// Half the 95 % confidence interval of the sustained rate, in % of it; absent with
+    /// fewer than [`MIN_WINDOWS`] windows after the drop: steady state was not reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci95_percent: Option<f64>,
+}
+
+/// The later level of a drop is at most this share of the earlier one.
+pub const DROP_RATIO: f64 = 0.6;
+/// The share of the windows' variance the two levels explain, at least.
+pub const DROP_FIT: f64 = 0.6;
 
 /// Windows (after the warm-up) a figure needs before its precision is stated.
 pub const MIN_WINDOWS: usize = 4;
@@ -222,58 +250,179 @@ impl Precision {
     /// window is dropped: its rate would rest on too little).
     pub fn from_progress(points: &[(f64, u64)], window_ms: u64) -> Precision {
         let w = window_ms as f64 / 1000.0;
-        let mut rates: Vec<f64> = points
-            .windows(2)
-            .filter(|p| p[1].0 - p[0].0 >= w / 2.0)
-            .map(|p| (p[1].1.saturating_sub(p[0].1)) as f64 / (1 << 20) as f64 / (p[1].0 - p[0].0))
-            .collect();
-        if !rates.is_empty() {
-            rates.remove(0);
+        // Windows as (seconds, MiB): a span shorter than half a window joins the next one (a
+        // last one joins the one before), so no rate rests on too little time.
+        let mut spans: Vec<(f64, f64)> = Vec::new();
+        let mut pending = (0.0, 0.0);
+        for p in points.windows(2) {
+            pending.0 += p[1].0 - p[0].0;
+            pending.1 += p[1].1.saturating_sub(p[0].1) as f64 / (1 << 20) as f64;
+            if pending.0 >= w / 2.0 {
+                spans.push(std::mem::take(&mut pending));
+            }
         }
+        if let Some(last) = spans.last_mut() {
+            last.0 += pending.0;
+            last.1 += pending.1;
+        }
+        // The first window is warm-up, the last the drain (the I/O in flight at the bound,
+        // completing with nothing issued after it): neither is the device's steady rate.
+        spans.pop();
+        // A burst that fits in the warm-up (a write cache taking its fill in the first
+        // window) still counts for the drop: the warm-up may be its whole "before".
+        let with_warm_up: Vec<f64> = spans.iter().map(|&(t, m)| m / t).collect();
+        let warm_up = (!spans.is_empty()).then(|| spans.remove(0));
         let mut window_ms = window_ms;
-        while rates.len() > MAX_WINDOWS {
-            rates = rates
-                .chunks(2)
-                .map(|c| c.iter().sum::<f64>() / c.len() as f64)
-                .collect();
+        while spans.len() > MAX_WINDOWS {
+            spans = spans.chunks(2).map(merged).collect();
             window_ms *= 2;
         }
+        let rates: Vec<f64> = spans.iter().map(|&(t, m)| m / t).collect();
         let n = rates.len();
         let (mut ci95_percent, mut trend_percent) = (None, None);
-        if n >= MIN_WINDOWS {
-            let mean = rates.iter().sum::<f64>() / n as f64;
+        if let Some(batches) = batched(&spans) {
+            let m = batches.len();
+            let mean = batches.iter().sum::<f64>() / m as f64;
             if mean > 0.0 {
-                let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-                ci95_percent = Some(t95(n - 1) * (var / n as f64).sqrt() / mean * 100.0);
-                let xm = (n - 1) as f64 / 2.0;
+                ci95_percent = ci95(&batches);
+                let xm = (m - 1) as f64 / 2.0;
                 let (mut sxy, mut sxx) = (0.0, 0.0);
-                for (i, r) in rates.iter().enumerate() {
+                for (i, r) in batches.iter().enumerate() {
                     sxy += (i as f64 - xm) * (r - mean);
                     sxx += (i as f64 - xm).powi(2);
                 }
-                trend_percent = Some(sxy / sxx * (n - 1) as f64 / mean * 100.0);
+                trend_percent = Some(sxy / sxx * (m - 1) as f64 / mean * 100.0);
             }
         }
         let round = |v: f64| (v * 1000.0).round() / 1000.0;
+        let hundredths = |v: f64| (v * 100.0).round() / 100.0;
+        // Indices of `with_warm_up`: window k there is window k - 1 of `spans`. The warm-up
+        // joins the "before" only alone (a slow ramp-up would spoil the fit of a real one).
+        let drop = find_drop(&rates, 1..=n.saturating_sub(2))
+            .map(|(k, before, after)| (k + 1, before, after))
+            .or_else(|| find_drop(&with_warm_up, 1..=1))
+            .map(|(k, before, after)| Drop {
+                at_s: hundredths(
+                    warm_up.map_or(0.0, |w| w.0) + spans[..k - 1].iter().map(|s| s.0).sum::<f64>(),
+                ),
+                burst_mib_per_s: round(before),
+                sustained_mib_per_s: round(after),
+                ci95_percent: (n + 1 - k >= MIN_WINDOWS)
+                    .then(|| batched(&spans[k - 1..]).and_then(|b| ci95(&b)))
+                    .flatten()
+                    .map(hundredths),
+            });
         Precision {
             window_ms,
             samples_mib_per_s: rates.into_iter().map(round).collect(),
-            ci95_percent: ci95_percent.map(|v| (v * 100.0).round() / 100.0),
-            trend_percent: trend_percent.map(|v| (v * 100.0).round() / 100.0),
-            steady: trend_percent.is_some_and(|t| t.abs() <= STEADY_TREND_PERCENT),
+            ci95_percent: ci95_percent.map(hundredths),
+            trend_percent: trend_percent.map(hundredths),
+            steady: drop.is_none()
+                && trend_percent.is_some_and(|t| t.abs() <= STEADY_TREND_PERCENT),
+            drop,
         }
     }
+
+    /// Whether the figure is known to `target_percent`: steady, and its interval at most that.
+    pub fn known_to(&self, target_percent: f64) -> bool {
+        self.steady && self.ci95_percent.is_some_and(|c| c <= target_percent)
+    }
+}
+
+/// Two windows as one: their time and their MiB added.
+fn merged(c: &[(f64, f64)]) -> (f64, f64) {
+    c.iter().fold((0.0, 0.0), |a, s| (a.0 + s.0, a.1 + s.1))
+}
+
+/// The windows' rates as batch means, for the interval and the trend: neighbouring windows
+/// are merged, two by two, while the batches' rates still follow each other (their lag-1
+/// autocorrelation beyond what chance gives), as long as [`MIN_WINDOWS`] batches remain;
+/// `None` with fewer than [`MIN_WINDOWS`] windows.
+/// A device that completes I/O in bursts (a throttle's time slices, a controller's rhythm)
+/// alternates fast and slow windows around a steady rate; counted as independent they would
+/// overstate the spread of the rate many times.
+fn batched(spans: &[(f64, f64)]) -> Option<Vec<f64>> {
+    let mut batches = spans.to_vec();
+    loop {
+        let rates: Vec<f64> = batches.iter().map(|&(t, m)| m / t).collect();
+        let n = rates.len();
+        if n < MIN_WINDOWS {
+            return None;
+        }
+        let limit = (2.0 / (n as f64).sqrt()).max(0.2);
+        if n / 2 < MIN_WINDOWS || lag1(&rates).abs() <= limit {
+            return Some(rates);
+        }
+        // With an odd count the oldest window stays out: a batch of one or of three would
+        // weigh the rhythm's phases unevenly.
+        let from = batches.len() % 2;
+        batches = batches[from..].chunks(2).map(merged).collect();
+    }
+}
+
+/// The lag-1 autocorrelation of a series (0 for a constant one).
+fn lag1(x: &[f64]) -> f64 {
+    let n = x.len() as f64;
+    let mean = x.iter().sum::<f64>() / n;
+    let var: f64 = x.iter().map(|v| (v - mean).powi(2)).sum();
+    if var <= 0.0 {
+        return 0.0;
+    }
+    x.windows(2)
+        .map(|p| (p[0] - mean) * (p[1] - mean))
+        .sum::<f64>()
+        / var
+}
+
+/// Half the 95 % confidence interval of the rates' mean, in % of it (Student's t).
+fn ci95(rates: &[f64]) -> Option<f64> {
+    let n = rates.len();
+    let mean = rates.iter().sum::<f64>() / n as f64;
+    if n < 2 || mean <= 0.0 {
+        return None;
+    }
+    let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some(t95(n - 1) * (var / n as f64).sqrt() / mean * 100.0)
+}
+
+/// Where two levels fit the windows best, when the later one is a drop ([`Drop`]):
+/// (the first window after it, the level before, the level after), trying the `splits`
+/// given. The later side keeps at least two windows, so a single slow last window never
+/// makes a drop.
+fn find_drop(rates: &[f64], splits: std::ops::RangeInclusive<usize>) -> Option<(usize, f64, f64)> {
+    let n = rates.len();
+    if n < 4 || *splits.end() + 2 > n || splits.is_empty() {
+        return None;
+    }
+    let mean = rates.iter().sum::<f64>() / n as f64;
+    let total: f64 = rates.iter().map(|r| (r - mean).powi(2)).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let sse = |s: &[f64]| {
+        let m = s.iter().sum::<f64>() / s.len() as f64;
+        (m, s.iter().map(|r| (r - m).powi(2)).sum::<f64>())
+    };
+    let (k, before, after, residual) = splits
+        .map(|k| {
+            let ((b, e1), (a, e2)) = (sse(&rates[..k]), sse(&rates[k..]));
+            (k, b, a, e1 + e2)
+        })
+        .min_by(|x, y| x.3.total_cmp(&y.3))?;
+    (after <= before * DROP_RATIO && 1.0 - residual / total >= DROP_FIT)
+        .then_some((k, before, after))
 }
 
 #[cfg(test)]
 mod precision_tests {
     use super::*;
 
-    /// Progress points of a run at `rates` MiB/s, one window each, 100 ms windows.
+    /// Progress points of a run at `rates` MiB/s, one window each, 100 ms windows, and a
+    /// drain window at 1 MiB/s after them (always dropped).
     fn points(rates: &[f64]) -> Vec<(f64, u64)> {
         let mut out = vec![(0.0, 0u64)];
         let mut bytes = 0.0;
-        for (i, r) in rates.iter().enumerate() {
+        for (i, r) in rates.iter().chain([1.0].iter()).enumerate() {
             bytes += r * 0.1 * (1 << 20) as f64;
             out.push(((i + 1) as f64 * 0.1, bytes as u64));
         }
@@ -302,6 +451,73 @@ mod precision_tests {
         assert!(t < -100.0, "{t}");
         assert!(!p.steady);
         assert!(p.ci95_percent.unwrap() > 50.0);
+        // The drop: after the warm-up, three windows at 300, then four at 4 MiB/s.
+        let d = p.drop.unwrap();
+        assert_eq!((d.burst_mib_per_s, d.sustained_mib_per_s), (300.0, 4.0));
+        assert_eq!(d.at_s, 0.4);
+        assert_eq!(d.ci95_percent, Some(0.0));
+    }
+
+    #[test]
+    fn a_drop_is_two_levels_that_explain_the_windows_never_one_slow_window() {
+        // (rates per 100 ms window, the first dropped as warm-up; a drop found, its sustained
+        // rate and whether that rate's precision is known)
+        type Case = (&'static [f64], Option<(f64, bool)>);
+        let cases: &[Case] = &[
+            // one slow window at the end: noise, never a drop
+            (&[30.0, 30.0, 30.0, 30.0, 30.0, 30.0, 30.0, 15.0], None),
+            // one slow window inside a steady run
+            (&[30.0, 30.0, 30.0, 12.0, 30.0, 30.0, 30.0, 30.0], None),
+            // noise of +-10 %
+            (&[30.0, 33.0, 27.0, 31.0, 29.0, 32.0, 28.0, 30.0], None),
+            // a cache that filled after two windows: sustained known after four more
+            (&[9.0, 300.0, 290.0, 5.0, 4.0, 4.2, 3.8], Some((4.25, true))),
+            // the cache filled late: too few windows after it to know the sustained rate
+            (
+                &[9.0, 300.0, 300.0, 300.0, 300.0, 4.0, 4.0],
+                Some((4.0, false)),
+            ),
+            // the whole burst inside the warm-up window (a large cache, a fast first window)
+            (&[137.0, 4.0, 4.0, 4.1, 3.9, 4.0], Some((4.0, true))),
+            // a slow warm-up (ramp-up) is no drop
+            (&[3.0, 30.0, 30.0, 30.0, 30.0, 30.0], None),
+            // a fall to 70 %: not a drop (throttling within a band)
+            (&[30.0, 30.0, 30.0, 30.0, 21.0, 21.0, 21.0, 21.0], None),
+        ];
+        for (rates, want) in cases {
+            let p = Precision::from_progress(&points(rates), 100);
+            let got = p
+                .drop
+                .as_ref()
+                .map(|d| (d.sustained_mib_per_s, d.ci95_percent.is_some()));
+            assert_eq!(got, *want, "{rates:?}: {p:?}");
+            assert!(!(p.steady && p.drop.is_some()));
+        }
+    }
+
+    #[test]
+    fn windows_that_alternate_around_a_steady_rate_are_batched_before_the_interval() {
+        // A throttle's slices: 7.6 and 22.4 MiB/s in turn, 15 MiB/s over every pair.
+        let mut rates = vec![5.0];
+        for _ in 0..10 {
+            rates.extend([7.6, 22.4]);
+        }
+        let p = Precision::from_progress(&points(&rates), 100);
+        assert!(p.ci95_percent.unwrap() < 0.5, "{p:?}");
+        assert!(p.steady && p.drop.is_none(), "{p:?}");
+        // Independent noise is not batched away: the same values shuffled keep a wide interval.
+        let mut shuffled = vec![5.0, 7.6, 7.6, 22.4, 7.6, 22.4, 22.4, 7.6, 22.4, 22.4, 7.6];
+        shuffled.extend([7.6, 22.4, 22.4, 7.6, 7.6, 22.4, 7.6, 22.4, 7.6, 22.4]);
+        let q = Precision::from_progress(&points(&shuffled), 100);
+        assert!(q.ci95_percent.unwrap() > 10.0, "{q:?}");
+    }
+
+    #[test]
+    fn known_means_steady_and_within_the_target() {
+        let p = Precision::from_progress(&points(&[5.0, 30.0, 30.3, 29.7, 30.0, 30.2, 29.8]), 100);
+        assert!(p.known_to(2.0) && !p.known_to(0.5));
+        let q = Precision::from_progress(&points(&[9.0, 300.0, 290.0, 5.0, 4.0, 4.2, 3.8]), 100);
+        assert!(!q.known_to(1000.0));
     }
 
     #[test]

@@ -156,6 +156,7 @@ fn unaligned_offset_on_a_block_device_is_a_clear_error_not_a_crash() {
             data: None,
             progress: Arc::new(Progress::new(1)),
             stop: Arc::new(AtomicBool::new(false)),
+            known: Arc::default(),
         };
         let err = match engine::run(selected.engine.as_ref(), &spec) {
             Ok(out) => panic!(

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""A fake-capacity medium as one file on a FUSE mount, for the verify tests.
+"""A fake medium as one file on a FUSE mount, for the verify and write-cache tests.
 
     fake_medium.py MOUNTPOINT --kind lost|wrap|mirror --announced BYTES --real BYTES
+    fake_medium.py MOUNTPOINT --kind cache --announced BYTES --cache BYTES --slow BYTES_PER_S
 
 The mount holds one file, `medium`, that announces BYTES but keeps only --real bytes, the way
 counterfeit USB sticks and SD cards do (f3's kinds):
@@ -9,6 +10,10 @@ counterfeit USB sticks and SD cards do (f3's kinds):
   lost    writes past the real size vanish; reads there return zeros
   wrap    offsets past the real size land on the start again (offset modulo the real size)
   mirror  the upper half is the lower half again (--real is ignored: half the announced size)
+  cache   keeps everything, behind a write cache like a USB stick's SLC cache: writes go at
+          full speed while the cache holds them, and the cache empties to the flash at --slow
+          bytes per second; once --cache bytes wait in it, a write waits until its bytes fit
+          (a token bucket), so a long write settles at --slow
 
 Storage moves in 512-byte sectors, as on a real medium; the real size must be a whole number
 of sectors. The mount uses FUSE's direct_io, so no page cache hides where a write went. Runs
@@ -36,6 +41,22 @@ class Medium(Operations):
         self.storage = bytearray(self.real)
         self.mutex = threading.Lock()
         self.now = time.time()
+        self.cache = 0
+        self.slow = 0
+        # Bytes waiting in the write cache, as of `self.drained`.
+        self.waiting = 0.0
+        self.drained = time.monotonic()
+
+    def wait_for_cache(self, n):
+        """Sleeps until n more bytes fit into the write cache (kind cache)."""
+        if not self.slow:
+            return
+        now = time.monotonic()
+        self.waiting = max(0.0, self.waiting - (now - self.drained) * self.slow)
+        self.drained = now
+        self.waiting += n
+        if self.waiting > self.cache:
+            time.sleep((self.waiting - self.cache) / self.slow)
 
     def where(self, offset):
         """The storage offset of an announced offset, or None where writes are lost."""
@@ -84,6 +105,7 @@ class Medium(Operations):
         if offset + len(data) > self.announced:
             raise FuseOSError(errno.ENOSPC)
         with self.mutex:
+            self.wait_for_cache(len(data))
             done = 0
             for _, at, n in self.spans(offset, len(data)):
                 if at is not None:
@@ -115,16 +137,23 @@ def size(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mountpoint")
-    ap.add_argument("--kind", choices=["lost", "wrap", "mirror"], required=True)
+    ap.add_argument("--kind", choices=["lost", "wrap", "mirror", "cache"], required=True)
     ap.add_argument("--announced", type=size, required=True)
     ap.add_argument("--real", type=size, default=0)
+    ap.add_argument("--cache", type=size, default=0)
+    ap.add_argument("--slow", type=size, default=0)
     a = ap.parse_args()
-    if a.kind != "mirror" and not 0 < a.real < a.announced:
+    if a.kind == "cache":
+        if not (a.cache > 0 and a.slow > 0):
+            sys.exit("--kind cache needs --cache and --slow above 0")
+        a.real = a.announced
+    elif a.kind != "mirror" and not 0 < a.real < a.announced:
         sys.exit("--real must be above 0 and below --announced")
     if a.real % SECTOR or a.announced % SECTOR:
         sys.exit(f"sizes must be whole {SECTOR}-byte sectors")
-    FUSE(Medium(a.kind, a.announced, a.real), a.mountpoint, foreground=True, nothreads=True,
-         direct_io=True)
+    medium = Medium("lost" if a.kind == "cache" else a.kind, a.announced, a.real)
+    medium.cache, medium.slow = a.cache, a.slow
+    FUSE(medium, a.mountpoint, foreground=True, nothreads=True, direct_io=True)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,10 @@ pub struct BenchArgs {
     /// Keep going over the region until --runtime (fio's time_based).
     #[arg(long)]
     pub time_based: bool,
+    /// Stop before --runtime once the rate is steady and half its 95 % confidence interval is
+    /// at most PERCENT of it (e.g. 2): the figure is known, as the factory run's cells do.
+    #[arg(long, value_name = "PERCENT")]
+    pub precision: Option<f64>,
     /// Seed of the random offsets and of the verify pattern.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -146,6 +150,7 @@ impl BenchArgs {
             cache: self.cache,
             read_percent: self.read_percent,
             time_based: Some(self.time_based),
+            precision_percent: self.precision,
             seed: self.seed,
             sample_interval: self.interval,
             verify_mode: self.verify_mode.map(|m| match m {
@@ -342,6 +347,7 @@ fn stopped_by(r: &BenchResult) -> &'static str {
         StopReason::Size => "the size bound (every block done)",
         StopReason::Time => "the time bound",
         StopReason::Interrupted => "an interrupt",
+        StopReason::Known => "its precision target (the figure was known)",
     }
 }
 

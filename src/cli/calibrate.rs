@@ -28,8 +28,17 @@ Every run writes its report (to --report-dir, by default the config's report dir
 `calibrate/`), so each figure the finding rests on can be read again. Nothing runs that
 `run` would refuse: the runs are `run`'s.
 
-Exit codes: 0 a finding (auto with its shared lanes, or serial); 2 usage or config error;
-3 interrupted; 4 a run failed or measured nothing to compare.";
+--study N is the repeatability study instead: the profile runs N times serial, and per
+figure it prints how repeatable it is (the runs' standard deviation in % of their mean), the
+interval each run stated, the shortest runtime that meets the test's precision_percent (2 %
+when it states none) from run to run, and for every min_mib_per_s and min_iops that applies,
+the share of the tolerance the measurement's own spread takes (3 standard deviations over the
+room between the mean and the limit): under 10 % acceptable, 10-30 % marginal, over 30 % not,
+as a factory's gauge R&R reads it.
+  usbperf-matrix calibrate --profile renesas-rzg2ul --study 10
+
+Exit codes: 0 a finding (auto with its shared lanes, or serial), or a study; 2 usage or
+config error; 3 interrupted; 4 a run failed or measured nothing to compare.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
@@ -50,6 +59,10 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "N", default_value_t = 3,
           value_parser = |s: &str| super::whole_in::<u8>(s, 1, 20))]
     pub rounds: u8,
+    /// Instead of the schedule: the repeatability study, the profile run N times serial.
+    #[arg(long, value_name = "N", conflicts_with = "out",
+          value_parser = |s: &str| super::whole_in::<u8>(s, 2, 50))]
+    pub study: Option<u8>,
     /// Also write the snippet to FILE (created; an existing file is not replaced).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -107,6 +120,33 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<Exit> {
     let backend = args.backend.live();
     let mut unit = String::from("this unit");
     let said = |line: &str| crate::out::err_wrapped(line, width);
+    if let Some(n) = args.study {
+        let mut reports = Vec::new();
+        for round in 1..=n {
+            let mut c = cfg.clone();
+            c.schedule = crate::config::ScheduleMode::Serial;
+            said(&format!(
+                "usbperf-matrix calibrate: study, run {round} of {n}"
+            ));
+            let done = run_once(&c, backend, flag.clone(), &progress)
+                .with_context(|| format!("the study's run {round} failed"))?;
+            if flag.requested() {
+                crate::errln!("usbperf-matrix: calibrate: the study was interrupted");
+                return Ok(Exit::Incomplete);
+            }
+            reports.push(done.report);
+        }
+        let rows = crate::matrix::study::study(
+            &reports,
+            &cfg.thresholds,
+            &crate::safety::SystemFacts::live(),
+        );
+        if rows.is_empty() {
+            anyhow::bail!("the study's runs measured no figure to compare");
+        }
+        crate::out!("{}", crate::matrix::study::render(&rows, reports.len()));
+        return Ok(Exit::Pass);
+    }
     let found = calibrate::calibrate(
         usize::from(args.rounds),
         cfg.shared_lanes.clone(),

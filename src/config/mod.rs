@@ -362,6 +362,14 @@ pub struct TestSpec {
     pub verify_mode: Option<VerifyMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_interval: Option<Dur>,
+    /// Pass over the region again until the runtime (fio's time_based). Unset: yes for every
+    /// entry that gives a runtime, but `write-curve` and `verify`; one pass for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_based: Option<bool>,
+    /// End the test early once its figure is known to this (half the 95 % confidence
+    /// interval, in %); the runtime is then the budget. Unset: run the whole runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_percent: Option<f64>,
 }
 
 /// `TestSpec` as written; `TryFrom` checks it (so errors carry the entry's position).
@@ -387,6 +395,10 @@ struct TestSpecRaw {
     verify_mode: Option<VerifyMode>,
     #[serde(default)]
     sample_interval: Option<Dur>,
+    #[serde(default)]
+    time_based: Option<bool>,
+    #[serde(default)]
+    precision_percent: Option<f64>,
 }
 
 impl TryFrom<TestSpecRaw> for TestSpec {
@@ -403,6 +415,8 @@ impl TryFrom<TestSpecRaw> for TestSpec {
             read_percent: r.read_percent,
             verify_mode: r.verify_mode,
             sample_interval: r.sample_interval,
+            time_based: r.time_based,
+            precision_percent: r.precision_percent,
         };
         if t.sample_interval.is_some_and(|d| d.0.is_zero()) {
             return Err("sample_interval 0s: must be at least 1ms, e.g. 500ms or 1s".into());
@@ -419,6 +433,16 @@ impl TestSpec {
     pub fn params(&self, target: PathBuf, engine: EngineRequest) -> WorkloadParams {
         let mut p = self.overrides().params(self.workload, target);
         p.engine = engine;
+        // A factory cell measures for its runtime, over its region again and again, so a
+        // small region never ends it after a fraction of a second (see `time_based`).
+        // An entry that gives no runtime of its own is bound by its size: one pass.
+        if self.time_based.is_none() {
+            p.time_based = self.runtime.is_some_and(|r| !r.0.is_zero())
+                && !matches!(
+                    self.workload,
+                    WorkloadKind::WriteCurve | WorkloadKind::Verify
+                );
+        }
         p
     }
 
@@ -434,6 +458,8 @@ impl TestSpec {
             read_percent: self.read_percent,
             verify_mode: self.verify_mode,
             sample_interval: self.sample_interval.map(|v| v.0),
+            time_based: self.time_based,
+            precision_percent: self.precision_percent,
             ..Overrides::default()
         }
     }

@@ -68,7 +68,8 @@ impl StopReason {
     pub fn merge(self, other: StopReason) -> StopReason {
         match (self, other) {
             (StopReason::Interrupted, _) | (_, StopReason::Interrupted) => StopReason::Interrupted,
-            (StopReason::Time, _) | (_, StopReason::Time) => StopReason::Time,
+            (StopReason::Time | StopReason::Known, _)
+            | (_, StopReason::Time | StopReason::Known) => StopReason::Time,
             _ => StopReason::Size,
         }
     }
@@ -344,23 +345,27 @@ fn run_lane<E: IoEngine>(
             let bytes = stats.bytes();
             match issue {
                 // The job's only writer of its counter: a plain store, no locked add.
-                Issue::Own(_) => {
-                    ctx.progress.store(bytes, Ordering::Relaxed);
+                // (only when bytes completed: the time is that of the last completion)
+                Issue::Own(_) if bytes > reported_bytes => {
+                    ctx.progress.set(bytes, $done_ns);
                     reported_bytes = bytes;
                 }
+                Issue::Own(_) => {}
                 Issue::Shared { .. }
                     if bytes > reported_bytes
                         && (bytes - reported_bytes >= SHARED_PROGRESS_BYTES
                             || $done_ns >= reported_ns + SHARED_PROGRESS_NS) =>
                 {
-                    ctx.progress
-                        .fetch_add(bytes - reported_bytes, Ordering::Relaxed);
+                    ctx.progress.add(bytes - reported_bytes, $done_ns);
                     reported_bytes = bytes;
                     reported_ns = $done_ns;
                 }
                 Issue::Shared { .. } => {}
             }
-            if stopping.is_none() && ctx.deadline_ns.is_some_and(|d| $done_ns >= d) {
+            if stopping.is_none()
+                && (ctx.deadline_ns.is_some_and(|d| $done_ns >= d)
+                    || ctx.known.load(Ordering::Relaxed))
+            {
                 stopping = Some(StopReason::Time);
                 issue.set_time_up();
             }
@@ -390,7 +395,7 @@ fn run_lane<E: IoEngine>(
         if stopping.is_none() && ctx.should_stop() {
             stopping = Some(StopReason::Interrupted);
         }
-        if stopping.is_none() && issue.time_up() {
+        if stopping.is_none() && (issue.time_up() || ctx.known.load(Ordering::Relaxed)) {
             stopping = Some(StopReason::Time);
         }
         if stopping.is_none() {
@@ -488,8 +493,7 @@ fn run_lane<E: IoEngine>(
     // What a shared lane has not added to the job's progress yet.
     let bytes = stats.bytes();
     if bytes > reported_bytes {
-        ctx.progress
-            .fetch_add(bytes - reported_bytes, Ordering::Relaxed);
+        ctx.progress.add(bytes - reported_bytes, super::now_ns());
     }
     if let Some(e) = first_error {
         return Err(e);
@@ -575,6 +579,7 @@ mod tests {
             runtime,
             data: None,
             stop: Arc::new(AtomicBool::new(false)),
+            known: Arc::default(),
         }
     }
 

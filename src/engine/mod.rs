@@ -84,6 +84,9 @@ pub enum StopReason {
     Time,
     /// Someone asked us to stop (SIGINT, SIGTERM, another job's error).
     Interrupted,
+    /// The figure was known to its precision target before the time bound (the workload
+    /// layer's verdict on a run the engine stopped as at its time bound).
+    Known,
 }
 
 /// Which blocks a job touches, in which order.
@@ -171,31 +174,66 @@ pub trait DataHook: Send + Sync {
     fn check(&self, offset: u64, buf: &[u8]);
 }
 
-/// One counter per job on its own cache line, so sampling progress (`write-curve`) costs the
-/// jobs no shared-line traffic.
+/// One job's progress on its own cache line, so sampling it costs the jobs no shared-line
+/// traffic: the bytes completed and when the last of them completed ([`now_ns`]).
 #[repr(align(64))]
 #[derive(Debug, Default)]
-struct PaddedCounter(AtomicU64);
+pub struct JobProgress {
+    bytes: AtomicU64,
+    done_ns: AtomicU64,
+}
+
+impl JobProgress {
+    /// The job's only writer: `bytes` in all, the last completed at `done_ns`.
+    #[inline]
+    pub fn set(&self, bytes: u64, done_ns: u64) {
+        self.bytes.store(bytes, Ordering::Relaxed);
+        self.done_ns.store(done_ns, Ordering::Release);
+    }
+
+    /// One of several lanes: `bytes` more, the last completed at `done_ns`.
+    #[inline]
+    pub fn add(&self, bytes: u64, done_ns: u64) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.done_ns.fetch_max(done_ns, Ordering::Release);
+    }
+}
 
 /// Bytes completed so far, per job; read by samplers while the run goes on.
 #[derive(Debug)]
 pub struct Progress {
-    jobs: Vec<PaddedCounter>,
+    jobs: Vec<JobProgress>,
 }
 
 impl Progress {
     pub fn new(jobs: usize) -> Self {
         Progress {
-            jobs: (0..jobs).map(|_| PaddedCounter::default()).collect(),
+            jobs: (0..jobs).map(|_| JobProgress::default()).collect(),
         }
     }
 
     pub fn total_bytes(&self) -> u64 {
-        self.jobs.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
+        self.jobs
+            .iter()
+            .map(|c| c.bytes.load(Ordering::Relaxed))
+            .sum()
     }
 
-    fn job(&self, index: usize) -> &AtomicU64 {
-        &self.jobs[index].0
+    /// The bytes completed and when the last of them completed ([`now_ns`]; 0 before any):
+    /// a rate between two snapshots counts whole I/Os over the time they took, so a window
+    /// that holds a few large I/Os is not off by one I/O's worth of the grid it was taken on.
+    pub fn snapshot(&self) -> (u64, u64) {
+        let done_ns = self
+            .jobs
+            .iter()
+            .map(|c| c.done_ns.load(Ordering::Acquire))
+            .max()
+            .unwrap_or(0);
+        (self.total_bytes(), done_ns)
+    }
+
+    fn job(&self, index: usize) -> &JobProgress {
+        &self.jobs[index]
     }
 }
 
@@ -209,6 +247,9 @@ pub struct RunSpec {
     pub data: Option<Arc<dyn DataHook>>,
     pub progress: Arc<Progress>,
     pub stop: Arc<AtomicBool>,
+    /// Set by the caller when the figure is known well enough: the run stops as at its time
+    /// bound (in-flight I/O drained and counted), not as an interruption.
+    pub known: Arc<AtomicBool>,
 }
 
 /// What one job sees.
@@ -218,9 +259,11 @@ pub struct JobCtx<'a> {
     pub plan: &'a JobPlan,
     pub deadline_ns: Option<u64>,
     pub data: Option<&'a dyn DataHook>,
-    pub progress: &'a AtomicU64,
+    pub progress: &'a JobProgress,
     /// The caller's stop request (SIGINT/SIGTERM); the engine only reads it.
     pub stop: &'a AtomicBool,
+    /// The caller's "known well enough" ([`RunSpec::known`]).
+    pub known: &'a AtomicBool,
     /// Set by this run when one of its jobs fails, so the others stop too. Kept apart from
     /// `stop`: a job's I/O error must not look like an interruption to the caller.
     pub abort: &'a AtomicBool,
@@ -571,6 +614,7 @@ pub fn run(engine: &dyn Engine, spec: &RunSpec) -> Result<RunOutcome, EngineErro
                     data: spec.data.as_deref(),
                     progress: spec.progress.job(index),
                     stop: &spec.stop,
+                    known: &spec.known,
                     abort: &abort,
                 };
                 std::thread::Builder::new()
@@ -695,6 +739,7 @@ mod tests {
             data: None,
             progress: Arc::new(Progress::new(2)),
             stop: Arc::new(AtomicBool::new(false)),
+            known: Arc::default(),
         };
         let out = run(selected.engine.as_ref(), &spec).unwrap();
         assert_eq!(out.read.ios + out.write.ios, 2000);
@@ -716,6 +761,7 @@ mod tests {
             data: None,
             progress: Arc::new(Progress::new(1)),
             stop: Arc::new(AtomicBool::new(false)),
+            known: Arc::default(),
         };
         let out = run(selected.engine.as_ref(), &spec).unwrap();
         assert_eq!(out.stopped_by, StopReason::Time);
@@ -735,6 +781,7 @@ mod tests {
             data: None,
             progress: Arc::new(Progress::new(1)),
             stop: Arc::new(AtomicBool::new(false)),
+            known: Arc::default(),
         };
         let err = run(selected.engine.as_ref(), &spec).unwrap_err();
         assert!(err.to_string().contains("smaller than one block"), "{err}");

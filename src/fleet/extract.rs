@@ -367,8 +367,9 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                 let Some(res) = c.result else { continue };
                 let ok = c.status == "passed";
                 let w = &c.workload;
-                values.push((format!("{w}.mib_per_s"), res.mib_per_s, ok));
-                values.push((format!("{w}.iops"), res.iops, ok));
+                let (mib_per_s, iops) = res.judged();
+                values.push((format!("{w}.mib_per_s"), mib_per_s, ok));
+                values.push((format!("{w}.iops"), iops, ok));
                 if res.all.ios > 0 {
                     let ms = res.all.latency.p99_ns as f64 / 1e6;
                     values.push((format!("{w}.p99_latency_ms"), ms, ok));

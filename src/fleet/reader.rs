@@ -293,6 +293,33 @@ pub struct ResultLite {
     pub all: OpLite,
     #[serde(default)]
     pub curve: Option<CurveLite>,
+    #[serde(default)]
+    pub precision: Option<PrecisionLite>,
+}
+
+impl ResultLite {
+    /// The rate and IOPS a limit judges: after a drop (a write cache that filled), the
+    /// sustained ones.
+    pub fn judged(&self) -> (f64, f64) {
+        match self.precision.as_ref().and_then(|p| p.drop.as_ref()) {
+            Some(d) if self.mib_per_s > 0.0 => (
+                d.sustained_mib_per_s,
+                self.iops * d.sustained_mib_per_s / self.mib_per_s,
+            ),
+            _ => (self.mib_per_s, self.iops),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PrecisionLite {
+    #[serde(default)]
+    pub drop: Option<DropLite>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DropLite {
+    pub sustained_mib_per_s: f64,
 }
 
 #[derive(Debug, Deserialize)]

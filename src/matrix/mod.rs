@@ -12,5 +12,6 @@ pub mod plan;
 pub mod run;
 pub mod schedule;
 pub mod select;
+pub mod study;
 pub mod verdict;
 pub mod watch;

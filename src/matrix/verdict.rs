@@ -333,9 +333,35 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
         let in_band = |figure: f64, limit: f64| {
             band.is_some_and(|b| (figure - limit).abs() < limit.abs() * b / 100.0)
         };
+        // A rate whose fall partway (a write cache that filled) left it lower is judged at its
+        // sustained level, never at the burst; a fall with too few windows after it is
+        // inconclusive, never a pass.
+        let drop = r.precision.as_ref().and_then(|p| p.drop.as_ref());
+        let (mib_per_s, iops, sustained) = match drop {
+            Some(d) if r.mib_per_s > 0.0 => (
+                d.sustained_mib_per_s,
+                r.iops * d.sustained_mib_per_s / r.mib_per_s,
+                "sustained ",
+            ),
+            _ => (r.mib_per_s, r.iops, ""),
+        };
+        let inconclusive = |what: &str, m: &metric::Metric, limit: f64| {
+            let d = drop.expect("only after a drop");
+            at(format!(
+                "{w}: inconclusive: the rate fell from {:.1} to {:.1} MiB/s after {:.1} s and \
+                 the runtime ended before that rate was steady, so {what} cannot be judged: \
+                 give the test a longer runtime [{rule}]",
+                d.burst_mib_per_s, d.sustained_mib_per_s, d.at_s
+            ))
+            .figure(m, None, limit)
+        };
+        let unsteady = drop.is_some_and(|d| d.ci95_percent.is_none());
         // A rate or IOPS whose limit lies inside its own 95 % confidence interval is marginal
         // as well: the measurement cannot tell it from its limit, whatever the rule's band.
-        let ci = r.precision.as_ref().and_then(|p| p.ci95_percent);
+        let ci = match drop {
+            Some(d) => d.ci95_percent,
+            None => r.precision.as_ref().and_then(|p| p.ci95_percent),
+        };
         let near_why = |figure: f64, limit: f64, rate: bool| -> Option<String> {
             if in_band(figure, limit) {
                 return Some(format!(
@@ -376,42 +402,54 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
             });
         };
         if let Some(min) = t.min_mib_per_s {
-            let why = near_why(r.mib_per_s, min, true);
-            if r.mib_per_s < min {
+            let why = near_why(mib_per_s, min, true);
+            if unsteady {
+                miss(
+                    inconclusive(
+                        &format!("its minimum of {min} MiB/s"),
+                        &metric::MIB_PER_S,
+                        min,
+                    ),
+                    None,
+                );
+            } else if mib_per_s < min {
                 miss(
                     at(format!(
-                        "{w}: {:.1} MiB/s < minimum {min} MiB/s [{rule}]",
-                        r.mib_per_s
+                        "{w}: {sustained}{mib_per_s:.1} MiB/s < minimum {min} MiB/s [{rule}]"
                     ))
-                    .figure(&metric::MIB_PER_S, Some(r.mib_per_s), min),
+                    .figure(&metric::MIB_PER_S, Some(mib_per_s), min),
                     why,
                 );
             } else if let Some(why) = why {
                 marginal_pass(
-                    format!("{:.1} MiB/s against a minimum of {min} MiB/s", r.mib_per_s),
+                    format!("{sustained}{mib_per_s:.1} MiB/s against a minimum of {min} MiB/s"),
                     &metric::MIB_PER_S,
-                    r.mib_per_s,
+                    mib_per_s,
                     min,
                     why,
                 );
             }
         }
         if let Some(min) = t.min_iops {
-            let why = near_why(r.iops, min, true);
-            if r.iops < min {
+            let why = near_why(iops, min, true);
+            if unsteady {
+                miss(
+                    inconclusive(&format!("its minimum of {min} IOPS"), &metric::IOPS, min),
+                    None,
+                );
+            } else if iops < min {
                 miss(
                     at(format!(
-                        "{w}: {:.0} IOPS < minimum {min} IOPS [{rule}]",
-                        r.iops
+                        "{w}: {sustained}{iops:.0} IOPS < minimum {min} IOPS [{rule}]"
                     ))
-                    .figure(&metric::IOPS, Some(r.iops), min),
+                    .figure(&metric::IOPS, Some(iops), min),
                     why,
                 );
             } else if let Some(why) = why {
                 marginal_pass(
-                    format!("{:.0} IOPS against a minimum of {min} IOPS", r.iops),
+                    format!("{sustained}{iops:.0} IOPS against a minimum of {min} IOPS"),
                     &metric::IOPS,
-                    r.iops,
+                    iops,
                     min,
                     why,
                 );
@@ -980,6 +1018,7 @@ mod tests {
     fn a_limit_inside_the_figures_interval_is_marginal() {
         let mut res = crate::report::station::tests::result(100.0);
         res.precision = Some(crate::stats::Precision {
+            drop: None,
             window_ms: 100,
             samples_mib_per_s: vec![100.0; 8],
             ci95_percent: Some(3.0),
@@ -1018,5 +1057,64 @@ mod tests {
         res.precision = None;
         let r = judge(&res, 102.0);
         assert!(r.len() == 1 && !r[0].marginal, "{r:?}");
+    }
+
+    /// A rate that fell partway (a write cache filling) is judged at its sustained level:
+    /// a limit between the burst and the sustained rate fails naming the sustained rate;
+    /// a fall too late to measure the sustained rate is inconclusive, a failure.
+    #[test]
+    fn a_rate_that_fell_is_judged_at_its_sustained_level_or_is_inconclusive() {
+        let mut res = crate::report::station::tests::result(27.7);
+        let mut precision = crate::stats::Precision {
+            window_ms: 100,
+            samples_mib_per_s: vec![],
+            ci95_percent: Some(150.0),
+            trend_percent: Some(-200.0),
+            steady: false,
+            drop: Some(crate::stats::Drop {
+                at_s: 0.2,
+                burst_mib_per_s: 300.0,
+                sustained_mib_per_s: 4.0,
+                ci95_percent: Some(1.5),
+            }),
+        };
+        res.precision = Some(precision.clone());
+        let d = usb_disk(480.0);
+        let judge = |res: &BenchResult, rule: &str| {
+            let t = rules(&format!(
+                "- {{select: {{class: usb}}, workload: seq-read, {rule}}}\n"
+            ));
+            result_reasons(res, &applicable(&t, &d, &SystemFacts::default()))
+        };
+        // The whole run averaged 27.7 MiB/s, which would pass 10; the sustained 4 does not.
+        let r = judge(&res, "min_mib_per_s: 10");
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(
+            !r[0].marginal && r[0].kind == ReasonKind::Threshold,
+            "{r:?}"
+        );
+        assert!(
+            r[0].text.contains("sustained 4.0 MiB/s < minimum 10"),
+            "{r:?}"
+        );
+        assert_eq!(r[0].measured, Some(4.0));
+        // IOPS scale with the rate (one I/O size).
+        let iops = res.iops * 4.0 / 27.7;
+        let r = judge(&res, &format!("min_iops: {}", (iops * 1.5).round()));
+        assert!(r.len() == 1 && r[0].text.contains("sustained"), "{r:?}");
+        assert!(judge(&res, "min_mib_per_s: 3").is_empty());
+        // Too few windows after the fall: inconclusive, never a pass, even for a low limit.
+        precision.drop.as_mut().unwrap().ci95_percent = None;
+        res.precision = Some(precision);
+        for rule in ["min_mib_per_s: 3", "min_iops: 1"] {
+            let r = judge(&res, rule);
+            assert_eq!(r.len(), 1, "{rule}: {r:?}");
+            assert!(
+                r[0].kind == ReasonKind::Threshold && !r[0].marginal,
+                "{r:?}"
+            );
+            assert!(r[0].text.contains("inconclusive"), "{r:?}");
+            assert!(r[0].text.contains("longer runtime"), "{r:?}");
+        }
     }
 }

@@ -189,9 +189,22 @@ pub struct ResultView {
     pub precision: Option<PrecisionView>,
 }
 
-/// The figure's stated precision: half its 95 % confidence interval, in %.
+/// The figure's stated precision: half its 95 % confidence interval, in %; and the rate
+/// after a drop (a write cache that filled), the figure that limits judge.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct PrecisionView {
+    #[serde(default)]
+    pub ci95_percent: Option<f64>,
+    #[serde(default)]
+    pub drop: Option<DropView>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct DropView {
+    #[serde(default)]
+    pub burst_mib_per_s: Option<f64>,
+    #[serde(default)]
+    pub sustained_mib_per_s: Option<f64>,
     #[serde(default)]
     pub ci95_percent: Option<f64>,
 }
@@ -371,6 +384,11 @@ impl ReportView {
                                 }),
                                 precision: res.precision.as_ref().map(|p| PrecisionView {
                                     ci95_percent: p.ci95_percent,
+                                    drop: p.drop.as_ref().map(|d| DropView {
+                                        burst_mib_per_s: Some(d.burst_mib_per_s),
+                                        sustained_mib_per_s: Some(d.sustained_mib_per_s),
+                                        ci95_percent: d.ci95_percent,
+                                    }),
                                 }),
                             }),
                         })

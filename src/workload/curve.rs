@@ -117,7 +117,7 @@ pub(super) fn run(
         p.runtime,
     );
     let interval = Duration::from_millis(params.sample_interval_ms.max(10));
-    let (outcome, points) = super::run_sampled(p.engine, &s, interval);
+    let (outcome, points) = super::run_sampled(p.engine, &s, interval, false, None);
     let outcome = outcome?;
     measured.add(&outcome);
     let samples = samples_from_progress(&points);

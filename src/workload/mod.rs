@@ -21,7 +21,7 @@ use crate::engine::{
     self, mix64, Access, Engine, EngineError, EngineKind, EngineRequest, JobPlan, OpStats,
     Progress, RunOutcome, RunSpec, Selected, StopReason,
 };
-use crate::stats::{CpuFigures, OpFigures, Precision};
+use crate::stats::{CpuFigures, OpFigures, Precision, MIN_WINDOWS};
 use curve::CurveReport;
 use target::{OpenMode, Preparation, QueueInfo, Target, TargetKind};
 use verify::{VerifyMode, VerifyPhase, VerifyReport};
@@ -109,6 +109,10 @@ pub struct WorkloadParams {
     pub read_percent: u8,
     /// Keep going over the region until the time bound (fio's time_based).
     pub time_based: bool,
+    /// Stop before the time bound once the rate is steady and half its 95 % confidence
+    /// interval is at most this, in % of it: the figure is known (`stopped_by: known`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_percent: Option<f64>,
     pub seed: u64,
     /// For `write-curve`: the sampling interval.
     pub sample_interval_ms: u64,
@@ -155,6 +159,7 @@ impl WorkloadParams {
                 _ => 0,
             },
             time_based: false,
+            precision_percent: None,
             seed: 0x5EED_0F0B_u64,
             sample_interval_ms: 1000,
             verify_mode: VerifyMode::Full,
@@ -431,6 +436,25 @@ pub fn check_params(p: &WorkloadParams) -> Result<(), ParamError> {
             "must be 0..=100".into(),
         );
     }
+    if let Some(v) = p.precision_percent {
+        if !(v.is_finite() && (MIN_PRECISION_PERCENT..=MAX_PRECISION_PERCENT).contains(&v)) {
+            return err(
+                "precision_percent",
+                v.to_string(),
+                format!(
+                    "must be {MIN_PRECISION_PERCENT} to {MAX_PRECISION_PERCENT} (half the 95 % \
+                     confidence interval that ends the test early, in %; e.g. 2)"
+                ),
+            );
+        }
+        if p.runtime_ms.is_none() {
+            return err(
+                "precision_percent",
+                v.to_string(),
+                "needs a runtime: the budget the test may spend before its figure is known".into(),
+            );
+        }
+    }
     if p.time_based && p.runtime_ms.is_none() {
         return err(
             "time_based",
@@ -627,6 +651,7 @@ impl Procedure<'_> {
             runtime,
             data: None,
             stop: self.stop.clone(),
+            known: Arc::default(),
         }
     }
 }
@@ -635,11 +660,21 @@ impl Procedure<'_> {
 /// the points `(seconds since the start, bytes done)`, the last one at the run's end with
 /// every drained byte (a sample taken just before it gives way: it would make a uselessly
 /// short interval).
+///
+/// `at_completions` times each point at the last completion before it (the precision's
+/// windows: whole I/Os over the time they took); otherwise on the grid (the write curve's
+/// samples, a stall a sample at rate 0). With `known_at`, the run stops as at its time bound
+/// once the windows so far make the rate known to that precision ([`Precision::known_to`]);
+/// the outcome then says `Known`.
 fn run_sampled(
     engine: &dyn Engine,
     s: &RunSpec,
     interval: Duration,
+    at_completions: bool,
+    known_at: Option<f64>,
 ) -> (Result<RunOutcome, EngineError>, Vec<(f64, u64)>) {
+    let window_ms = interval.as_millis() as u64;
+    let start_ns = engine::now_ns();
     let (outcome, mut points) = std::thread::scope(|scope| {
         let start = std::time::Instant::now();
         let handle = scope.spawn(|| engine::run(engine, s));
@@ -648,8 +683,28 @@ fn run_sampled(
         while !handle.is_finished() {
             let now = start.elapsed();
             if now >= next {
-                points.push((now.as_secs_f64(), s.progress.total_bytes()));
+                if at_completions {
+                    // Timed at the last completion, not at the grid: a window then holds
+                    // whole I/Os over the time they took. Nothing completed: no point, so a
+                    // stall is inside the next window, at its low rate.
+                    let (bytes, done_ns) = s.progress.snapshot();
+                    let last = points.last().copied().unwrap_or((0.0, 0));
+                    let at = done_ns.saturating_sub(start_ns) as f64 / 1e9;
+                    if bytes > last.1 && at > last.0 {
+                        points.push((at, bytes));
+                    }
+                } else {
+                    points.push((now.as_secs_f64(), s.progress.total_bytes()));
+                }
                 next += interval;
+                // The warm-up window and MIN_WINDOWS more before the first look.
+                if let Some(target) = known_at.filter(|_| points.len() > MIN_WINDOWS + 1) {
+                    if !s.known.load(std::sync::atomic::Ordering::Relaxed)
+                        && Precision::from_progress(&points, window_ms).known_to(target)
+                    {
+                        s.known.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
             }
             // Short naps keep the sample times close to the interval grid.
             std::thread::sleep(
@@ -659,8 +714,19 @@ fn run_sampled(
         let outcome = handle.join().unwrap_or(Err(EngineError::Panicked));
         (outcome, points)
     });
+    let mut outcome = outcome;
+    if let Ok(o) = &mut outcome {
+        if o.stopped_by == StopReason::Time && s.known.load(std::sync::atomic::Ordering::Relaxed) {
+            o.stopped_by = StopReason::Known;
+        }
+    }
     if let Ok(o) = &outcome {
-        let end_s = o.elapsed_ns as f64 / 1e9;
+        let mut end_s = o.elapsed_ns as f64 / 1e9;
+        if at_completions {
+            // The last completion, not the end of the run's clean-up.
+            let (_, done_ns) = s.progress.snapshot();
+            end_s = end_s.min(done_ns.saturating_sub(start_ns) as f64 / 1e9);
+        }
         if points.len() > 1 && points.last().is_some_and(|last| end_s < last.0 + 0.05) {
             points.pop();
         }
@@ -671,6 +737,10 @@ fn run_sampled(
 
 /// The window of a figure's precision ([`Precision`]).
 pub const PRECISION_WINDOW_MS: u64 = 100;
+/// The bounds of `precision_percent`: tighter than 0.1 % no device repeats; looser than 50 %
+/// says nothing.
+pub const MIN_PRECISION_PERCENT: f64 = 0.1;
+pub const MAX_PRECISION_PERCENT: f64 = 50.0;
 
 /// Runs one workload on its target with the selected engine.
 pub fn run(
@@ -753,8 +823,13 @@ pub fn run(
                 _ => 100,
             };
             let s = procedure.spec(plans(params, region_bytes, access, read_percent)?, runtime);
-            let (outcome, points) =
-                run_sampled(engine, &s, Duration::from_millis(PRECISION_WINDOW_MS));
+            let (outcome, points) = run_sampled(
+                engine,
+                &s,
+                Duration::from_millis(PRECISION_WINDOW_MS),
+                true,
+                params.precision_percent,
+            );
             measured.add(&outcome?);
             precision = Some(Precision::from_progress(&points, PRECISION_WINDOW_MS));
         }

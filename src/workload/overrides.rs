@@ -21,6 +21,7 @@ pub struct Overrides {
     pub cache: Option<CacheMode>,
     pub read_percent: Option<u8>,
     pub time_based: Option<bool>,
+    pub precision_percent: Option<f64>,
     pub seed: Option<u64>,
     pub sample_interval: Option<Duration>,
     pub verify_mode: Option<VerifyMode>,
@@ -61,6 +62,9 @@ impl Overrides {
         }
         if let Some(v) = self.time_based {
             p.time_based = v;
+        }
+        if let Some(v) = self.precision_percent {
+            p.precision_percent = Some(v);
         }
         if let Some(v) = self.seed {
             p.seed = v;

@@ -13,11 +13,17 @@ fn figures(values: &[(&Value, Metric)]) -> String {
         if let Value::Word(_) = x {
             return s;
         }
-        let ci = match x {
+        let mut ci = match x {
             // ASCII: a serial console's locale may have no `±`.
             Value::Figure { ci: Some(ci), .. } => format!(" +-{ci:.1}%"),
             _ => String::new(),
         };
+        if let Value::Figure { burst: Some(b), .. } = x {
+            ci.push_str(&format!(
+                " sustained (burst {} MiB/s)",
+                Metric::MibPerS.people(*b)
+            ));
+        }
         match m {
             Metric::MibPerS | Metric::Iops => format!("{s} {}{ci}", m.def().unit),
             Metric::P99Ms => format!("p99 {s} {}", m.def().unit),

@@ -97,10 +97,25 @@ impl Metric {
         self.def().label
     }
 
+    /// The figure a limit judges: a rate that fell partway (a write cache that filled) at its
+    /// sustained level, its IOPS alike (one I/O size).
     fn figure(self, r: &ResultView) -> Option<f64> {
+        let sustained = r
+            .precision
+            .as_ref()
+            .and_then(|p| p.drop.as_ref()?.sustained_mib_per_s);
+        match (self, sustained) {
+            (Metric::MibPerS, Some(s)) => Some(s),
+            (Metric::Iops, Some(s)) => Some(r.iops? * s / r.mib_per_s.filter(|m| *m > 0.0)?),
+            (Metric::MibPerS, None) => r.mib_per_s,
+            (Metric::Iops, None) => r.iops,
+            _ => self.other_figure(r),
+        }
+    }
+
+    fn other_figure(self, r: &ResultView) -> Option<f64> {
         match self {
-            Metric::MibPerS => r.mib_per_s,
-            Metric::Iops => r.iops,
+            Metric::MibPerS | Metric::Iops => None,
             Metric::P99Ms => r
                 .all
                 .as_ref()
@@ -155,6 +170,8 @@ enum Value {
         failed: bool,
         /// Half the figure's 95 % confidence interval, in % (rates and IOPS that state it).
         ci: Option<f64>,
+        /// The rate before it fell (a write cache's burst): `v` is then the sustained rate.
+        burst: Option<f64>,
     },
     /// The cell gave no figure: its status word, or why not.
     Word(String),
@@ -257,13 +274,22 @@ fn value(cell: Option<&CellView>, metric: Metric) -> Value {
         "passed" | "failed" => {
             let failed = c.status == "failed";
             match c.result.as_ref().map(|r| metric.figure(r)) {
-                Some(Some(v)) if v.is_finite() => Value::Figure {
-                    v,
-                    failed,
-                    ci: matches!(metric, Metric::MibPerS | Metric::Iops)
-                        .then(|| c.result.as_ref()?.precision.as_ref()?.ci95_percent)
-                        .flatten(),
-                },
+                Some(Some(v)) if v.is_finite() => {
+                    let rate = matches!(metric, Metric::MibPerS | Metric::Iops);
+                    let precision = c.result.as_ref().and_then(|r| r.precision.as_ref());
+                    let drop = precision.and_then(|p| p.drop.as_ref()).filter(|_| rate);
+                    Value::Figure {
+                        v,
+                        failed,
+                        ci: match drop {
+                            Some(d) => d.ci95_percent,
+                            None => precision.and_then(|p| p.ci95_percent).filter(|_| rate),
+                        },
+                        burst: drop
+                            .and_then(|d| d.burst_mib_per_s)
+                            .filter(|_| metric == Metric::MibPerS),
+                    }
+                }
                 // A failed cell without the figure still says that it failed.
                 _ if failed => Value::Word("failed".into()),
                 Some(_) => Value::Word("n/a".into()),
