@@ -35,6 +35,9 @@ pub struct Figure {
     pub auto: Option<f64>,
     /// The devices it ran beside in any auto run (none: it ran alone every time).
     pub beside: BTreeSet<String>,
+    /// The median of the intervals its runs stated (half the 95 % CI, in %): the figure's
+    /// own noise, `None` when no run stated one.
+    pub ci95_percent: Option<f64>,
 }
 
 impl Figure {
@@ -51,12 +54,28 @@ impl Figure {
         self.ratio().map(|r| (r - 1.0).abs() * 100.0)
     }
 
-    /// It ran beside another lane and moved beyond the tolerance.
+    /// How far auto and serial may differ by the figure's own noise: the interval of a
+    /// difference of two medians of it, each known to ±ci (√2 × ci).
+    pub fn noise_percent(&self) -> f64 {
+        self.ci95_percent
+            .map_or(0.0, |c| c * std::f64::consts::SQRT_2)
+    }
+
+    /// It ran beside another lane and moved beyond the tolerance and beyond its own noise
+    /// (a figure that is noisier than the tolerance cannot be said to have moved).
     pub fn moved(&self) -> bool {
         !self.beside.is_empty()
             && self
                 .deviation_percent()
-                .is_some_and(|d| d > TOLERANCE_PERCENT)
+                .is_some_and(|d| d > TOLERANCE_PERCENT && d > self.noise_percent())
+    }
+
+    /// It ran beside another lane and differs beyond the tolerance, but within its own noise.
+    pub fn noisy(&self) -> bool {
+        !self.beside.is_empty()
+            && self
+                .deviation_percent()
+                .is_some_and(|d| d > TOLERANCE_PERCENT && d <= self.noise_percent())
     }
 }
 
@@ -113,6 +132,7 @@ fn wall_seconds(r: &Report) -> Option<f64> {
 pub fn compare(serial: &[Report], auto: &[Report]) -> Comparison {
     let mut figures: Vec<Figure> = Vec::new();
     let mut values: BTreeMap<(String, usize), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut cis: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
     for (is_auto, reports) in [(false, serial), (true, auto)] {
         for rep in reports {
             let alone: BTreeSet<(&str, usize)> = rep
@@ -137,12 +157,16 @@ pub fn compare(serial: &[Report], auto: &[Report]) -> Comparison {
                                 serial: None,
                                 auto: None,
                                 beside: BTreeSet::new(),
+                                ci95_percent: None,
                             });
                             figures.len() - 1
                         }
                     };
                     let measured = matches!(c.status, CellStatus::Passed | CellStatus::Failed);
                     if let (true, Some(res)) = (measured, c.result.as_ref()) {
+                        if let Some(ci) = res.precision.as_ref().and_then(|p| p.ci95_percent) {
+                            cis.entry(key.clone()).or_default().push(ci);
+                        }
                         let v = values.entry(key).or_default();
                         if is_auto {
                             v.1.push(res.mib_per_s);
@@ -162,6 +186,7 @@ pub fn compare(serial: &[Report], auto: &[Report]) -> Comparison {
             f.serial = median(s);
             f.auto = median(a);
         }
+        f.ci95_percent = cis.remove(&(f.device.clone(), f.cell)).and_then(median);
     }
     let mut lane_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut lane_keys: Vec<String> = Vec::new();
@@ -417,27 +442,43 @@ pub fn calibrate(
             return Err(CalibrateError::NothingMeasured);
         }
         let next = join_moved(&cmp, &shared);
-        let moved: Vec<String> = cmp
-            .moved()
+        // Each figure named with its ratio and its own noise, so a reader tells a lane that
+        // really moved from a figure that is only noisy.
+        let named = |f: &&Figure| {
+            let ci = f
+                .ci95_percent
+                .map_or("precision not known".to_string(), |c| format!("+-{c:.1} %"));
+            format!(
+                "{} {} {:.3} ({ci})",
+                f.device,
+                f.workload.as_str(),
+                f.ratio().unwrap_or(0.0)
+            )
+        };
+        let moved: Vec<String> = cmp.moved().iter().map(named).collect();
+        let noisy: Vec<String> = cmp
+            .figures
             .iter()
-            .map(|f| {
-                format!(
-                    "{} {} {:.3}",
-                    f.device,
-                    f.workload.as_str(),
-                    f.ratio().unwrap_or(0.0)
-                )
-            })
+            .filter(|f| f.noisy())
+            .map(|f| named(&f))
             .collect();
+        let mut words = if moved.is_empty() {
+            format!(
+                "every figure beside another lane within ±{TOLERANCE_PERCENT} % or its own noise"
+            )
+        } else {
+            format!("moved beside other lanes: {}", moved.join(", "))
+        };
+        if !noisy.is_empty() {
+            words.push_str(&format!(
+                "; within their own noise, not counted as moved: {}",
+                noisy.join(", ")
+            ));
+        }
         said(&format!(
-            "calibrate: phase {phase}: serial {} s, auto {} s; {}",
+            "calibrate: phase {phase}: serial {} s, auto {} s; {words}",
             fmt_s(cmp.serial_seconds),
             fmt_s(cmp.auto_seconds),
-            if moved.is_empty() {
-                "every figure beside another lane within ±5 %".to_string()
-            } else {
-                format!("moved beside other lanes: {}", moved.join(", "))
-            }
         ));
         phases.push(Phase {
             shared_lanes: shared.clone(),
@@ -607,6 +648,29 @@ mod tests {
             serial: Some(serial),
             auto: Some(auto),
             beside: beside.iter().map(|s| s.to_string()).collect(),
+            ci95_percent: None,
+        }
+    }
+
+    /// A figure moved only beyond the tolerance and its own noise (√2 × its stated interval):
+    /// within its noise it is named noisy, never a reason to join lanes.
+    #[test]
+    fn a_figure_moved_only_beyond_its_own_noise() {
+        // (auto / serial, the runs' interval, moved, noisy)
+        let cases = [
+            (0.90, None, true, false),
+            (0.90, Some(2.0), true, false),
+            // 10 % apart, the figure known to +-8 %: 11.3 % of noise
+            (0.90, Some(8.0), false, true),
+            (0.97, Some(8.0), false, false),
+        ];
+        for (ratio, ci, moved, noisy) in cases {
+            let mut f = fig("sda", 100.0, 100.0 * ratio, &["sdb"]);
+            f.ci95_percent = ci;
+            assert_eq!((f.moved(), f.noisy()), (moved, noisy), "{ratio} {ci:?}");
+            // Alone, it neither moved nor was noisy beside anything.
+            f.beside.clear();
+            assert_eq!((f.moved(), f.noisy()), (false, false));
         }
     }
 
