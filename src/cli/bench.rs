@@ -12,14 +12,13 @@ use crate::engine::{self, StopReason};
 use crate::exit::Exit;
 use crate::matrix::watch::watch;
 use crate::safety::signals;
-use crate::safety::target::{check_target, TargetError, TargetUse};
+use crate::safety::target::{check_target, TargetUse};
 use crate::stats::OpFigures;
 use crate::sysfs::SysfsRoot;
 use crate::units::{format_size, parse_duration, parse_size};
 use crate::workload::verify::{VerifyMode, VerifyPhase};
 use crate::workload::{
-    self, BenchResult, CacheMode, Overrides, RunOptions, WorkloadError, WorkloadKind,
-    WorkloadParams,
+    self, BenchResult, CacheMode, Overrides, RunOptions, WorkloadKind, WorkloadParams,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -185,11 +184,7 @@ fn check_command(params: &WorkloadParams) -> anyhow::Result<()> {
         allow_write_device: params.allow_write_device,
         workload: params.workload.as_str(),
     };
-    match check_target(&target) {
-        Ok(()) => Ok(()),
-        Err(TargetError::Refused(m)) => Err(UsageError(m).into()),
-        Err(e) => Err(e.into()),
-    }
+    Ok(check_target(&target)?)
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<Exit> {
@@ -212,16 +207,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Exit> {
     let name = params.workload.as_str().to_string();
     let result = match with_progress(&params, || workload::run(&params, &selected, &options)) {
         Ok(r) => r,
-        // What the command line asked of the target is the user's to change (exit 2); an
-        // I/O failure is not.
-        Err(
-            e @ (WorkloadError::TooSmall { .. }
-            | WorkloadError::NeedSize(_)
-            | WorkloadError::NoDevice(_)
-            | WorkloadError::NotATarget(_)
-            | WorkloadError::Symlink(_)
-            | WorkloadError::DeviceWriteRefused(_)),
-        ) => return Err(UsageError(format!("{name} on {}: {e}", params.target.display())).into()),
+        // The error says its exit code (WorkloadError's Classify): what the command line asked
+        // of the target is the user's to change (2), an I/O failure is not (4).
         Err(e) => {
             return Err(
                 anyhow::Error::new(e).context(format!("{name} on {}", params.target.display()))

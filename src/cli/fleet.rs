@@ -88,15 +88,9 @@ fn parse_since(s: &str) -> anyhow::Result<DateTime<Utc>> {
     crate::fleet::records::parse_since(s).map_err(|e| UsageError(e).into())
 }
 
+/// A fleet error as it is: it says its own exit code (FleetError's Classify).
 fn usage(e: FleetError) -> anyhow::Error {
-    match e {
-        FleetError::UnknownDimension(_)
-        | FleetError::ManyBoards(_)
-        | FleetError::Empty
-        | FleetError::FilterMatchedNothing(_)
-        | FleetError::NoReports { .. } => UsageError(e.to_string()).into(),
-        other => anyhow::Error::new(other),
-    }
+    anyhow::Error::new(e)
 }
 
 pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {

@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::discover::linkcheck::{check_links, LinkFinding, PortExpectation};
 use crate::discover::{self, Backend, Inventory, SysfsRoot};
-use crate::exit::Exit;
+use crate::exit::{Classify, Exit};
 
 /// Storage inventory, USB link check and I/O test matrix for embedded Linux boards.
 #[derive(Debug, Parser)]
@@ -110,10 +110,7 @@ pub fn main() -> Exit {
         Ok(code) => code,
         Err(e) => {
             crate::errln!("usbperf-matrix: error: {e:#}");
-            match e.downcast_ref::<UsageError>() {
-                Some(_) => Exit::Usage,
-                None => Exit::Error,
-            }
+            exit_of(&e)
         }
     }
 }
@@ -150,6 +147,43 @@ pub(crate) fn whole_in<T: TryFrom<u64>>(text: &str, min: u64, max: u64) -> Resul
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+impl Classify for UsageError {
+    fn exit(&self) -> Exit {
+        Exit::Usage
+    }
+}
+
+/// The exit code of an error that ends a subcommand: the first error on its chain that
+/// classifies itself ([`Classify`]: every library error type does, variant by variant); 4
+/// for one that does not (a file the command line could not write, an internal failure).
+pub(crate) fn exit_of(e: &anyhow::Error) -> Exit {
+    use crate::{config, discover, engine, fleet, matrix, safety, workload};
+    for cause in e.chain() {
+        macro_rules! classified_as {
+            ($($t:ty),* $(,)?) => {
+                $(
+                    if let Some(x) = cause.downcast_ref::<$t>() {
+                        return x.exit();
+                    }
+                )*
+            };
+        }
+        classified_as!(
+            UsageError,
+            config::ConfigError,
+            discover::DiscoverError,
+            engine::EngineError,
+            fleet::FleetError,
+            matrix::run::RunError,
+            safety::lock::LockError,
+            safety::target::TargetError,
+            workload::WorkloadError,
+            workload::powercut::PowerCutError,
+        );
+    }
+    Exit::Error
+}
 
 /// The output format of the commands that print one document (list, tree, bench): a table
 /// for people, YAML or JSON for programs. `run --format` names the report file's encoding
@@ -220,11 +254,9 @@ pub(crate) fn inventory(src: &SourceArgs) -> anyhow::Result<Inventory> {
 /// is no sysfs tree is the user's to fix (2), anything else the tool's (4). Every subcommand
 /// maps it here, so `run --backend udev` and `list --backend udev` agree.
 pub(crate) fn discover_error(e: discover::DiscoverError) -> anyhow::Error {
-    match e {
-        discover::DiscoverError::NotSysfs(_) | discover::DiscoverError::UdevNotBuilt => {
-            UsageError(e.to_string()).into()
-        }
-        other => anyhow::Error::new(other).context("could not enumerate block devices"),
+    match e.exit() {
+        Exit::Usage => anyhow::Error::new(e),
+        _ => anyhow::Error::new(e).context("could not enumerate block devices"),
     }
 }
 
@@ -247,6 +279,305 @@ pub(crate) fn print_findings(findings: &[LinkFinding]) {
             );
         } else {
             crate::outln!("link {}: FAIL {}", f.port, f.cause);
+        }
+    }
+}
+
+#[cfg(test)]
+mod exit_tests {
+    use std::io;
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::config::ConfigError;
+    use crate::discover::DiscoverError;
+    use crate::engine::{EngineError, OpKind};
+    use crate::fleet::FleetError;
+    use crate::matrix::run::RunError;
+    use crate::safety::lock::LockError;
+    use crate::safety::target::TargetError;
+    use crate::workload::powercut::PowerCutError;
+    use crate::workload::WorkloadError;
+
+    fn io() -> io::Error {
+        io::Error::from_raw_os_error(libc::EIO)
+    }
+
+    /// Every kind of error a subcommand can end with, and its documented exit code: 2 when the
+    /// user fixes the command line or a config file, 4 when the tool could not do its job. A
+    /// new variant does not compile until its type's `Classify` decides it; this table pins
+    /// the decision. Each error is also wrapped in a context, as the subcommands add one.
+    #[test]
+    fn every_error_kind_has_its_exit_code() {
+        let p = || PathBuf::from("/dev/sdx");
+        let engine = |e: EngineError| e;
+        let cases: Vec<(anyhow::Error, Exit)> = vec![
+            (UsageError("bad flag".into()).into(), Exit::Usage),
+            // the target: what was asked of it, then I/O
+            (WorkloadError::NeedSize(p()).into(), Exit::Usage),
+            (WorkloadError::NoDevice(p()).into(), Exit::Usage),
+            (WorkloadError::NotATarget(p()).into(), Exit::Usage),
+            (WorkloadError::Symlink(p()).into(), Exit::Usage),
+            (WorkloadError::DeviceWriteRefused(p()).into(), Exit::Usage),
+            (WorkloadError::DeviceBusy(p()).into(), Exit::Usage),
+            (WorkloadError::DirectUnsupported(p()).into(), Exit::Usage),
+            (
+                WorkloadError::TooSmall {
+                    path: p(),
+                    actual_bytes: 1,
+                    wanted_bytes: 2,
+                }
+                .into(),
+                Exit::Usage,
+            ),
+            (WorkloadError::Alignment(1000).into(), Exit::Usage),
+            (WorkloadError::BadParams("qd 0".into()).into(), Exit::Usage),
+            (
+                WorkloadError::Open {
+                    path: p(),
+                    source: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                WorkloadError::Prepare {
+                    path: p(),
+                    source: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                WorkloadError::Flush {
+                    path: p(),
+                    source: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                WorkloadError::Engine(EngineError::BadPlan("no jobs".into())).into(),
+                Exit::Usage,
+            ),
+            (
+                WorkloadError::Engine(EngineError::Io {
+                    op: OpKind::Read,
+                    offset: 0,
+                    len: 4096,
+                    source: io(),
+                    hint: String::new(),
+                })
+                .into(),
+                Exit::Error,
+            ),
+            (
+                engine(EngineError::UringUnavailable {
+                    reason: "disabled".into(),
+                })
+                .into(),
+                Exit::Error,
+            ),
+            (
+                EngineError::UnexpectedEof {
+                    op: OpKind::Write,
+                    offset: 0,
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                EngineError::Setup {
+                    what: "ring",
+                    source: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (EngineError::Panicked.into(), Exit::Error),
+            (TargetError::Refused("mounted".into()).into(), Exit::Usage),
+            (
+                TargetError::Inventory {
+                    what: "x",
+                    source: DiscoverError::NotSysfs("/x".into()),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            // power-cut
+            (
+                PowerCutError::BadState {
+                    path: p(),
+                    why: "x".into(),
+                }
+                .into(),
+                Exit::Usage,
+            ),
+            (PowerCutError::StateExists(p()).into(), Exit::Usage),
+            (PowerCutError::BadParams("bs".into()).into(), Exit::Usage),
+            (
+                PowerCutError::Target(WorkloadError::DeviceBusy(p())).into(),
+                Exit::Usage,
+            ),
+            (
+                PowerCutError::Target(WorkloadError::Prepare {
+                    path: p(),
+                    source: io(),
+                })
+                .into(),
+                Exit::Error,
+            ),
+            (
+                PowerCutError::ReadState {
+                    path: p(),
+                    source: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                PowerCutError::WriteState {
+                    path: p(),
+                    source: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                PowerCutError::Write {
+                    path: p(),
+                    block: 1,
+                    source: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                PowerCutError::Flush {
+                    path: p(),
+                    block: 1,
+                    source: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (PowerCutError::EmptyState(p()).into(), Exit::Error),
+            // the config, the inventory, the run
+            (
+                ConfigError::Syntax {
+                    file: "c.yaml".into(),
+                    line: 1,
+                    column: 1,
+                    msg: "x".into(),
+                }
+                .into(),
+                Exit::Usage,
+            ),
+            (
+                ConfigError::Read {
+                    file: "c.yaml".into(),
+                    err: io(),
+                }
+                .into(),
+                Exit::Usage,
+            ),
+            (ConfigError::UnknownProfile("x".into()).into(), Exit::Usage),
+            (ConfigError::ProfileLoop("x".into()).into(), Exit::Usage),
+            (DiscoverError::NotSysfs("/x".into()).into(), Exit::Usage),
+            (DiscoverError::UdevNotBuilt.into(), Exit::Usage),
+            (DiscoverError::Udev(io()).into(), Exit::Error),
+            (
+                RunError::Discover(DiscoverError::UdevNotBuilt).into(),
+                Exit::Usage,
+            ),
+            (
+                RunError::Discover(DiscoverError::Udev(io())).into(),
+                Exit::Error,
+            ),
+            (
+                LockError::Busy {
+                    path: p(),
+                    pid: "1".into(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                LockError::Open {
+                    path: p(),
+                    err: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                LockError::Dir {
+                    path: p(),
+                    err: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            // the fleet
+            (FleetError::UnknownDimension("x".into()).into(), Exit::Usage),
+            (FleetError::ManyBoards(vec![]).into(), Exit::Usage),
+            (FleetError::Empty.into(), Exit::Usage),
+            (
+                FleetError::FilterMatchedNothing("x".into()).into(),
+                Exit::Usage,
+            ),
+            (FleetError::NoReports { path: p() }.into(), Exit::Usage),
+            (
+                FleetError::Read {
+                    path: p(),
+                    err: io(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                FleetError::Malformed {
+                    path: p(),
+                    msg: "x".into(),
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                FleetError::SchemaTooNew {
+                    path: p(),
+                    version: 9,
+                    supported: 2,
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                FleetError::NotRegular {
+                    path: p(),
+                    kind: "a FIFO",
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (
+                FleetError::TooLarge {
+                    path: p(),
+                    bytes: 2,
+                    limit: 1,
+                }
+                .into(),
+                Exit::Error,
+            ),
+            (FleetError::NothingUsable("x".into()).into(), Exit::Error),
+            // no classified error on the chain: the tool's
+            (anyhow::anyhow!("cannot write the snippet"), Exit::Error),
+        ];
+        for (e, want) in cases {
+            let what = format!("{e:#}");
+            assert_eq!(exit_of(&e), want, "{what}");
+            let wrapped = e.context("bench on /dev/sdx");
+            assert_eq!(exit_of(&wrapped), want, "wrapped: {what}");
         }
     }
 }

@@ -10,11 +10,10 @@ use super::UsageError;
 use crate::exit::Exit;
 use crate::report::write;
 use crate::safety::signals;
-use crate::safety::target::{check_target, TargetError, TargetUse};
+use crate::safety::target::{check_target, TargetUse};
 use crate::units::{format_size, parse_size};
 use crate::workload::powercut::{self, Judgement, PowerCutError, Sync, Verdict, WriteEnd};
 use crate::workload::target::TargetKind;
-use crate::workload::WorkloadError;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -126,11 +125,7 @@ fn write_phase(args: &WriteArgs) -> anyhow::Result<Exit> {
         allow_write_device: args.allow_write_device,
         workload: "power-cut",
     };
-    match check_target(&target) {
-        Ok(()) => {}
-        Err(TargetError::Refused(m)) => return Err(UsageError(m).into()),
-        Err(e) => return Err(e.into()),
-    }
+    check_target(&target)?;
     let flag =
         signals::install("the state file is removed: an interrupted write phase is no power cut")
             .context("cannot set up signal handling")?;
@@ -181,20 +176,9 @@ fn write_phase(args: &WriteArgs) -> anyhow::Result<Exit> {
             ));
             Ok(Exit::Incomplete)
         }
-        Err(e @ (PowerCutError::StateExists(_) | PowerCutError::BadParams(_))) => {
-            Err(UsageError(e.to_string()).into())
-        }
-        // What the command line asked of the target is the user's to change (exit 2); an
-        // I/O failure opening or preparing it is not (4).
-        Err(PowerCutError::Target(
-            e @ (WorkloadError::TooSmall { .. }
-            | WorkloadError::NeedSize(_)
-            | WorkloadError::NoDevice(_)
-            | WorkloadError::NotATarget(_)
-            | WorkloadError::Symlink(_)
-            | WorkloadError::DeviceBusy(_)
-            | WorkloadError::DeviceWriteRefused(_)),
-        )) => Err(UsageError(format!("power-cut on {}: {e}", args.target.display())).into()),
+        // The error says its exit code (PowerCutError's Classify): a state already there,
+        // parameters or what was asked of the target are the user's (2), I/O is not (4).
+        Err(e @ (PowerCutError::StateExists(_) | PowerCutError::BadParams(_))) => Err(e.into()),
         Err(e @ PowerCutError::Target(_)) => {
             Err(anyhow::Error::new(e)
                 .context(format!("power-cut write on {}", args.target.display())))

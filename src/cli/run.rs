@@ -96,8 +96,9 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
     units::parse_duration(s).map_err(|e| e.to_string())
 }
 
+/// A configuration error as it is: it says its own exit code (ConfigError's Classify: 2).
 fn config_error(e: ConfigError) -> anyhow::Error {
-    UsageError(e.to_string()).into()
+    anyhow::Error::new(e)
 }
 
 /// Loads and layers the configuration: profile < config file < flags.
@@ -438,10 +439,10 @@ mod exit_tests {
         let e = run_error(factory::RunError::Discover(
             discover::DiscoverError::UdevNotBuilt,
         ));
-        assert!(e.downcast_ref::<UsageError>().is_some(), "{e:#}");
+        assert_eq!(super::super::exit_of(&e), Exit::Usage, "{e:#}");
         let e = run_error(factory::RunError::Discover(discover::DiscoverError::Udev(
             std::io::Error::from_raw_os_error(libc::EIO),
         )));
-        assert!(e.downcast_ref::<UsageError>().is_none(), "{e:#}");
+        assert_eq!(super::super::exit_of(&e), Exit::Error, "{e:#}");
     }
 }

@@ -1004,6 +1004,18 @@ pub enum ConfigError {
     ProfileLoop(String),
 }
 
+impl crate::exit::Classify for ConfigError {
+    /// Every configuration error is fixed in the file or the command line that named it.
+    fn exit(&self) -> crate::exit::Exit {
+        match self {
+            ConfigError::Syntax { .. }
+            | ConfigError::Read { .. }
+            | ConfigError::UnknownProfile(_)
+            | ConfigError::ProfileLoop(_) => crate::exit::Exit::Usage,
+        }
+    }
+}
+
 /// Parses one YAML document; errors carry file, line and column.
 pub fn parse(text: &str, file: &str) -> Result<ConfigFile, ConfigError> {
     let cf: ConfigFile = serde_norway::from_str(text).map_err(|e| {

@@ -40,6 +40,17 @@ pub enum DiscoverError {
     Udev(std::io::Error),
 }
 
+impl crate::exit::Classify for DiscoverError {
+    /// A backend this build lacks or a path that is no sysfs tree is the user's to fix;
+    /// libudev failing is not.
+    fn exit(&self) -> crate::exit::Exit {
+        match self {
+            DiscoverError::NotSysfs(_) | DiscoverError::UdevNotBuilt => crate::exit::Exit::Usage,
+            DiscoverError::Udev(_) => crate::exit::Exit::Error,
+        }
+    }
+}
+
 /// Finds every whole disk on the system described by `sys`.
 pub fn discover(sys: &SysfsRoot, backend: Backend) -> Result<Inventory, DiscoverError> {
     if !sys.looks_like_sysfs() {

@@ -440,6 +440,23 @@ pub enum EngineError {
     Panicked,
 }
 
+impl crate::exit::Classify for EngineError {
+    /// A plan no engine can run is the command line's; everything else is the engine's or the
+    /// device's (io_uring refused by this kernel included: the documented exit 4, with the
+    /// `--engine sync` fix in its words).
+    fn exit(&self) -> crate::exit::Exit {
+        use crate::exit::Exit::{Error, Usage};
+        match self {
+            EngineError::BadPlan(_) => Usage,
+            EngineError::UringUnavailable { .. }
+            | EngineError::Io { .. }
+            | EngineError::UnexpectedEof { .. }
+            | EngineError::Setup { .. }
+            | EngineError::Panicked => Error,
+        }
+    }
+}
+
 /// The engine interface: run one job to its bound, drain everything in flight, return counters.
 /// Every engine runs its jobs through the one loop of [`driver`]; an engine itself only queues,
 /// commits and reaps I/O.

@@ -90,3 +90,24 @@ pub enum FleetError {
     #[error("{0}")]
     NothingUsable(String),
 }
+
+impl crate::exit::Classify for FleetError {
+    /// What was asked (a dimension, a filter, one board, a directory with reports) is the
+    /// user's; reading and the reports themselves are not.
+    fn exit(&self) -> crate::exit::Exit {
+        use crate::exit::Exit::{Error, Usage};
+        match self {
+            FleetError::UnknownDimension(_)
+            | FleetError::ManyBoards(_)
+            | FleetError::Empty
+            | FleetError::FilterMatchedNothing(_)
+            | FleetError::NoReports { .. } => Usage,
+            FleetError::Read { .. }
+            | FleetError::Malformed { .. }
+            | FleetError::SchemaTooNew { .. }
+            | FleetError::NotRegular { .. }
+            | FleetError::TooLarge { .. }
+            | FleetError::NothingUsable(_) => Error,
+        }
+    }
+}

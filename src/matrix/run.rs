@@ -61,6 +61,14 @@ pub enum RunError {
     Discover(#[from] DiscoverError),
 }
 
+impl crate::exit::Classify for RunError {
+    fn exit(&self) -> crate::exit::Exit {
+        match self {
+            RunError::Discover(e) => e.exit(),
+        }
+    }
+}
+
 /// The runtime directory, then the temporary one: where the report goes when the configured
 /// directory cannot be written (a read-only or full rootfs).
 pub fn default_fallback_report_dirs() -> Vec<PathBuf> {

@@ -20,6 +20,18 @@ pub enum LockError {
     Dir { path: PathBuf, err: std::io::Error },
 }
 
+impl crate::exit::Classify for LockError {
+    /// Another run holding the lock, or a lock that cannot be made: the tool cannot do its
+    /// job now.
+    fn exit(&self) -> crate::exit::Exit {
+        match self {
+            LockError::Busy { .. } | LockError::Open { .. } | LockError::Dir { .. } => {
+                crate::exit::Exit::Error
+            }
+        }
+    }
+}
+
 /// The lock file's name in the report directory when the given lock file cannot be opened.
 pub const FALLBACK_NAME: &str = ".usbperf.lock";
 

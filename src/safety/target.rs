@@ -39,6 +39,17 @@ pub enum TargetError {
     },
 }
 
+impl crate::exit::Classify for TargetError {
+    /// A refused target (mounted, the system disk, swap, a RAID member) is the user's to
+    /// change; an inventory that cannot be read is not.
+    fn exit(&self) -> crate::exit::Exit {
+        match self {
+            TargetError::Refused(_) => crate::exit::Exit::Usage,
+            TargetError::Inventory { .. } => crate::exit::Exit::Error,
+        }
+    }
+}
+
 /// Checks the target against every rule. `--allow-write-device` only lifts "this is a
 /// device"; a mounted, system, swap, RAID/LVM member or eMMC boot device is refused whatever
 /// the flags say. Always the live system: a recorded tree cannot prove this machine's disk

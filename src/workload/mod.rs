@@ -313,6 +313,30 @@ pub enum WorkloadError {
     },
 }
 
+impl crate::exit::Classify for WorkloadError {
+    /// What was asked of the target (its kind, size, alignment, a device to write) is the
+    /// user's to change; opening, preparing, an I/O or a flush failing is not.
+    fn exit(&self) -> crate::exit::Exit {
+        use crate::exit::Exit::{Error, Usage};
+        match self {
+            WorkloadError::NeedSize(_)
+            | WorkloadError::NoDevice(_)
+            | WorkloadError::NotATarget(_)
+            | WorkloadError::Symlink(_)
+            | WorkloadError::DeviceWriteRefused(_)
+            | WorkloadError::DeviceBusy(_)
+            | WorkloadError::DirectUnsupported(_)
+            | WorkloadError::TooSmall { .. }
+            | WorkloadError::Alignment(_)
+            | WorkloadError::BadParams(_) => Usage,
+            WorkloadError::Engine(e) => e.exit(),
+            WorkloadError::Open { .. }
+            | WorkloadError::Prepare { .. }
+            | WorkloadError::Flush { .. } => Error,
+        }
+    }
+}
+
 /// The largest block size: 32 × hdparm's 2 MiB; larger blocks measure nothing more and cost
 /// one buffer of that size per in-flight I/O.
 pub const MAX_BLOCK_BYTES: u64 = 64 << 20;

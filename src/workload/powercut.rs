@@ -106,6 +106,25 @@ pub enum PowerCutError {
     EmptyState(PathBuf),
 }
 
+impl crate::exit::Classify for PowerCutError {
+    /// A state that is bad, already there or empty, and parameters out of range are the
+    /// user's to settle; the target's errors say their own; writing and flushing are I/O.
+    fn exit(&self) -> crate::exit::Exit {
+        use crate::exit::Exit::{Error, Usage};
+        match self {
+            PowerCutError::BadState { .. }
+            | PowerCutError::StateExists(_)
+            | PowerCutError::BadParams(_) => Usage,
+            PowerCutError::Target(e) => e.exit(),
+            PowerCutError::ReadState { .. }
+            | PowerCutError::WriteState { .. }
+            | PowerCutError::Write { .. }
+            | PowerCutError::Flush { .. }
+            | PowerCutError::EmptyState(_) => Error,
+        }
+    }
+}
+
 impl State {
     /// Checks a decoded state against every bound before anything is read with it.
     fn check(&self) -> Result<(), String> {
