@@ -196,6 +196,12 @@ pub struct Precision {
     /// The rate after a drop (a write cache that filled): absent when the rate held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop: Option<Drop>,
+    /// The rate over the kept windows (after the warm-up, before the drain), MiB/s: the
+    /// device's steady rate, which limits judge and tables show (a burst the device allows
+    /// after idle, or a ramp-up, is not the device's rate); absent with fewer than
+    /// [`MIN_WINDOWS`] windows, when the whole test's figure stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_mib_per_s: Option<f64>,
 }
 
 /// A fall of the rate partway through a run, as a stick's write cache filling makes it: the
@@ -279,6 +285,8 @@ impl Precision {
         }
         let rates: Vec<f64> = spans.iter().map(|&(t, m)| m / t).collect();
         let n = rates.len();
+        let (kept_s, kept_mib) = merged(&spans);
+        let steady_mib_per_s = (n >= MIN_WINDOWS && kept_s > 0.0).then(|| kept_mib / kept_s);
         let (mut ci95_percent, mut trend_percent) = (None, None);
         if let Some(batches) = batched(&spans) {
             let m = batches.len();
@@ -320,6 +328,7 @@ impl Precision {
             steady: drop.is_none()
                 && trend_percent.is_some_and(|t| t.abs() <= STEADY_TREND_PERCENT),
             drop,
+            steady_mib_per_s: steady_mib_per_s.map(round),
         }
     }
 
@@ -434,6 +443,8 @@ mod precision_tests {
         // The warm-up window (5 MiB/s) is dropped.
         let p = Precision::from_progress(&points(&[5.0, 30.0, 30.3, 29.7, 30.0, 30.2, 29.8]), 100);
         assert_eq!(p.samples_mib_per_s.len(), 6);
+        // The steady rate leaves the warm-up (5) and the drain (1) out.
+        assert!((p.steady_mib_per_s.unwrap() - 30.0).abs() < 0.01, "{p:?}");
         let ci = p.ci95_percent.unwrap();
         // sd 0.2280 over 6 windows: t(5) 2.571 * 0.2280 / sqrt(6) / 30 = 0.80 %.
         assert!((ci - 0.80).abs() < 0.011, "{ci}");
@@ -524,6 +535,7 @@ mod precision_tests {
     fn too_few_windows_state_no_precision() {
         let p = Precision::from_progress(&points(&[30.0, 30.0, 30.0]), 100);
         assert_eq!(p.ci95_percent, None);
+        assert_eq!(p.steady_mib_per_s, None);
         assert_eq!(p.trend_percent, None);
         assert!(!p.steady);
         // A run shorter than one window has no sample at all.

@@ -298,14 +298,15 @@ pub struct ResultLite {
 }
 
 impl ResultLite {
-    /// The rate and IOPS a limit judges: after a drop (a write cache that filled), the
-    /// sustained ones.
+    /// The rate and IOPS a limit judges (as `BenchResult::judged`): after a drop (a write
+    /// cache that filled) the sustained ones, else the steady ones after the warm-up.
     pub fn judged(&self) -> (f64, f64) {
-        match self.precision.as_ref().and_then(|p| p.drop.as_ref()) {
-            Some(d) if self.mib_per_s > 0.0 => (
-                d.sustained_mib_per_s,
-                self.iops * d.sustained_mib_per_s / self.mib_per_s,
-            ),
+        let rate = self.precision.as_ref().and_then(|p| match &p.drop {
+            Some(d) => Some(d.sustained_mib_per_s),
+            None => p.steady_mib_per_s,
+        });
+        match rate {
+            Some(m) if self.mib_per_s > 0.0 => (m, self.iops * m / self.mib_per_s),
             _ => (self.mib_per_s, self.iops),
         }
     }
@@ -315,6 +316,8 @@ impl ResultLite {
 pub struct PrecisionLite {
     #[serde(default)]
     pub drop: Option<DropLite>,
+    #[serde(default)]
+    pub steady_mib_per_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

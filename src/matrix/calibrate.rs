@@ -168,10 +168,11 @@ pub fn compare(serial: &[Report], auto: &[Report]) -> Comparison {
                             cis.entry(key.clone()).or_default().push(ci);
                         }
                         let v = values.entry(key).or_default();
+                        let m = res.judged().mib_per_s;
                         if is_auto {
-                            v.1.push(res.mib_per_s);
+                            v.1.push(m);
                         } else {
-                            v.0.push(res.mib_per_s);
+                            v.0.push(m);
                         }
                     }
                     if is_auto && !alone.contains(&(d.name.as_str(), ci)) {

@@ -72,7 +72,7 @@ pub struct Row {
     pub workload: WorkloadKind,
     /// `MiB/s` or `IOPS`: the figure the table shows for the workload.
     pub unit: &'static str,
-    /// Each run's figure (a rate that fell partway: its sustained level, as limits judge it).
+    /// Each run's figure as limits judge it (`BenchResult::judged`).
     pub values: Vec<f64>,
     pub mean: f64,
     /// The runs' sample standard deviation in % of their mean: the figure's repeatability.
@@ -125,21 +125,10 @@ pub fn study(reports: &[Report], thresholds: &[Threshold], facts: &SystemFacts) 
                     time_bound: res.params.runtime_ms.is_some(),
                     target: res.params.precision_percent,
                 });
-                let drop = res.precision.as_ref().and_then(|p| p.drop.as_ref());
-                let (mib, iops) = match drop {
-                    Some(d) if res.mib_per_s > 0.0 => (
-                        d.sustained_mib_per_s,
-                        res.iops * d.sustained_mib_per_s / res.mib_per_s,
-                    ),
-                    _ => (res.mib_per_s, res.iops),
-                };
-                a.mib.push(mib);
-                a.iops.push(iops);
-                let ci = match drop {
-                    Some(d) => d.ci95_percent,
-                    None => res.precision.as_ref().and_then(|p| p.ci95_percent),
-                };
-                a.ci.extend(ci);
+                let judged = res.judged();
+                a.mib.push(judged.mib_per_s);
+                a.iops.push(judged.iops);
+                a.ci.extend(judged.ci95_percent);
                 a.seconds.push(res.seconds);
             }
         }

@@ -337,14 +337,9 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
         // sustained level, never at the burst; a fall with too few windows after it is
         // inconclusive, never a pass.
         let drop = r.precision.as_ref().and_then(|p| p.drop.as_ref());
-        let (mib_per_s, iops, sustained) = match drop {
-            Some(d) if r.mib_per_s > 0.0 => (
-                d.sustained_mib_per_s,
-                r.iops * d.sustained_mib_per_s / r.mib_per_s,
-                "sustained ",
-            ),
-            _ => (r.mib_per_s, r.iops, ""),
-        };
+        let judged = r.judged();
+        let (mib_per_s, iops) = (judged.mib_per_s, judged.iops);
+        let sustained = if judged.sustained { "sustained " } else { "" };
         let inconclusive = |what: &str, m: &metric::Metric, limit: f64| {
             let d = drop.expect("only after a drop");
             at(format!(
@@ -358,10 +353,7 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
         let unsteady = drop.is_some_and(|d| d.ci95_percent.is_none());
         // A rate or IOPS whose limit lies inside its own 95 % confidence interval is marginal
         // as well: the measurement cannot tell it from its limit, whatever the rule's band.
-        let ci = match drop {
-            Some(d) => d.ci95_percent,
-            None => r.precision.as_ref().and_then(|p| p.ci95_percent),
-        };
+        let ci = judged.ci95_percent;
         let near_why = |figure: f64, limit: f64, rate: bool| -> Option<String> {
             if in_band(figure, limit) {
                 return Some(format!(
@@ -1019,6 +1011,7 @@ mod tests {
         let mut res = crate::report::station::tests::result(100.0);
         res.precision = Some(crate::stats::Precision {
             drop: None,
+            steady_mib_per_s: None,
             window_ms: 100,
             samples_mib_per_s: vec![100.0; 8],
             ci95_percent: Some(3.0),
@@ -1053,6 +1046,16 @@ mod tests {
         let r = judge(&res, 110.0);
         assert!(r.len() == 1 && !r[0].marginal, "{r:?}");
         assert!(judge(&res, 90.0).is_empty());
+        // The steady rate after the warm-up is what a limit judges, not the whole test's
+        // average that a burst after idle lifted.
+        res.precision.as_mut().unwrap().steady_mib_per_s = Some(90.0);
+        let r = judge(&res, 95.0);
+        assert!(
+            r.len() == 1 && r[0].text.contains("90.0 MiB/s < minimum 95"),
+            "{r:?}"
+        );
+        assert_eq!(r[0].measured, Some(90.0));
+        res.precision.as_mut().unwrap().steady_mib_per_s = None;
         // Without a stated precision, only the rule's band makes a figure marginal.
         res.precision = None;
         let r = judge(&res, 102.0);
@@ -1066,6 +1069,7 @@ mod tests {
     fn a_rate_that_fell_is_judged_at_its_sustained_level_or_is_inconclusive() {
         let mut res = crate::report::station::tests::result(27.7);
         let mut precision = crate::stats::Precision {
+            steady_mib_per_s: None,
             window_ms: 100,
             samples_mib_per_s: vec![],
             ci95_percent: Some(150.0),

@@ -197,6 +197,8 @@ pub struct PrecisionView {
     pub ci95_percent: Option<f64>,
     #[serde(default)]
     pub drop: Option<DropView>,
+    #[serde(default)]
+    pub steady_mib_per_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -389,6 +391,7 @@ impl ReportView {
                                         sustained_mib_per_s: Some(d.sustained_mib_per_s),
                                         ci95_percent: d.ci95_percent,
                                     }),
+                                    steady_mib_per_s: p.steady_mib_per_s,
                                 }),
                             }),
                         })

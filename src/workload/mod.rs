@@ -262,6 +262,47 @@ pub struct BenchResult {
     pub precision: Option<Precision>,
 }
 
+/// The figures a limit judges and a table shows ([`BenchResult::judged`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Judged {
+    pub mib_per_s: f64,
+    pub iops: f64,
+    /// Half the 95 % confidence interval of those figures, in %.
+    pub ci95_percent: Option<f64>,
+    /// The rate fell partway: these are its sustained level, after the burst.
+    pub sustained: bool,
+}
+
+impl BenchResult {
+    /// The rate and IOPS a limit judges: after a drop (a write cache that filled) the
+    /// sustained level; otherwise the steady rate over the windows after the warm-up and
+    /// before the drain (a burst the device allows after idle is not its rate); the whole
+    /// test's figures when it had too few windows to say. IOPS follow the rate (one I/O size).
+    pub fn judged(&self) -> Judged {
+        let precision = self.precision.as_ref();
+        let drop = precision.and_then(|p| p.drop.as_ref());
+        let (rate, ci, sustained) = match (drop, precision) {
+            (Some(d), _) => (Some(d.sustained_mib_per_s), d.ci95_percent, true),
+            (None, Some(p)) => (p.steady_mib_per_s, p.ci95_percent, false),
+            (None, None) => (None, None, false),
+        };
+        match rate {
+            Some(m) if self.mib_per_s > 0.0 => Judged {
+                mib_per_s: m,
+                iops: self.iops * m / self.mib_per_s,
+                ci95_percent: ci,
+                sustained,
+            },
+            _ => Judged {
+                mib_per_s: self.mib_per_s,
+                iops: self.iops,
+                ci95_percent: ci,
+                sustained: false,
+            },
+        }
+    }
+}
+
 /// Workload failures; each message says how to fix the problem.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {

@@ -97,13 +97,14 @@ impl Metric {
         self.def().label
     }
 
-    /// The figure a limit judges: a rate that fell partway (a write cache that filled) at its
-    /// sustained level, its IOPS alike (one I/O size).
+    /// The figure a limit judges (as `BenchResult::judged`): a rate that fell partway (a
+    /// write cache that filled) at its sustained level, else the steady rate after the
+    /// warm-up; IOPS alike (one I/O size).
     fn figure(self, r: &ResultView) -> Option<f64> {
-        let sustained = r
-            .precision
-            .as_ref()
-            .and_then(|p| p.drop.as_ref()?.sustained_mib_per_s);
+        let sustained = r.precision.as_ref().and_then(|p| match &p.drop {
+            Some(d) => d.sustained_mib_per_s,
+            None => p.steady_mib_per_s,
+        });
         match (self, sustained) {
             (Metric::MibPerS, Some(s)) => Some(s),
             (Metric::Iops, Some(s)) => Some(r.iops? * s / r.mib_per_s.filter(|m| *m > 0.0)?),
