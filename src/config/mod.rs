@@ -473,21 +473,41 @@ pub struct Threshold {
     pub select: Selector,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadKind>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "min_mib_per_s"
+    )]
     pub min_mib_per_s: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "min_iops"
+    )]
     pub min_iops: Option<f64>,
     /// p99 completion latency limit in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "max_p99_latency_ms"
+    )]
     pub max_p99_latency_ms: Option<f64>,
     /// I/Os slower than 1 s allowed (0 = none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_stalls: Option<u64>,
     /// Negotiated USB link speed the device must reach (Mbit/s; also every hub on its path).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "min_link_mbps"
+    )]
     pub min_link_mbps: Option<f64>,
     /// Negotiated SATA link speed (Gbit/s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "min_sata_gbps"
+    )]
     pub min_sata_gbps: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_capacity: Option<Size>,
@@ -506,7 +526,11 @@ pub struct Threshold {
     pub max_crc_errors: Option<u64>,
     /// PCIe link speed the disk's function must have trained at (GT/s per lane: 2.5, 5, 8,
     /// 16, 32).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "min_pcie_gts"
+    )]
     pub min_pcie_gts: Option<f64>,
     /// PCIe link width (lanes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -897,6 +921,50 @@ fn non_empty_tests<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<TestSpe
     non_empty(d, "tests")
 }
 
+/// A threshold's number: finite, not negative and at most `MAX`, a bound no device reaches
+/// (1,000,000 MiB/s, 100,000,000 IOPS, an hour of latency, 100 Gbit/s of USB link, 128 GT/s):
+/// `.inf`, `.nan`, `-1e308` or a negative limit is a typo that would judge nothing or fail
+/// everything, so the file is refused at its line.
+fn limit<'de, D: Deserializer<'de>>(d: D, key: &str, max: u64) -> Result<Option<f64>, D::Error> {
+    let v = f64::deserialize(d)?;
+    if !v.is_finite() || v.is_sign_negative() || v > max as f64 {
+        // 1e308 as 1e308, not as 309 digits.
+        let shown = if v.abs() >= 1e9 {
+            format!("{v:e}")
+        } else {
+            v.to_string()
+        };
+        return Err(de::Error::custom(format!(
+            "{key}: {shown} is not a limit: give a number from 0 to {max}"
+        )));
+    }
+    Ok(Some(v))
+}
+
+fn min_mib_per_s<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    limit(d, "min_mib_per_s", 1_000_000)
+}
+
+fn min_iops<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    limit(d, "min_iops", 100_000_000)
+}
+
+fn max_p99_latency_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    limit(d, "max_p99_latency_ms", 3_600_000)
+}
+
+fn min_link_mbps<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    limit(d, "min_link_mbps", 100_000)
+}
+
+fn min_sata_gbps<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    limit(d, "min_sata_gbps", 100)
+}
+
+fn min_pcie_gts<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    limit(d, "min_pcie_gts", 128)
+}
+
 fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
     bounded(d, 0, 100, "a percentage").map(|v| Some(v as u8))
 }
@@ -1285,6 +1353,27 @@ mod tests {
             (
                 "schedule: auto\nshared_lanes:\n  - [usb:usb1, ehci]\n",
                 "t.yaml:3:5: shared_lanes[0]: \"ehci\" is not a lane",
+            ),
+            // A limit that is no number a device gives: refused at its line, with the range.
+            (
+                "thresholds:\n  - {select: {class: usb}, min_mib_per_s: .inf}\n",
+                "t.yaml:2:5: thresholds[0]: min_mib_per_s: inf is not a limit: give a number from 0 to 1000000",
+            ),
+            (
+                "thresholds:\n  - {select: {class: usb}, min_iops: .nan}\n",
+                "thresholds[0]: min_iops: NaN is not a limit",
+            ),
+            (
+                "thresholds:\n  - {select: {class: usb}, max_p99_latency_ms: -1e308}\n",
+                "max_p99_latency_ms: -1e308 is not a limit: give a number from 0 to 3600000",
+            ),
+            (
+                "thresholds:\n  - {select: {class: usb}, min_mib_per_s: -0.0}\n",
+                "min_mib_per_s: -0 is not a limit",
+            ),
+            (
+                "thresholds:\n  - {select: {class: usb}, min_link_mbps: 9999999}\n",
+                "min_link_mbps: 9999999 is not a limit: give a number from 0 to 100000",
             ),
             (
                 "headroom_percent: 150\n",

@@ -116,6 +116,20 @@ pub enum Refusal {
     TooManyNodes { limit: usize, line: usize },
     #[error("the key {key:?} twice in one map at line {line}: which one holds would depend on the reader")]
     DuplicateKey { key: String, line: usize },
+    #[error(
+        "a number that is not finite ({value}) at line {line}: usbperf writes only finite figures"
+    )]
+    NonFinite { value: String, line: usize },
+}
+
+/// YAML 1.1/1.2's spellings of an infinity or NaN, as serde_norway reads them into an f64.
+fn non_finite(value: &[u8]) -> bool {
+    let v = value
+        .strip_prefix(b"+")
+        .or_else(|| value.strip_prefix(b"-"))
+        .unwrap_or(value);
+    matches!(v, b".inf" | b".Inf" | b".INF" | b".nan" | b".NaN" | b".NAN")
+        && (v.len() == value.len() || !v.starts_with(b".n") && !v.starts_with(b".N"))
 }
 
 impl Refusal {
@@ -134,7 +148,8 @@ impl Refusal {
             | Refusal::LongString { line, .. }
             | Refusal::LongLine { line, .. }
             | Refusal::TooManyNodes { line, .. }
-            | Refusal::DuplicateKey { line, .. } => *line = at,
+            | Refusal::DuplicateKey { line, .. }
+            | Refusal::NonFinite { line, .. } => *line = at,
             Refusal::TooLarge { .. } | Refusal::Nul { .. } => {}
         }
     }
@@ -387,8 +402,21 @@ pub fn walk_yaml(bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
                     line,
                 })
             }
-            yaml::Event::Scalar { anchor, tag, value } => {
+            yaml::Event::Scalar {
+                anchor,
+                tag,
+                plain,
+                value,
+            } => {
                 refuse_anchor_tag(anchor, tag, line)?;
+                // YAML's infinities and NaN (`.inf`, `-.Inf`, `.NaN`): a figure or a limit the
+                // writer never emits, which would compare false with every limit.
+                if plain && non_finite(value) {
+                    return Err(Refusal::NonFinite {
+                        value: String::from_utf8_lossy(value).into_owned(),
+                        line,
+                    });
+                }
                 let key = frames.last().is_some_and(|f| f.map && f.want_key);
                 if key {
                     let top = frames.last_mut().expect("a map is open");
@@ -525,6 +553,8 @@ mod yaml {
         Scalar {
             anchor: bool,
             tag: bool,
+            /// Unquoted: a plain scalar is where YAML's numbers are.
+            plain: bool,
             value: &'a [u8],
         },
         Start {
@@ -600,6 +630,7 @@ mod yaml {
                         Event::Scalar {
                             anchor: !s.anchor.is_null(),
                             tag: !s.tag.is_null(),
+                            plain: s.style == unsafe_sys::YAML_PLAIN_SCALAR_STYLE,
                             value: if s.value.is_null() {
                                 &[]
                             } else {

@@ -240,6 +240,14 @@ mod tests {
             ),
             ("a: x\u{2028}y\n", Err("LS (U+2028)")),
             ("a: x\u{2029}y\n", Err("PS (U+2029)")),
+            // Numbers the writer never emits: an infinity or NaN, unquoted; quoted, a text.
+            (
+                "mib_per_s: .nan\n",
+                Err("a number that is not finite (.nan) at line 1"),
+            ),
+            ("a: 1\nb: [-.Inf]\n", Err("not finite (-.Inf) at line 2")),
+            ("a: .INF\n", Err("not finite")),
+            ("a: '.nan'\nb: \".inf\"\nc: nan\nd: +.nan\n", Ok(())),
             // Not YAML at all: the typed decode that follows says why, in its words.
             ("a: [1\n", Ok(())),
         ];
