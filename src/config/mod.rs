@@ -339,16 +339,25 @@ pub struct DeviceRule {
 /// One column of the matrix: a workload and its parameters (unset ones take the workload's
 /// seed defaults). Checked when it is read against the same rules the engine enforces, so a
 /// value no device could run is a configuration error with its position, never a failed
-/// device.
+/// device. Each key is declared here once: serde derives the decoding as an inherent
+/// function (`remote = "Self"`), and the `Deserialize` impl below runs it, then the check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "TestSpecRaw")]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct TestSpec {
     pub workload: WorkloadKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bs: Option<Size>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "queue_depth"
+    )]
     pub qd: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "job_count"
+    )]
     pub jobs: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<Size>,
@@ -356,7 +365,11 @@ pub struct TestSpec {
     pub runtime: Option<Dur>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheMode>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "percent"
+    )]
     pub read_percent: Option<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_mode: Option<VerifyMode>,
@@ -372,62 +385,31 @@ pub struct TestSpec {
     pub precision_percent: Option<f64>,
 }
 
-/// `TestSpec` as written; `TryFrom` checks it (so errors carry the entry's position).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TestSpecRaw {
-    workload: WorkloadKind,
-    #[serde(default)]
-    bs: Option<Size>,
-    #[serde(default, deserialize_with = "queue_depth")]
-    qd: Option<u32>,
-    #[serde(default, deserialize_with = "job_count")]
-    jobs: Option<u32>,
-    #[serde(default)]
-    size: Option<Size>,
-    #[serde(default)]
-    runtime: Option<Dur>,
-    #[serde(default)]
-    cache: Option<CacheMode>,
-    #[serde(default, deserialize_with = "percent")]
-    read_percent: Option<u8>,
-    #[serde(default)]
-    verify_mode: Option<VerifyMode>,
-    #[serde(default)]
-    sample_interval: Option<Dur>,
-    #[serde(default)]
-    time_based: Option<bool>,
-    #[serde(default)]
-    precision_percent: Option<f64>,
-}
-
-impl TryFrom<TestSpecRaw> for TestSpec {
-    type Error = String;
-    fn try_from(r: TestSpecRaw) -> Result<Self, String> {
-        let t = TestSpec {
-            workload: r.workload,
-            bs: r.bs,
-            qd: r.qd,
-            jobs: r.jobs,
-            size: r.size,
-            runtime: r.runtime,
-            cache: r.cache,
-            read_percent: r.read_percent,
-            verify_mode: r.verify_mode,
-            sample_interval: r.sample_interval,
-            time_based: r.time_based,
-            precision_percent: r.precision_percent,
-        };
-        if t.sample_interval.is_some_and(|d| d.0.is_zero()) {
-            return Err("sample_interval 0s: must be at least 1ms, e.g. 500ms or 1s".into());
-        }
-        let p = t.params(PathBuf::new(), EngineRequest::Auto);
-        crate::workload::check_params(&p).map_err(|e| e.to_string())?;
+impl<'de> Deserialize<'de> for TestSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let t = TestSpec::deserialize(d)?;
+        t.check().map_err(de::Error::custom)?;
         Ok(t)
     }
 }
 
+impl Serialize for TestSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        TestSpec::serialize(self, s)
+    }
+}
+
 impl TestSpec {
+    /// The rules an entry obeys beyond each key's own: those the engine enforces on the
+    /// parameters it gives.
+    fn check(&self) -> Result<(), String> {
+        if self.sample_interval.is_some_and(|d| d.0.is_zero()) {
+            return Err("sample_interval 0s: must be at least 1ms, e.g. 500ms or 1s".into());
+        }
+        let p = self.params(PathBuf::new(), EngineRequest::Auto);
+        crate::workload::check_params(&p).map_err(|e| e.to_string())
+    }
+
     /// The workload's seed defaults with this entry's values on top: what a cell runs.
     /// A `runtime` of 0 means no time bound, as bench's `--runtime 0` does.
     pub fn params(&self, target: PathBuf, engine: EngineRequest) -> WorkloadParams {
