@@ -483,6 +483,7 @@ mod exit_tests {
             ),
             (ConfigError::UnknownProfile("x".into()).into(), Exit::Usage),
             (ConfigError::ProfileLoop("x".into()).into(), Exit::Usage),
+            (ConfigError::Environment("x".into()).into(), Exit::Usage),
             (DiscoverError::NotSysfs("/x".into()).into(), Exit::Usage),
             (DiscoverError::UdevNotBuilt.into(), Exit::Usage),
             (DiscoverError::Udev(io()).into(), Exit::Error),

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::UsageError;
 use crate::config::{self, Config, ConfigError, Dur, ReportFormat};
 use crate::discover::{self, SysfsRoot};
 use crate::engine;
@@ -118,33 +117,8 @@ pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
     if flags != config::ConfigFile::default() {
         layers.push(("command line".into(), flags));
     }
-    // The station a unit is tested on is the station's to say, not the image's: its
-    // environment is the last layer.
-    if let Some(station) = std::env::var("USBPERF_STATION")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-    {
-        layers.push((
-            "USBPERF_STATION".into(),
-            config::ConfigFile {
-                station: Some(station),
-                ..config::ConfigFile::default()
-            },
-        ));
-    }
-    // Factory or field is the boot service's to say (its mode), over the image's config.
-    if let Ok(phase) = std::env::var("USBPERF_PHASE") {
-        if !phase.trim().is_empty() {
-            let phase = config::Phase::parse(&phase).map_err(UsageError)?;
-            layers.push((
-                "USBPERF_PHASE".into(),
-                config::ConfigFile {
-                    phase: Some(phase),
-                    ..config::ConfigFile::default()
-                },
-            ));
-        }
-    }
+    layers
+        .extend(config::environment_layers(|name| std::env::var(name).ok()).map_err(config_error)?);
     Ok(config::resolve(layers))
 }
 

@@ -1052,6 +1052,10 @@ pub enum ConfigError {
     UnknownProfile(String),
     #[error("profiles extend each other in a loop: {0}")]
     ProfileLoop(String),
+    /// An environment variable the boot service or the station sets, with a value that is
+    /// not one it takes.
+    #[error("{0}")]
+    Environment(String),
 }
 
 impl crate::exit::Classify for ConfigError {
@@ -1061,7 +1065,8 @@ impl crate::exit::Classify for ConfigError {
             ConfigError::Syntax { .. }
             | ConfigError::Read { .. }
             | ConfigError::UnknownProfile(_)
-            | ConfigError::ProfileLoop(_) => crate::exit::Exit::Usage,
+            | ConfigError::ProfileLoop(_)
+            | ConfigError::Environment(_) => crate::exit::Exit::Usage,
         }
     }
 }
@@ -1095,6 +1100,36 @@ fn syntax_message(msg: &str, line: usize, column: usize) -> String {
 /// The layers a run starts from: the config file (`given`, else the installed one when it
 /// exists) over its profile (or `profile`, replacing the file's), else the `profile` alone
 /// (default `quick`). Profiles are looked up in `profile_search`'s directories.
+/// The layers the environment adds over the files and flags, last: the station a unit is
+/// tested on is the station's to say, not the image's (`USBPERF_STATION`); factory or field
+/// is the boot service's (`USBPERF_PHASE`). `var` reads a variable (the process environment,
+/// or a table in a test); an empty value is no layer.
+pub fn environment_layers(
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, ConfigFile)>, ConfigError> {
+    let mut layers = Vec::new();
+    if let Some(station) = var("USBPERF_STATION").filter(|s| !s.trim().is_empty()) {
+        layers.push((
+            "USBPERF_STATION".into(),
+            ConfigFile {
+                station: Some(station),
+                ..ConfigFile::default()
+            },
+        ));
+    }
+    if let Some(phase) = var("USBPERF_PHASE").filter(|s| !s.trim().is_empty()) {
+        let phase = Phase::parse(&phase).map_err(ConfigError::Environment)?;
+        layers.push((
+            "USBPERF_PHASE".into(),
+            ConfigFile {
+                phase: Some(phase),
+                ..ConfigFile::default()
+            },
+        ));
+    }
+    Ok(layers)
+}
+
 pub fn load_layers(
     given: Option<&Path>,
     profile: Option<&str>,
@@ -1303,6 +1338,60 @@ mod tests {
             let c = resolve(layers);
             assert!(!c.tests.is_empty(), "{name} has tests");
             assert_eq!(c.sources, vec![format!("builtin:{name}")]);
+        }
+    }
+
+    #[test]
+    fn the_environment_is_the_last_layer_and_says_what_it_takes() {
+        // (USBPERF_STATION, USBPERF_PHASE, the layers' names, the error)
+        type Case = (
+            Option<&'static str>,
+            Option<&'static str>,
+            &'static [&'static str],
+            Option<&'static str>,
+        );
+        let cases: &[Case] = &[
+            (None, None, &[], None),
+            (Some(" "), Some(""), &[], None),
+            (Some("line-3"), None, &["USBPERF_STATION"], None),
+            (
+                Some("line-3"),
+                Some("field"),
+                &["USBPERF_STATION", "USBPERF_PHASE"],
+                None,
+            ),
+            (None, Some("factory"), &["USBPERF_PHASE"], None),
+            (
+                Some("line-3"),
+                Some("lab"),
+                &[],
+                Some("USBPERF_PHASE=\"lab\" is not a phase: use factory"),
+            ),
+        ];
+        for (station, phase, names, err) in cases {
+            let var = |name: &str| match name {
+                "USBPERF_STATION" => station.map(str::to_string),
+                "USBPERF_PHASE" => phase.map(str::to_string),
+                _ => None,
+            };
+            match (environment_layers(var), err) {
+                (Ok(layers), None) => {
+                    let got: Vec<&str> = layers.iter().map(|(n, _)| n.as_str()).collect();
+                    assert_eq!(&got, names, "{station:?} {phase:?}");
+                    let c = resolve(layers);
+                    if let Some(s) = station.filter(|s| !s.trim().is_empty()) {
+                        assert_eq!(c.station.as_deref(), Some(s));
+                    }
+                    if phase == &Some("field") {
+                        assert_eq!(c.phase, Phase::Field);
+                    }
+                }
+                (Err(e), Some(want)) => {
+                    assert!(e.to_string().contains(want), "{e}");
+                    assert_eq!(crate::exit::Classify::exit(&e), crate::exit::Exit::Usage);
+                }
+                (got, want) => panic!("{station:?} {phase:?}: {got:?}, want {want:?}"),
+            }
         }
     }
 
