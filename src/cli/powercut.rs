@@ -233,21 +233,14 @@ fn verify_phase(args: &VerifyArgs) -> anyhow::Result<Exit> {
             )
         })?;
     }
-    // An unreadable region may be read again (the disk plugged back): its state stays. A
-    // test file that is gone will not come back.
-    let gone_file = state.target_kind == TargetKind::File
+    let file_gone = state.target_kind == TargetKind::File
         && std::fs::symlink_metadata(args.target.as_deref().unwrap_or(&state.target)).is_err();
-    let retry = verdict.verdict == Judgement::Untested && verdict.acknowledged > 0 && !gone_file;
-    if !(args.keep || retry) {
+    if !powercut::keep_state(&verdict, args.keep, file_gone) {
         for left in powercut::clean_up(&state, &args.state) {
             crate::errln!("usbperf-matrix: power-cut: could not remove {left}");
         }
     }
-    Ok(match verdict.verdict {
-        Judgement::Pass => Exit::Pass,
-        Judgement::Fail => Exit::VerdictFailed,
-        Judgement::Untested => Exit::Error,
-    })
+    Ok(verdict.verdict.exit())
 }
 
 fn verdict_word(j: Judgement) -> &'static str {

@@ -820,6 +820,26 @@ fn read_back(state: &State, path: &Path, found: &mut dyn FnMut(Found)) -> Result
     Ok(())
 }
 
+impl Judgement {
+    /// The verify's exit code: 0 pass, 1 fail, 4 untested (nothing proven is no pass).
+    pub fn exit(self) -> crate::exit::Exit {
+        match self {
+            Judgement::Pass => crate::exit::Exit::Pass,
+            Judgement::Fail => crate::exit::Exit::VerdictFailed,
+            Judgement::Untested => crate::exit::Exit::Error,
+        }
+    }
+}
+
+/// Whether the state (and the test file) stay after a verify: when asked (`--keep`), or when
+/// the verdict is untested with blocks acknowledged and the region may come back (a device
+/// plugged again; a test file that is gone will not, so it is not retried every boot).
+/// `file_gone`: the target is a test file and it is no longer there.
+pub fn keep_state(verdict: &Verdict, asked: bool, file_gone: bool) -> bool {
+    let retry = verdict.verdict == Judgement::Untested && verdict.acknowledged > 0 && !file_gone;
+    asked || retry
+}
+
 /// After the verdict: the state goes, then the test file the write phase created, if it
 /// holds this test's first block (a state is input from a medium: it must not make root
 /// remove a file it names). A device's region is left as it is. Says what was left.
@@ -895,6 +915,34 @@ mod tests {
             acknowledged,
             complete: acknowledged == blocks,
             started: "2026-12-02T18:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn the_state_stays_only_when_asked_or_when_the_region_may_come_back() {
+        // (judgement, acknowledged, --keep, the test file gone, kept, exit)
+        use crate::exit::Exit;
+        let cases = [
+            (Judgement::Pass, 6, false, false, false, Exit::Pass),
+            (Judgement::Fail, 6, false, false, false, Exit::VerdictFailed),
+            (Judgement::Pass, 6, true, false, true, Exit::Pass),
+            // unreadable now, may be readable after a replug: retried at the next boot
+            (Judgement::Untested, 6, false, false, true, Exit::Error),
+            // a test file that is gone does not come back: not retried every boot
+            (Judgement::Untested, 6, false, true, false, Exit::Error),
+            // nothing acknowledged: nothing to come back for
+            (Judgement::Untested, 0, false, false, false, Exit::Error),
+        ];
+        for (j, acked, asked, gone, kept, exit) in cases {
+            let mut v = unreadable(&state(10, acked), "x".into());
+            v.verdict = j;
+            v.acknowledged = acked;
+            assert_eq!(
+                keep_state(&v, asked, gone),
+                kept,
+                "{j:?} {acked} {asked} {gone}"
+            );
+            assert_eq!(j.exit(), exit);
         }
     }
 
