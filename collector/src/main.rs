@@ -164,22 +164,13 @@ fn main() -> std::process::ExitCode {
 }
 
 fn fleet(args: &FleetArgs) -> anyhow::Result<()> {
-    if !(0.0..100.0).contains(&args.margin_percent) {
-        return Err(Usage(format!(
-            "--margin-percent {} must be in 0..100 (20 means limits 20 % below the fleet's p1)",
-            args.margin_percent
-        ))
-        .into());
-    }
+    let margin =
+        usbperf::fleet::learn_margin(args.margin_percent).map_err(|e| Usage(e.to_string()))?;
     let mut group_by =
         usbperf::fleet::Dimension::parse_list(&args.group_by).map_err(|e| Usage(e.to_string()))?;
     if args.suggest_thresholds {
-        // As `usbperf-matrix fleet`: a profile selects devices by class (and port).
-        let by_port = group_by.contains(&usbperf::fleet::Dimension::Port);
-        group_by = vec![usbperf::fleet::Dimension::DeviceClass];
-        if by_port {
-            group_by.push(usbperf::fleet::Dimension::Port);
-        }
+        // As `usbperf-matrix fleet`: the library's groups.
+        group_by = usbperf::fleet::learning_groups(&group_by);
     }
     let q = FleetQuery {
         since: args
@@ -215,8 +206,7 @@ fn fleet(args: &FleetArgs) -> anyhow::Result<()> {
         Err(e) => return Err(e.into()),
     };
     let body = if args.suggest_thresholds {
-        fleetdb::render_thresholds(&view, args.margin_percent / 100.0)
-            .map_err(|e| Usage(e.to_string()))?
+        fleetdb::render_thresholds(&view, margin).map_err(|e| Usage(e.to_string()))?
     } else {
         let format = match args.format {
             FleetFormat::Text => Format::Text,

@@ -94,21 +94,10 @@ fn usage(e: FleetError) -> anyhow::Error {
 }
 
 pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
-    if !(0.0..100.0).contains(&args.margin_percent) {
-        return Err(UsageError(format!(
-            "--margin-percent {} must be in 0..100 (20 means limits 20 % below the fleet's p1)",
-            args.margin_percent
-        ))
-        .into());
-    }
+    let margin = crate::fleet::learn_margin(args.margin_percent).map_err(usage)?;
     let mut group_by = Dimension::parse_list(&args.group_by).map_err(usage)?;
     if args.suggest_thresholds {
-        // A profile selects devices by class (and port), so limits are learned per class.
-        let by_port = group_by.contains(&Dimension::Port);
-        group_by = vec![Dimension::DeviceClass];
-        if by_port {
-            group_by.push(Dimension::Port);
-        }
+        group_by = crate::fleet::learning_groups(&group_by);
     }
     let opts = FleetOptions {
         group_by,
@@ -158,7 +147,7 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
         return Err(usage(e));
     }
     let sopts = SuggestOptions {
-        margin: args.margin_percent / 100.0,
+        margin,
         ..SuggestOptions::default()
     };
     let body = if args.suggest_thresholds {

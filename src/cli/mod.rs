@@ -521,6 +521,7 @@ mod exit_tests {
             ),
             // the fleet
             (FleetError::UnknownDimension("x".into()).into(), Exit::Usage),
+            (FleetError::BadMargin(100.0).into(), Exit::Usage),
             (FleetError::ManyBoards(vec![]).into(), Exit::Usage),
             (FleetError::Empty.into(), Exit::Usage),
             (

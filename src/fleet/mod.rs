@@ -59,6 +59,8 @@ pub enum FleetError {
          device-class, port, device-model, tool-version"
     )]
     UnknownDimension(String),
+    #[error("--margin-percent {0} must be in 0..100 (20 means limits 20 % below the fleet's p1)")]
+    BadMargin(f64),
     #[error(
         "the fleet holds {} boards ({}): thresholds are per board, so pick one with --board",
         .0.len(),
@@ -98,6 +100,7 @@ impl crate::exit::Classify for FleetError {
         use crate::exit::Exit::{Error, Usage};
         match self {
             FleetError::UnknownDimension(_)
+            | FleetError::BadMargin(_)
             | FleetError::ManyBoards(_)
             | FleetError::Empty
             | FleetError::FilterMatchedNothing(_)
@@ -109,5 +112,45 @@ impl crate::exit::Classify for FleetError {
             | FleetError::TooLarge { .. }
             | FleetError::NothingUsable(_) => Error,
         }
+    }
+}
+
+/// The margin of learned limits, `--margin-percent` as a fraction: 0 to under 100 %.
+pub fn learn_margin(percent: f64) -> Result<f64, FleetError> {
+    if (0.0..100.0).contains(&percent) {
+        Ok(percent / 100.0)
+    } else {
+        Err(FleetError::BadMargin(percent))
+    }
+}
+
+/// The groups limits are learned in: a board profile selects devices by class (and port),
+/// so by device class, and by port too when `asked` groups by port; whatever else was asked.
+pub fn learning_groups(asked: &[Dimension]) -> Vec<Dimension> {
+    let mut g = vec![Dimension::DeviceClass];
+    if asked.contains(&Dimension::Port) {
+        g.push(Dimension::Port);
+    }
+    g
+}
+
+#[cfg(test)]
+mod learning_tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_learned_per_class_and_port_with_a_margin_below_100() {
+        for (percent, want) in [(0.0, Some(0.0)), (20.0, Some(0.2)), (99.5, Some(0.995))] {
+            assert_eq!(learn_margin(percent).ok(), want);
+        }
+        for bad in [100.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(
+                matches!(learn_margin(bad), Err(FleetError::BadMargin(_))),
+                "{bad}"
+            );
+        }
+        use Dimension::*;
+        assert_eq!(learning_groups(&[Board, DeviceModel]), vec![DeviceClass]);
+        assert_eq!(learning_groups(&[Port]), vec![DeviceClass, Port]);
     }
 }
