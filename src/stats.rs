@@ -196,10 +196,10 @@ pub struct Precision {
     /// The rate after a drop (a write cache that filled): absent when the rate held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop: Option<Drop>,
-    /// The rate over the kept windows (after the warm-up, before the drain), MiB/s: the
-    /// device's steady rate, which limits judge and tables show (a burst the device allows
-    /// after idle, or a ramp-up, is not the device's rate); absent with fewer than
-    /// [`MIN_WINDOWS`] windows, when the whole test's figure stands.
+    /// The rate after the warm-up window to the end of the test, MiB/s: the device's steady
+    /// rate, which limits judge and tables show (a burst the device allows after idle, or a
+    /// ramp-up, is not the device's rate); absent with fewer than [`MIN_WINDOWS`] windows,
+    /// when the whole test's figure stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady_mib_per_s: Option<f64>,
 }
@@ -271,8 +271,13 @@ impl Precision {
             last.0 += pending.0;
             last.1 += pending.1;
         }
+        // Everything after the warm-up, the drain included (fio's ramp_time reads alike): the
+        // steady rate. Ending it at a window's edge instead would catch a bursty device's
+        // rhythm (a throttle's slices) in one phase or the other.
+        let (all_s, all_mib) = merged(&spans);
+        let (warm_s, warm_mib) = spans.first().copied().unwrap_or((0.0, 0.0));
         // The first window is warm-up, the last the drain (the I/O in flight at the bound,
-        // completing with nothing issued after it): neither is the device's steady rate.
+        // completing with nothing issued after it): neither is a window of the steady rate.
         spans.pop();
         // A burst that fits in the warm-up (a write cache taking its fill in the first
         // window) still counts for the drop: the warm-up may be its whole "before".
@@ -285,8 +290,8 @@ impl Precision {
         }
         let rates: Vec<f64> = spans.iter().map(|&(t, m)| m / t).collect();
         let n = rates.len();
-        let (kept_s, kept_mib) = merged(&spans);
-        let steady_mib_per_s = (n >= MIN_WINDOWS && kept_s > 0.0).then(|| kept_mib / kept_s);
+        let steady_mib_per_s =
+            (n >= MIN_WINDOWS && all_s > warm_s).then(|| (all_mib - warm_mib) / (all_s - warm_s));
         let (mut ci95_percent, mut trend_percent) = (None, None);
         if let Some(batches) = batched(&spans) {
             let m = batches.len();
@@ -443,8 +448,9 @@ mod precision_tests {
         // The warm-up window (5 MiB/s) is dropped.
         let p = Precision::from_progress(&points(&[5.0, 30.0, 30.3, 29.7, 30.0, 30.2, 29.8]), 100);
         assert_eq!(p.samples_mib_per_s.len(), 6);
-        // The steady rate leaves the warm-up (5) and the drain (1) out.
-        assert!((p.steady_mib_per_s.unwrap() - 30.0).abs() < 0.01, "{p:?}");
+        // The steady rate leaves the warm-up (5) out: six windows at 30, the drain at 1.
+        let want = (30.0 * 6.0 + 1.0) / 7.0;
+        assert!((p.steady_mib_per_s.unwrap() - want).abs() < 0.01, "{p:?}");
         let ci = p.ci95_percent.unwrap();
         // sd 0.2280 over 6 windows: t(5) 2.571 * 0.2280 / sqrt(6) / 30 = 0.80 %.
         assert!((ci - 0.80).abs() < 0.011, "{ci}");
