@@ -1659,3 +1659,30 @@ fn a_fast_wearing_part_is_named_with_its_rate_and_projected_date() {
     // Without --wear there is no wear section.
     assert!(fleet_json(&[noise.to_str().unwrap()]).get("wear").is_none());
 }
+
+/// `--board` takes a board exactly as `fleet` lists it: "unknown board" (units whose report
+/// names no model: no device tree, no DMI) selects those units, and only them.
+#[test]
+fn the_unknown_board_is_selected_by_its_listed_name() {
+    let d = TempDir::new("fleet-unknown-board");
+    let dir = d.path().join("r");
+    generate(&dir, 12, "json", &[]);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let total = files.len() as u64;
+    for f in files.iter().take(3) {
+        let mut v: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+        v["unit"].as_object_mut().unwrap().remove("model");
+        std::fs::write(f, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+    let all = fleet_json(&[dir.to_str().unwrap(), "--group-by", "board"]);
+    assert_eq!(all["reports"].as_u64(), Some(total), "{all}");
+    assert!(all.to_string().contains("unknown board"), "listed: {all}");
+    let unknown = fleet_json(&[dir.to_str().unwrap(), "--board", "unknown board"]);
+    assert_eq!(unknown["reports"], 3, "{unknown}");
+}

@@ -150,7 +150,13 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetView, FleetDbErro
         let total: u64 = boards.iter().map(|b| b.1).sum();
         let list = boards
             .iter()
-            .map(|(b, n)| format!("{:?} ({n})", b.as_deref().unwrap_or("unknown board")))
+            .map(|(b, n)| {
+                format!(
+                    "{:?} ({n})",
+                    b.as_deref()
+                        .unwrap_or(usbperf::fleet::extract::UNKNOWN_BOARD)
+                )
+            })
             .collect::<Vec<_>>()
             .join(", ");
         return Err(FleetDbError::NothingMatched(format!(

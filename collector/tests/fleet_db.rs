@@ -194,6 +194,12 @@ fn fleet_from_sqlite_and_postgres_is_the_fleet_from_a_directory_and_the_page_ser
         }
     }
     for db in [&sqlite, &pg.url()] {
+        // "unknown board" (units naming no model) is a board `--board` takes, as the
+        // directory run does; this fleet has none, so it matches nothing in both.
+        let (code, _, err) = db_fleet(db, &["--board", "unknown board"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("no report matched"), "{err}");
+        assert_eq!(dir_fleet(&named, &["--board", "unknown board"]).0, 2);
         let (code, _, err) = db_fleet(db, &["--board", "No Such Board"]);
         assert_eq!(code, 2, "a board matching nothing is a usage error: {err}");
         assert!(err.contains(&board), "the boards stored are listed: {err}");

@@ -149,9 +149,13 @@ fn refuse_curve(c: &CurveLite) -> Option<(f64, String)> {
         .find_map(|(v, max, unit)| refuse(v, max, unit).map(|why| (v, why)))
 }
 
+/// What `fleet` lists, and `--board` takes, for units that name no model (no device tree, no
+/// DMI).
+pub const UNKNOWN_BOARD: &str = "unknown board";
+
 /// The board a report names (the unit's device-tree / DMI model).
 pub fn board_of(r: &ReportLite) -> String {
-    clean(&r.unit.model).unwrap_or_else(|| "unknown board".into())
+    clean(&r.unit.model).unwrap_or_else(|| UNKNOWN_BOARD.into())
 }
 
 /// What makes two files the same report: its `report_id` when it has one (always since schema

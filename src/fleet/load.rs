@@ -276,9 +276,11 @@ fn process(idx: usize, path: &Path, buf: &mut Vec<u8>, opts: &LoadOptions) -> Ou
             });
         }
     }
+    // `--board` takes a board exactly as `fleet` lists it, "unknown board" included.
     if let Some(want) = &opts.board {
-        if r.unit.model.as_deref().map(str::trim) != Some(want.trim()) {
-            return skipped(Skip::OtherBoard { board: board() });
+        let b = board();
+        if b != want.trim() {
+            return skipped(Skip::OtherBoard { board: b });
         }
     }
     let identity = report_identity(&r, buf);

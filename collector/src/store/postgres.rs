@@ -307,9 +307,16 @@ impl Store for Postgres {
             args.push(t);
             sql.push_str(&format!(" AND started_ns >= ${}", args.len()));
         }
-        if let Some(b) = &board {
-            args.push(b);
-            sql.push_str(&format!(" AND board = ${}", args.len()));
+        // The board as `fleet` lists it: "unknown board" is a unit that named none.
+        match &board {
+            Some(b) if *b == usbperf::fleet::extract::UNKNOWN_BOARD => {
+                sql.push_str(" AND board IS NULL")
+            }
+            Some(b) => {
+                args.push(b);
+                sql.push_str(&format!(" AND board = ${}", args.len()));
+            }
+            None => {}
         }
         self.with_session(|c| {
             use ::postgres::fallible_iterator::FallibleIterator;

@@ -330,9 +330,14 @@ impl Store for Sqlite {
             args.push(t.into());
             sql.push_str(&format!(" AND started_ns >= ?{}", args.len()));
         }
-        if let Some(b) = &f.board {
-            args.push(b.trim().to_string().into());
-            sql.push_str(&format!(" AND board = ?{}", args.len()));
+        // The board as `fleet` lists it: "unknown board" is a unit that named none.
+        match f.board.as_deref().map(str::trim) {
+            Some(usbperf::fleet::extract::UNKNOWN_BOARD) => sql.push_str(" AND board IS NULL"),
+            Some(b) => {
+                args.push(b.to_string().into());
+                sql.push_str(&format!(" AND board = ?{}", args.len()));
+            }
+            None => {}
         }
         let mut st = conn.prepare(&sql).map_err(|e| self.err(e))?;
         let rows = st
