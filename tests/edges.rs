@@ -372,6 +372,15 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
     std::fs::write(&token, "0123456789abcdef\n").unwrap();
     std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let token = token.display().to_string();
+    // A token others may read: refused before anything is queued.
+    let open_token = scratch.path("open-token");
+    std::fs::write(&open_token, "0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(
+        &open_token,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let open_token = open_token.display().to_string();
     let spool = scratch.path("spool").display().to_string();
     let not_report_file = not_report.clone();
     let upload = |extra: &[&str]| -> Vec<String> {
@@ -523,6 +532,24 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
             ]),
             2,
             "not a usbperf report",
+        ),
+        // upload refuses what it could never deliver before it queues anything: a token
+        // others may read, https:// on a build without TLS.
+        (
+            upload(&[
+                "--url",
+                "http://127.0.0.1:1/",
+                "--token-file",
+                &open_token,
+                &not_report_file,
+            ]),
+            2,
+            "nothing was queued",
+        ),
+        (
+            upload(&["--url", "https://127.0.0.1:1/", "--token-file", &token]),
+            2,
+            "upload-tls",
         ),
     ];
     for (args, want, text) in table {

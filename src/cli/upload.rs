@@ -23,9 +23,11 @@ Examples:
   # the boot service: quiet without a collector
   usbperf-matrix upload --if-configured
 
-Exit codes: 0 the spool is empty; 2 usage error (a file given that is not a report is named and
-never queued, the others are queued and sent); 4 reports still queued (they are retried by the
-next upload).";
+Exit codes: 0 the spool is empty; 2 usage error: nothing is queued when the URL, the token
+(missing, or readable by others) or the build (https:// without TLS) cannot deliver, and a
+file given that is not a report is named and never queued while the others are queued and
+sent; 4 reports still queued (they are retried by the next upload), or the spool could not
+take them (a full or read-only disk: nothing of theirs is queued).";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
@@ -120,6 +122,12 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
         .or_else(|| section.as_ref().and_then(|s| s.spool.clone()))
         .unwrap_or_else(|| PathBuf::from(upload::DEFAULT_SPOOL_DIR));
     let spool = Spool::at(&spool_dir);
+    // The token before anything is queued: a token that cannot be read (missing, readable
+    // by others) is the user's to fix, with nothing queued (exit 2).
+    let allow_readable =
+        args.allow_readable_token || section.as_ref().is_some_and(|s| s.allow_readable_token);
+    let token = upload::client::read_token(&token_file, allow_readable)
+        .map_err(|e| UsageError(format!("{e}; nothing was queued")))?;
     // Queue first: a report given here is on disk in the spool before the network is tried,
     // so nothing depends on this process surviving the attempt. A file that is not a report
     // is named and never queued; it does not hold back the reports given beside it.
@@ -136,10 +144,6 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
             Err(e) => return Err(e),
         }
     }
-    let allow_readable =
-        args.allow_readable_token || section.as_ref().is_some_and(|s| s.allow_readable_token);
-    let token = upload::client::read_token(&token_file, allow_readable)
-        .map_err(|e| UsageError(e.to_string()))?;
     let client = Client {
         url,
         token,

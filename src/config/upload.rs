@@ -53,6 +53,15 @@ pub fn check_url(url: &str) -> Result<(), String> {
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))
         .ok_or_else(refused)?;
+    // Refused when the config or the command line is read, before a report is queued that
+    // this build could never deliver.
+    if url.starts_with("https://") && !cfg!(feature = "upload-tls") {
+        return Err(format!(
+            "{url:?}: https:// needs a build with the `upload-tls` feature: rebuild with \
+             --features upload-tls, or give the collector's http:// address (behind a TLS \
+             proxy on an untrusted network)"
+        ));
+    }
     if rest.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(refused());
     }
@@ -150,9 +159,15 @@ mod tests {
 
     #[test]
     fn a_url_is_refused_where_the_http_client_would_refuse_it() {
+        // https:// only where the build speaks TLS, refused at once elsewhere.
+        let https = super::check_url("https://c.line3.example/api");
+        if cfg!(feature = "upload-tls") {
+            assert!(https.is_ok(), "{https:?}");
+        } else {
+            assert!(https.unwrap_err().contains("upload-tls"));
+        }
         for good in [
             "http://collector:8080/api/v1/reports",
-            "https://c.line3.example/api",
             "http://10.0.0.5/r?x=1",
             "http://[fe80::1]:8080/r",
             "http://user@c/",
