@@ -233,7 +233,7 @@ fn a_failed_threshold_is_fail_in_the_line_and_a_junit_failure() {
         &format!(
             "devices:\n  - {{select: {{name: {0}}}, target: read-only}}\n\
              tests:\n  - {{workload: seq-read, size: 4M, runtime: 1s}}\n\
-             thresholds:\n  - {{select: {{name: {0}}}, workload: seq-read, min_mib_per_s: 1e9}}\n",
+             thresholds:\n  - {{select: {{name: {0}}}, workload: seq-read, min_mib_per_s: 1e6}}\n",
             lo.name()
         ),
         &[],
@@ -252,7 +252,7 @@ fn a_failed_threshold_is_fail_in_the_line_and_a_junit_failure() {
     assert_eq!(c["kind"], "failure", "{c}");
     let msg = c["message"].as_str().unwrap();
     assert!(
-        msg.contains("seq-read: ") && msg.contains("< minimum 1000000000 MiB/s"),
+        msg.contains("seq-read: ") && msg.contains("< minimum 1000000 MiB/s"),
         "{msg}"
     );
     let v = case(&j, lo.name(), "verdict");

@@ -675,7 +675,7 @@ fn each_threshold_rule_fails_only_below_its_limit() {
         },
         Row {
             // A limit of another workload does not apply to seq-read's figure.
-            rule: "{select: {name: sda}, workload: seq-write, min_mib_per_s: 1.0e9}",
+            rule: "{select: {name: sda}, workload: seq-write, min_mib_per_s: 1.0e6}",
             figures: Figures {
                 mib_per_s: Some(1.0),
                 ..f()

@@ -988,8 +988,8 @@ mod tests {
         assert!(res.iops > 0.0);
 
         let t = rules(
-            "- {select: {class: usb}, workload: rand-read, min_iops: 1.0e15, min_mib_per_s: 1.0e15}\n\
-             - {select: {class: usb}, workload: seq-write, min_iops: 1.0e15}\n\
+            "- {select: {class: usb}, workload: rand-read, min_iops: 1.0e8, min_mib_per_s: 1.0e6}\n\
+             - {select: {class: usb}, workload: seq-write, min_iops: 1.0e8}\n\
              - {select: {class: usb}, min_iops: 1, max_stalls: 0, max_p99_latency_ms: 60000}\n",
         );
         let d = usb_disk(480.0);
@@ -998,7 +998,7 @@ mod tests {
         assert!(r[0].text.contains("MiB/s < minimum"), "{r:?}");
         assert!(
             r[1].text
-                .contains("IOPS < minimum 1000000000000000 IOPS [thresholds[0] (class usb)]"),
+                .contains("IOPS < minimum 100000000 IOPS [thresholds[0] (class usb)]"),
             "{r:?}"
         );
     }

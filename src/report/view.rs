@@ -172,6 +172,33 @@ pub struct CellView {
     pub status: String,
     #[serde(default)]
     pub result: Option<ResultView>,
+    /// What failed the cell or was noted on it: which figure, and whether marginal.
+    #[serde(
+        default,
+        deserialize_with = "crate::report::decode::capped::<_, _, { crate::report::decode::MAX_CELLS }>"
+    )]
+    pub reasons: Vec<CellReasonView>,
+    /// The earlier attempts of a cell measured again (retests): only their count is shown.
+    #[serde(
+        default,
+        deserialize_with = "crate::report::decode::capped::<_, _, { crate::report::decode::MAX_CELLS }>"
+    )]
+    pub attempts: Vec<serde::de::IgnoredAny>,
+}
+
+/// A cell's reason as the table reads it (schema 2; schema 1's are sentences only).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum CellReasonView {
+    Record {
+        #[serde(default)]
+        kind: Option<String>,
+        #[serde(default)]
+        metric: Option<String>,
+        #[serde(default)]
+        marginal: bool,
+    },
+    Sentence(serde::de::IgnoredAny),
 }
 
 /// Every figure optional: a newer build that drops or renames one loses that figure only.
@@ -373,6 +400,16 @@ impl ReportView {
                         .map(|c| CellView {
                             workload: c.workload.as_str().to_string(),
                             status: c.status.as_str().to_string(),
+                            reasons: c
+                                .reasons
+                                .iter()
+                                .map(|r| CellReasonView::Record {
+                                    kind: Some(r.kind.as_str().to_string()),
+                                    metric: r.metric.clone(),
+                                    marginal: r.marginal,
+                                })
+                                .collect(),
+                            attempts: c.attempts.iter().map(|_| serde::de::IgnoredAny).collect(),
                             result: c.result.as_ref().map(|res| ResultView {
                                 mib_per_s: Some(res.mib_per_s),
                                 iops: Some(res.iops),

@@ -14,7 +14,7 @@ use std::fmt::Write;
 
 use super::metric;
 use super::schema::{Report, SCHEMA_VERSION};
-use super::view::{CellView, DeviceView, DiskView, ReportView, ResultView};
+use super::view::{CellReasonView, CellView, DeviceView, DiskView, ReportView, ResultView};
 
 mod compact;
 mod csv;
@@ -273,7 +273,24 @@ fn value(cell: Option<&CellView>, metric: Metric) -> Value {
     };
     match c.status.as_str() {
         "passed" | "failed" => {
-            let failed = c.status == "failed";
+            // A failed cell marks the figures its failures name (the IOPS limit missed: the
+            // IOPS, not the p99 beside it); every figure when none names one.
+            let failures: Vec<Option<&str>> = c
+                .reasons
+                .iter()
+                .filter_map(|r| match r {
+                    CellReasonView::Record { kind, metric, .. }
+                        if kind.as_deref() != Some("note") =>
+                    {
+                        Some(metric.as_deref())
+                    }
+                    CellReasonView::Record { .. } => None,
+                    CellReasonView::Sentence(_) => Some(None),
+                })
+                .collect();
+            let named = failures.iter().any(|m| m.is_some());
+            let failed =
+                c.status == "failed" && (!named || failures.contains(&Some(metric.def().id)));
             match c.result.as_ref().map(|r| metric.figure(r)) {
                 Some(Some(v)) if v.is_finite() => {
                     let rate = matches!(metric, Metric::MibPerS | Metric::Iops);
@@ -409,6 +426,27 @@ impl MatrixView {
     }
 }
 
+/// PASS or FAIL, and how it was reached: "PASS after 2 retests" when cells were measured
+/// again, "(marginal)" when a figure was indistinguishable from its limit or within its band.
+fn verdict_word(d: &DeviceView, pass: bool) -> String {
+    let mut w = String::from(if pass { "PASS" } else { "FAIL" });
+    let retests: usize = d.cells.iter().map(|c| c.attempts.len()).sum();
+    match retests {
+        0 => {}
+        1 => w.push_str(" after 1 retest"),
+        n => w.push_str(&format!(" after {n} retests")),
+    }
+    let marginal = d
+        .cells
+        .iter()
+        .flat_map(|c| &c.reasons)
+        .any(|r| matches!(r, CellReasonView::Record { marginal: true, .. }));
+    if marginal {
+        w.push_str(" (marginal)");
+    }
+    w
+}
+
 fn row(ri: usize, d: &DeviceView, columns: &[Column], judged: bool, status: &str) -> Row {
     let cells: HashMap<TestKey, &CellView> = keys(d.cells.iter().map(|c| c.workload.as_str()))
         .into_iter()
@@ -438,8 +476,7 @@ fn row(ri: usize, d: &DeviceView, columns: &[Column], judged: bool, status: &str
             })
             .collect(),
         verdict: match (judged, d.verdict.pass) {
-            (true, true) => "PASS".into(),
-            (true, false) => "FAIL".into(),
+            (true, pass) => verdict_word(d, pass),
             (false, _) => status.to_string(),
         },
         reasons: if judged {
@@ -660,6 +697,51 @@ devices:
   verdict: {pass: false}
 verdict: {pass: false}
 "#;
+
+    /// A device that passed after retests inside its marginal band says so; a cell failed by
+    /// its IOPS limit marks the IOPS, not the p99 latency beside it.
+    #[test]
+    fn retests_and_marginal_passes_are_said_and_only_the_failed_figure_is_marked() {
+        let yaml = r#"
+schema_version: 2
+status: complete
+started_at: 2026-11-30T10:23:45.912Z
+unit: {serial: '1'}
+config:
+  tests:
+  - {workload: seq-read}
+  - {workload: rand-read}
+devices:
+- name: sda
+  disk: {class: usb}
+  cells:
+  - workload: seq-read
+    status: passed
+    result: {mib_per_s: 30.2, iops: 30.2}
+    reasons: [{kind: note, metric: mib_per_s, marginal: true, text: 'seq-read: marginal'}]
+    attempts: [{status: failed}, {status: failed}]
+  - {workload: rand-read, status: passed, result: {mib_per_s: 20.1, iops: 5150.4, all: {latency: {p99_ns: 4500000}}}}
+  verdict: {pass: true}
+- name: sdb
+  disk: {class: usb}
+  cells:
+  - {workload: seq-read, status: passed, result: {mib_per_s: 30.0, iops: 30.0}}
+  - workload: rand-read
+    status: failed
+    result: {mib_per_s: 1.2, iops: 300.0, all: {latency: {p99_ns: 4500000}}}
+    reasons: [{kind: threshold, metric: iops, text: 'rand-read: 300 IOPS < minimum 500 IOPS'}]
+  verdict: {pass: false, reasons: [{kind: device_failed, text: 'sdb: failed'}]}
+verdict: {pass: false}
+"#;
+        let m = MatrixView::new(&[("r.yaml".into(), view(yaml))]);
+        let t = render(&m, Style::Text);
+        let sda = t.lines().find(|l| l.starts_with("sda")).unwrap();
+        let sdb = t.lines().find(|l| l.starts_with("sdb")).unwrap();
+        assert!(sda.ends_with("PASS after 2 retests (marginal)"), "{t}");
+        assert!(sdb.contains("300*"), "{t}");
+        assert!(sdb.contains("4.50") && !sdb.contains("4.50*"), "{t}");
+        assert!(sdb.ends_with("FAIL"), "{t}");
+    }
 
     fn csv_rows(s: &str) -> Vec<Vec<String>> {
         // The fields of this table hold no line breaks, so a line is a record.
