@@ -519,7 +519,7 @@ config:
   - {select: {class: usb}, workload: seq-write, min_mib_per_s: 5.0}
   - {select: {all_non_system: true}, workload: rand-read, min_iops: 500, max_p99_latency_ms: 20}
   - {select: {class: usb, port: 'usb:1-2'}, min_link_mbps: 480}
-  - {select: {class: usb}, workload: mixed, min_iops: .nan}
+  - {select: {class: usb}, workload: mixed, min_iops: 100}
 devices:
 - name: sda
   disk: {class: usb, vendor: Kingston, model: DataTraveler, serial: ABC, size_bytes: 31024349184,
