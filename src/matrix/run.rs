@@ -799,15 +799,24 @@ fn run_cell(
         (_, Some(e)) => r
             .progress
             .line(&format!("usbperf-matrix: {} {w}: error: {e}", c.disk.name)),
-        (Some(res), None) => r.progress.line(&format!(
-            "usbperf-matrix: {} {w}: {} {:.1} MiB/s {:.0} IOPS p99 {:.2} ms, engine {}",
-            c.disk.name,
-            cell.status.as_str(),
-            res.mib_per_s,
-            res.iops,
-            res.all.latency.p99_ns as f64 / 1e6,
-            res.engine
-        )),
+        (Some(res), None) => {
+            // The figures limits judge (steady, or sustained after a burst), with their
+            // precision, as the tables show them.
+            let j = res.judged();
+            let ci = j
+                .ci95_percent
+                .map_or(String::new(), |c| format!(" +-{c:.1}%"));
+            r.progress.line(&format!(
+                "usbperf-matrix: {} {w}: {} {}{:.1} MiB/s {:.0} IOPS{ci} p99 {:.2} ms, engine {}",
+                c.disk.name,
+                cell.status.as_str(),
+                if j.sustained { "sustained " } else { "" },
+                j.mib_per_s,
+                j.iops,
+                res.all.latency.p99_ns as f64 / 1e6,
+                res.engine
+            ))
+        }
         (None, None) => {}
     }
     let vanished = after.vanished;
