@@ -685,7 +685,9 @@ fn figure_at(text: &str, field: &str, nth: usize) -> (usize, usize, String, Stri
 }
 
 /// `1e308`, `.nan`, `.inf` and negative figures were accepted and broke the
-/// table (a 309-digit column) and the charts.
+/// table (a 309-digit column) and the charts. A number past its metric's ceiling or negative is
+/// refused with a note and the report still counts; an infinity or NaN is nothing a unit
+/// writes, so the report holding one is refused as a whole, named with the reason.
 #[test]
 fn absurd_figures_are_refused_with_a_note_and_the_report_still_counts() {
     let d = TempDir::new("fleet-figures");
@@ -695,12 +697,7 @@ fn absurd_figures_are_refused_with_a_note_and_the_report_still_counts() {
     let clean = fleet_json(&[dir.to_str().unwrap()]);
     let files = sorted_reports(&dir);
     // (file, field, occurrence, bad value as YAML)
-    let plants = [
-        (0, "mib_per_s", 1, "1e308"),
-        (1, "mib_per_s", 2, ".nan"),
-        (2, "iops", 3, "-5"),
-        (3, "iops", 0, ".inf"),
-    ];
+    let plants = [(0, "mib_per_s", 1, "1e308"), (2, "iops", 3, "-5")];
     let mut want = BTreeSet::new();
     for (i, field, nth, bad) in plants {
         let t = std::fs::read_to_string(&files[i]).unwrap();
@@ -783,6 +780,24 @@ fn absurd_figures_are_refused_with_a_note_and_the_report_still_counts() {
         !charts.contains("NaN") && !charts.contains("inf"),
         "NaN or inf drawn"
     );
+    // An infinity or NaN: the report is refused, named, and the others still count.
+    for (i, field, nth, bad) in [(1, "mib_per_s", 2, ".nan"), (3, "iops", 0, ".inf")] {
+        let t = std::fs::read_to_string(&files[i]).unwrap();
+        let (at, end, _, _) = figure_at(&t, field, nth);
+        std::fs::write(&files[i], format!("{}{bad}{}", &t[..at], &t[end..])).unwrap();
+    }
+    let s = fleet_json(&[dir.to_str().unwrap()]);
+    assert_eq!(
+        s["reports"].as_u64().unwrap(),
+        clean["reports"].as_u64().unwrap() - 2,
+        "{s}"
+    );
+    let errors = s["errors"].to_string();
+    for i in [1, 3] {
+        let name = files[i].file_name().unwrap().to_string_lossy().into_owned();
+        assert!(errors.contains(&name), "{name} not named: {errors}");
+    }
+    assert!(errors.contains("not finite"), "{errors}");
 }
 
 /// A `--board` typo or a directory of garbage gave "0 reports" and exit 0.
