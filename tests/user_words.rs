@@ -99,6 +99,13 @@ fn every_subcommand_says_what_is_wrong_in_the_users_words() {
         "upload:\n  url: 127.0.0.1:8080\n  token_file: /etc/usbperf/token\n",
     );
     write("token", "secret\n");
+    // Only its owner may read a token: `upload` refuses one others may read before it looks
+    // at the reports.
+    std::fs::set_permissions(
+        d.join("token"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     std::fs::create_dir(d.join("spool")).unwrap();
     std::fs::create_dir(d.join("fleet")).unwrap();
     let fleet = d.join("fleet");
