@@ -88,14 +88,9 @@ fn parse_since(s: &str) -> anyhow::Result<DateTime<Utc>> {
     crate::fleet::records::parse_since(s).map_err(|e| UsageError(e).into())
 }
 
-/// A fleet error as it is: it says its own exit code (FleetError's Classify).
-fn usage(e: FleetError) -> anyhow::Error {
-    anyhow::Error::new(e)
-}
-
 pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
-    let margin = crate::fleet::learn_margin(args.margin_percent).map_err(usage)?;
-    let mut group_by = Dimension::parse_list(&args.group_by).map_err(usage)?;
+    let margin = crate::fleet::learn_margin(args.margin_percent)?;
+    let mut group_by = Dimension::parse_list(&args.group_by)?;
     if args.suggest_thresholds {
         group_by = crate::fleet::learning_groups(&group_by);
     }
@@ -110,7 +105,7 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
         wear: args.wear,
         ..FleetOptions::default()
     };
-    let acc = aggregate(&args.inputs, opts).map_err(usage)?;
+    let acc = aggregate(&args.inputs, opts)?;
     let nothing = acc.nothing_matched();
     let boards = acc.boards();
     let summary = acc.finish();
@@ -144,7 +139,7 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
     }
     if let Some(e) = nothing {
         // Nothing is written: an empty summary must not replace yesterday's page (--out).
-        return Err(usage(e));
+        return Err(e.into());
     }
     let sopts = SuggestOptions {
         margin,
@@ -152,9 +147,9 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
     };
     let body = if args.suggest_thresholds {
         match boards.len() {
-            0 => return Err(usage(FleetError::Empty)),
+            0 => return Err(FleetError::Empty.into()),
             1 => {}
-            _ => return Err(usage(FleetError::ManyBoards(boards))),
+            _ => return Err(FleetError::ManyBoards(boards).into()),
         }
         render_snippet(&boards[0], &summary, &suggest(&summary, &sopts), &sopts)
     } else {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::config::{self, Config, ConfigError, Dur, ReportFormat};
+use crate::config::{self, Config, Dur, ReportFormat};
 use crate::discover::{self, SysfsRoot};
 use crate::engine;
 use crate::events;
@@ -95,15 +95,9 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
     units::parse_duration(s).map_err(|e| e.to_string())
 }
 
-/// A configuration error as it is: it says its own exit code (ConfigError's Classify: 2).
-fn config_error(e: ConfigError) -> anyhow::Error {
-    anyhow::Error::new(e)
-}
-
 /// Loads and layers the configuration: profile < config file < flags.
 pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
-    let mut layers = config::load_layers(args.config.as_deref(), args.profile.as_deref())
-        .map_err(config_error)?;
+    let mut layers = config::load_layers(args.config.as_deref(), args.profile.as_deref())?;
     // Flags are the last layer.
     let mut flags = config::ConfigFile {
         report_dir: args.report_dir.clone(),
@@ -117,8 +111,7 @@ pub fn load_config(args: &RunArgs) -> anyhow::Result<Config> {
     if flags != config::ConfigFile::default() {
         layers.push(("command line".into(), flags));
     }
-    layers
-        .extend(config::environment_layers(|name| std::env::var(name).ok()).map_err(config_error)?);
+    layers.extend(config::environment_layers(|name| std::env::var(name).ok())?);
     Ok(config::resolve(layers))
 }
 

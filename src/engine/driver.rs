@@ -362,10 +362,7 @@ fn run_lane<E: IoEngine>(
                 }
                 Issue::Shared { .. } => {}
             }
-            if stopping.is_none()
-                && (ctx.deadline_ns.is_some_and(|d| $done_ns >= d)
-                    || ctx.known.load(Ordering::Relaxed))
-            {
+            if stopping.is_none() && ctx.deadline_ns.is_some_and(|d| $done_ns >= d) {
                 stopping = Some(StopReason::Time);
                 issue.set_time_up();
             }
@@ -395,6 +392,8 @@ fn run_lane<E: IoEngine>(
         if stopping.is_none() && ctx.should_stop() {
             stopping = Some(StopReason::Interrupted);
         }
+        // "Known" is read once per pass of the loop, beside the caller's stop: it is set
+        // at most every sampling window, so no completion needs to look at it.
         if stopping.is_none() && (issue.time_up() || ctx.known.load(Ordering::Relaxed)) {
             stopping = Some(StopReason::Time);
         }

@@ -301,14 +301,13 @@ impl ResultLite {
     /// The rate and IOPS a limit judges (as `BenchResult::judged`): after a drop (a write
     /// cache that filled) the sustained ones, else the steady ones after the warm-up.
     pub fn judged(&self) -> (f64, f64) {
-        let rate = self.precision.as_ref().and_then(|p| match &p.drop {
-            Some(d) => Some(d.sustained_mib_per_s),
-            None => p.steady_mib_per_s,
-        });
-        match rate {
-            Some(m) if self.mib_per_s > 0.0 => (m, self.iops * m / self.mib_per_s),
-            _ => (self.mib_per_s, self.iops),
-        }
+        let p = self.precision.as_ref();
+        crate::stats::judged_figures(
+            self.mib_per_s,
+            self.iops,
+            p.and_then(|p| Some(p.drop.as_ref()?.sustained_mib_per_s)),
+            p.and_then(|p| p.steady_mib_per_s),
+        )
     }
 }
 

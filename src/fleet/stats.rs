@@ -22,6 +22,12 @@ pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64))
 }
 
+/// The median of values in any order; `None` for none.
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    sort_f64(&mut v);
+    percentile(&v, 50.0)
+}
+
 /// Sorts floats, NaN last (reports never hold NaN; this only keeps the sort total).
 /// Unstable: floats equal by `total_cmp` have the same bits, so no order among them shows,
 /// and the unstable sort needs no buffer (millions of values in a large fleet).

@@ -115,11 +115,6 @@ impl Comparison {
     }
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    stats::sort_f64(&mut v);
-    stats::percentile(&v, 50.0)
-}
-
 fn wall_seconds(r: &Report) -> Option<f64> {
     let end: DateTime<Utc> = r.finished_at?;
     let s = (end - r.started_at).num_milliseconds() as f64 / 1000.0;
@@ -184,10 +179,12 @@ pub fn compare(serial: &[Report], auto: &[Report]) -> Comparison {
     }
     for f in &mut figures {
         if let Some((s, a)) = values.remove(&(f.device.clone(), f.cell)) {
-            f.serial = median(s);
-            f.auto = median(a);
+            f.serial = stats::median(s);
+            f.auto = stats::median(a);
         }
-        f.ci95_percent = cis.remove(&(f.device.clone(), f.cell)).and_then(median);
+        f.ci95_percent = cis
+            .remove(&(f.device.clone(), f.cell))
+            .and_then(stats::median);
     }
     let mut lane_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut lane_keys: Vec<String> = Vec::new();
@@ -206,8 +203,8 @@ pub fn compare(serial: &[Report], auto: &[Report]) -> Comparison {
     }
     Comparison {
         figures,
-        serial_seconds: median(serial.iter().filter_map(wall_seconds).collect()),
-        auto_seconds: median(auto.iter().filter_map(wall_seconds).collect()),
+        serial_seconds: stats::median(serial.iter().filter_map(wall_seconds).collect()),
+        auto_seconds: stats::median(auto.iter().filter_map(wall_seconds).collect()),
         lane_of,
         lane_keys,
     }
@@ -789,9 +786,9 @@ mod tests {
 
     #[test]
     fn medians_ratios_and_the_measured_speed_up() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
-        assert_eq!(median(vec![]), None);
+        assert_eq!(stats::median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(stats::median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(stats::median(vec![]), None);
         let c = cmp(vec![
             fig("sda", 10.0, 9.0, &["sdb"]),
             fig("sdb", 10.0, 5.0, &[]),

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::config::Threshold;
 use crate::discover::model::Disk;
+use crate::fleet::stats;
 use crate::report::schema::{CellStatus, Report};
 use crate::safety::SystemFacts;
 use crate::workload::WorkloadKind;
@@ -147,7 +148,7 @@ pub fn study(reports: &[Report], thresholds: &[Threshold], facts: &SystemFacts) 
         let (mean, sd) = mean_sd(&values);
         let repeat_percent = if mean > 0.0 { sd / mean * 100.0 } else { 0.0 };
         let target_percent = a.target.unwrap_or(DEFAULT_TARGET_PERCENT);
-        let seconds = median(&a.seconds).unwrap_or(0.0);
+        let seconds = stats::median(a.seconds.clone()).unwrap_or(0.0);
         // The spread of a mean over a time falls as its square root: the runtime at which two
         // standard deviations from run to run fit in the target.
         let recommended_runtime_s = a.time_bound.then(|| {
@@ -189,7 +190,7 @@ pub fn study(reports: &[Report], thresholds: &[Threshold], facts: &SystemFacts) 
             unit,
             mean,
             repeat_percent,
-            stated_ci_percent: median(&a.ci),
+            stated_ci_percent: stats::median(a.ci.clone()),
             seconds,
             target_percent,
             recommended_runtime_s,
@@ -211,19 +212,6 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
     }
     let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
     (mean, var.sqrt())
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    (n > 0).then(|| {
-        if n % 2 == 1 {
-            s[n / 2]
-        } else {
-            (s[n / 2 - 1] + s[n / 2]) / 2.0
-        }
-    })
 }
 
 /// The study as a table for people: a row per figure, its limits under it.

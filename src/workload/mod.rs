@@ -282,24 +282,20 @@ impl BenchResult {
     pub fn judged(&self) -> Judged {
         let precision = self.precision.as_ref();
         let drop = precision.and_then(|p| p.drop.as_ref());
-        let (rate, ci, sustained) = match (drop, precision) {
-            (Some(d), _) => (Some(d.sustained_mib_per_s), d.ci95_percent, true),
-            (None, Some(p)) => (p.steady_mib_per_s, p.ci95_percent, false),
-            (None, None) => (None, None, false),
-        };
-        match rate {
-            Some(m) if self.mib_per_s > 0.0 => Judged {
-                mib_per_s: m,
-                iops: self.iops * m / self.mib_per_s,
-                ci95_percent: ci,
-                sustained,
+        let (mib_per_s, iops) = crate::stats::judged_figures(
+            self.mib_per_s,
+            self.iops,
+            drop.map(|d| d.sustained_mib_per_s),
+            precision.and_then(|p| p.steady_mib_per_s),
+        );
+        Judged {
+            mib_per_s,
+            iops,
+            ci95_percent: match drop {
+                Some(d) => d.ci95_percent,
+                None => precision.and_then(|p| p.ci95_percent),
             },
-            _ => Judged {
-                mib_per_s: self.mib_per_s,
-                iops: self.iops,
-                ci95_percent: ci,
-                sustained: false,
-            },
+            sustained: drop.is_some() && self.mib_per_s > 0.0,
         }
     }
 }

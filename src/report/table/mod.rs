@@ -101,22 +101,19 @@ impl Metric {
     /// write cache that filled) at its sustained level, else the steady rate after the
     /// warm-up; IOPS alike (one I/O size).
     fn figure(self, r: &ResultView) -> Option<f64> {
-        let sustained = r.precision.as_ref().and_then(|p| match &p.drop {
-            Some(d) => d.sustained_mib_per_s,
-            None => p.steady_mib_per_s,
+        let p = r.precision.as_ref();
+        // A report with both figures: the rule of `stats::judged_figures`.
+        let judged = r.mib_per_s.zip(r.iops).map(|(m, i)| {
+            crate::stats::judged_figures(
+                m,
+                i,
+                p.and_then(|p| p.drop.as_ref()?.sustained_mib_per_s),
+                p.and_then(|p| p.steady_mib_per_s),
+            )
         });
-        match (self, sustained) {
-            (Metric::MibPerS, Some(s)) => Some(s),
-            (Metric::Iops, Some(s)) => Some(r.iops? * s / r.mib_per_s.filter(|m| *m > 0.0)?),
-            (Metric::MibPerS, None) => r.mib_per_s,
-            (Metric::Iops, None) => r.iops,
-            _ => self.other_figure(r),
-        }
-    }
-
-    fn other_figure(self, r: &ResultView) -> Option<f64> {
         match self {
-            Metric::MibPerS | Metric::Iops => None,
+            Metric::MibPerS => judged.map(|j| j.0).or(r.mib_per_s),
+            Metric::Iops => judged.map(|j| j.1).or(r.iops),
             Metric::P99Ms => r
                 .all
                 .as_ref()
