@@ -10,6 +10,9 @@
 // sizes, durations and rates, parsed and printed
 pub mod units;
 
+// each figure of a report: its unit, direction, plausible range and the key that limits it
+pub mod metric;
+
 // text from elsewhere made safe for a terminal and a spreadsheet
 pub mod untrusted;
 

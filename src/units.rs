@@ -10,6 +10,11 @@ pub enum UnitError {
     BadSize(String),
     #[error("size {0:?} is too large: the largest size is 16E (2^64 - 1 bytes)")]
     SizeOverflow(String),
+    #[error(
+        "size {0:?} reads as bits (a lowercase b after a multiple): write bytes, e.g. {1} or {1}B \
+         (binary: k = 1024)"
+    )]
+    Bits(String, String),
     #[error("duration {0:?} is not understood: write a whole number with a suffix ms, s, m or h, e.g. 500ms, 5s, 2m (a bare number means seconds)")]
     BadDuration(String),
     #[error(
@@ -42,7 +47,25 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     if number.is_empty() {
         return Err(UnitError::BadSize(text.to_string()));
     }
-    let suffix = suffix.trim().to_ascii_lowercase();
+    // `7Gb` is gigabits to anyone who reads it: refused, not taken as 7 GiB. A lone `b` is
+    // bytes (`100b`), as in dd.
+    let raw_suffix = suffix.trim();
+    if raw_suffix.len() == 2 && raw_suffix.ends_with('b') && raw_suffix != "bb" {
+        let multiple = &raw_suffix[..1];
+        if SIZE_SUFFIXES[1..]
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case(multiple))
+        {
+            return Err(UnitError::Bits(
+                text.to_string(),
+                format!(
+                    "{number}{}",
+                    multiple.to_ascii_uppercase().replace('K', "k")
+                ),
+            ));
+        }
+    }
+    let suffix = raw_suffix.to_ascii_lowercase();
     // Accept `k`, `kb`, `kib` alike; `b` alone means bytes.
     let core = suffix
         .strip_suffix("ib")
@@ -214,6 +237,15 @@ mod tests {
             parse_size("99999999999P"),
             Err(UnitError::SizeOverflow(_))
         ));
+        // Bits, not bytes: refused with the byte spelling to write instead.
+        for (bits, bytes) in [("7Gb", "7G"), ("512kb", "512k"), ("1 Mb", "1M")] {
+            match parse_size(bits) {
+                Err(e @ UnitError::Bits(..)) => {
+                    assert!(e.to_string().contains(&format!("{bytes}B")), "{e}")
+                }
+                other => panic!("{bits}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -3,25 +3,61 @@
 //! the key takes instead ("a number of MiB/s, such as 25"), for configs and reports alike.
 //! And counts with their noun in the right number ("1 unit").
 
+/// An error and its causes as one line, each said once: a cause whose words the line already
+/// holds (a library error that quotes its own source) is left out, and the kernel's `(os
+/// error N)` is dropped (its words are said; the number helps no operator).
+pub fn said_once<'a>(
+    chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> String {
+    let mut line = String::new();
+    for e in chain {
+        let part = without_os_codes(&e.to_string());
+        if part.is_empty() || line.contains(&part) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&part);
+    }
+    line
+}
+
+/// `text` without the ` (os error N)` std appends to a system error's words.
+pub fn without_os_codes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" (os error ") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + " (os error ".len()..];
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && tail[digits..].starts_with(')') {
+            rest = &tail[digits + 1..];
+        } else {
+            out.push_str(" (os error ");
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `1 unit`, `2 units`: a count with its noun in the right number.
 pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// What a key takes, in words, for the keys whose unit the type alone does not say.
-const KEY_HINTS: &[(&str, &str)] = &[
-    ("min_mib_per_s", "a number of MiB/s, such as 25"),
-    ("mib_per_s", "a number of MiB/s, such as 25"),
-    ("min_iops", "a number of I/Os per second, such as 1000"),
-    ("iops", "a number of I/Os per second, such as 1000"),
-    ("max_p99_latency_ms", "a number of milliseconds, such as 50"),
-    ("min_link_mbps", "a link speed in Mbit/s, such as 480"),
-    ("min_sata_gbps", "a link speed in Gbit/s, such as 6"),
-    ("min_pcie_gts", "a PCIe speed in GT/s per lane, such as 8"),
-    ("min_pcie_width", "a number of PCIe lanes, such as 4"),
-    ("max_life_used_percent", "a percentage, such as 90"),
-    ("seconds", "a number of seconds, such as 1.5"),
-];
+/// What a key takes, in words, for the keys whose unit the type alone does not say: a limit
+/// of the metric table or a rate it names, or a duration's seconds.
+fn key_hint(key: &str) -> Option<&'static str> {
+    if key == "seconds" {
+        return Some("a number of seconds, such as 1.5");
+    }
+    crate::metric::by_limit_key(key)
+        .or_else(|| crate::metric::by_id(key).filter(|m| m.is_rate()))
+        .and_then(|m| m.limit)
+        .map(|l| l.hint)
+}
 
 /// Rewrites serde's `invalid type: FOUND, expected TYPE` (and `invalid value`) in `msg` when
 /// TYPE is a Rust type name; the key path before it (`thresholds[0].min_mib_per_s: `) and any
@@ -86,7 +122,7 @@ fn found_words(found: &str) -> String {
 /// (what the value is not, what to give) for serde's expectation `expected`, or None when it
 /// is already in words.
 fn expected_words(expected: &str, key: &str) -> Option<(&'static str, String)> {
-    let hint = KEY_HINTS.iter().find(|(k, _)| *k == key).map(|(_, h)| h);
+    let hint = key_hint(key);
     let number = |generic: &str| hint.map_or_else(|| generic.to_string(), |h| h.to_string());
     Some(match expected {
         "f64" | "f32" => ("a number", number("a number, such as 25")),
@@ -127,7 +163,34 @@ fn expected_words(expected: &str, key: &str) -> Option<(&'static str, String)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{count, serde_message};
+    use super::{count, said_once, serde_message, without_os_codes};
+
+    /// A cause already quoted by the error above it is not said again, and `(os error N)`
+    /// is dropped: the line an operator read was "Operation not permitted (os error 1);
+    /// check free space and permissions: Operation not permitted (os error 1)".
+    #[test]
+    fn an_error_chain_says_each_cause_once() {
+        let io = std::io::Error::from_raw_os_error(1);
+        let e = anyhow::Error::new(io)
+            .context(
+                "cannot create the test file /x: Operation not permitted (os error 1); check \
+                 free space and permissions",
+            )
+            .context("bench on /dev/sdx");
+        assert_eq!(
+            said_once(e.chain()),
+            "bench on /dev/sdx: cannot create the test file /x: Operation not permitted; check \
+             free space and permissions"
+        );
+        for (text, want) in [
+            ("No such file (os error 2)", "No such file"),
+            ("a (os error 2) b (os error 13)", "a b"),
+            ("kept (os error x)", "kept (os error x)"),
+            ("none", "none"),
+        ] {
+            assert_eq!(without_os_codes(text), want);
+        }
+    }
 
     #[test]
     fn counts_agree_with_their_noun() {

@@ -412,3 +412,26 @@ fn no_page_cites_an_issue_number() {
         bad.join("\n")
     );
 }
+
+/// The front page's `list` example has the columns `list` prints: a newcomer compares the
+/// two first.
+#[test]
+fn the_front_pages_list_example_has_the_columns_list_prints() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_usbperf-matrix"))
+        .arg("list")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&o.stdout);
+    let header = |text: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("NAME "))
+            .unwrap_or_else(|| panic!("no header in {text}"));
+        line.split_whitespace().map(str::to_string).collect()
+    };
+    let readme = read(&root().join("README.md"));
+    let at = readme
+        .find("# usbperf-matrix list\n")
+        .expect("README shows `list`");
+    assert_eq!(header(&readme[at..]), header(&printed));
+}

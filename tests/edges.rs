@@ -827,3 +827,50 @@ fn a_fifo_as_config_or_token_is_refused_not_waited_on() {
         assert!(err.contains("not a regular file"), "{args:?}: {err}");
     }
 }
+
+/// The link check's failure names its port and cause in a sentence or two; on an 80-column
+/// serial console it is wrapped, never one line of 200 characters.
+#[test]
+fn a_failed_link_check_fits_the_console_width() {
+    let o = Command::new(bin())
+        .args(["list", "--expect", "usb:9-9=480"])
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    assert!(out.contains("link usb:9-9: FAIL"), "{out}");
+    for l in out.lines() {
+        assert!(
+            l.chars().count() <= 80,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
+}
+
+/// A board's serial console often runs in the C locale, where `µ`, `±` or `×` come out as
+/// garbage: every subcommand's help is plain ASCII.
+#[test]
+fn every_help_is_ascii_for_a_serial_console() {
+    for args in [
+        vec!["--help"],
+        vec!["list", "--help"],
+        vec!["tree", "--help"],
+        vec!["run", "--help"],
+        vec!["bench", "--help"],
+        vec!["show", "--help"],
+        vec!["fleet", "--help"],
+        vec!["upload", "--help"],
+        vec!["power-cut", "write", "--help"],
+        vec!["power-cut", "verify", "--help"],
+        vec!["calibrate", "--help"],
+    ] {
+        let o = usbperf(&args);
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        if let Some(l) = out.lines().find(|l| !l.is_ascii()) {
+            panic!("{args:?}: {l}");
+        }
+    }
+}

@@ -631,12 +631,18 @@ fn copies_of_a_report_count_once() {
     };
     std::fs::write(dir.join("id-a.yaml"), with_id("2027-02-01T00:00:00Z")).unwrap();
     std::fs::write(dir.join("id-b.yaml"), with_id("2027-02-02T00:00:00Z")).unwrap();
+    // A report without an id that claims another's unit and start with other figures, named
+    // to sort first: it cannot take the real one's place, both count.
+    let t = read(&files[4]);
+    let (at, end, _, _) = figure_at(&t, "mib_per_s", 0);
+    let forged = format!("{}0.5{}", &t[..at], &t[end..]);
+    std::fs::write(dir.join("aaa-forged.yaml"), forged).unwrap();
 
     let s = fleet_json(&[dir.to_str().unwrap()]);
     assert_eq!(
         s["reports"],
-        units + 2,
-        "the originals, the retest and id-a"
+        units + 3,
+        "the originals, the retest, id-a and the forged one beside the real one"
     );
     assert_eq!(s["units"], units);
     let dups: BTreeSet<(String, String)> = s["duplicates"]
@@ -1700,4 +1706,110 @@ fn the_unknown_board_is_selected_by_its_listed_name() {
     assert!(all.to_string().contains("unknown board"), "listed: {all}");
     let unknown = fleet_json(&[dir.to_str().unwrap(), "--board", "unknown board"]);
     assert_eq!(unknown["reports"], 3, "{unknown}");
+}
+
+/// One token holder's report cannot rewrite what the fleet learned or shows: a report
+/// claiming an honest unit, dated 2262, with 256 passing sticks at 0.01 MiB/s and its own
+/// lax limit in its config leaves every learned limit within 5 % of the honest fleet's, and
+/// the factory's lines on the page are still the ones the line's units ran under.
+#[test]
+fn a_poisoning_report_moves_no_learned_limit_and_no_factory_line() {
+    use usbperf::fleet::aggregate::{aggregate, FleetOptions};
+    use usbperf::fleet::load::LoadOptions;
+    use usbperf::fleet::thresholds::{suggest, SuggestOptions};
+    use usbperf::fleet::Dimension;
+    let d = TempDir::new("fleet-poison");
+    let dir = d.path().join("r");
+    generate(&dir, 120, "json", &[]);
+    let board = "Toradex Apalis iMX8QM V1.1 on Apalis Evaluation Board";
+    let learn = || {
+        let opts = FleetOptions {
+            group_by: vec![Dimension::DeviceClass],
+            load: LoadOptions {
+                board: Some(board.into()),
+                ..LoadOptions::default()
+            },
+            ..FleetOptions::default()
+        };
+        let s = aggregate(std::slice::from_ref(&dir), opts)
+            .unwrap()
+            .finish();
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+        let learned: BTreeMap<(String, &'static str), f64> =
+            suggest(&s, &SuggestOptions::default())
+                .into_iter()
+                .map(|t| ((format!("{} {}", t.group, t.metric), t.field), t.value))
+                .collect();
+        let outliers: BTreeSet<(String, String, String)> = s
+            .groups
+            .iter()
+            .flat_map(|g| {
+                g.metrics.iter().flat_map(|m| {
+                    m.outliers
+                        .iter()
+                        .map(|o| (m.metric.clone(), o.unit.clone(), o.device.clone()))
+                })
+            })
+            .collect();
+        (learned, s.factory_thresholds, outliers)
+    };
+    let (honest, honest_lines, honest_outliers) = learn();
+    assert!(honest.len() >= 4, "{honest:?}");
+
+    // The poisoning report: an honest unit's identity, a far future, 256 slow passing sticks.
+    let first = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let mut r: Value = serde_json::from_slice(&std::fs::read(&first).unwrap()).unwrap();
+    assert_eq!(r["unit"]["model"], board);
+    r["report_id"] = "poison-0000-4000-8000-000000000000".into();
+    r["started_at"] = "2262-01-01T00:00:00Z".into();
+    r["finished_at"] = "2262-01-01T00:01:00Z".into();
+    let cell = |w: &str| {
+        serde_json::json!({"workload": w, "status": "passed",
+            "result": {"mib_per_s": 0.01, "iops": 0.01, "all": {"latency": {"p99_ns": 4_200_000_000_000u64}}}})
+    };
+    let devices: Vec<Value> = (0..256)
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("sdp{i}"),
+                "disk": {"name": format!("sdp{i}"), "class": "usb", "model": "Poison",
+                         "serial": format!("P{i:04}"), "usb": {"port_path": format!("9-{i}")}},
+                "cells": [cell("seq-write"), cell("seq-read"), cell("rand-read")],
+                "verdict": {"pass": true}
+            })
+        })
+        .collect();
+    r["devices"] = Value::Array(devices);
+    r["config"]["thresholds"] = serde_json::json!([
+        {"select": {"class": "usb"}, "workload": "seq-write", "min_mib_per_s": 0.001}
+    ]);
+    std::fs::write(
+        dir.join("zz-poison.json"),
+        serde_json::to_vec_pretty(&r).unwrap(),
+    )
+    .unwrap();
+
+    let (poisoned, lines, outliers) = learn();
+    // Every planted outlier of the honest fleet is still found: the 256 sticks of one unit
+    // do not become the baseline they are measured against.
+    assert!(!honest_outliers.is_empty());
+    let lost: Vec<_> = honest_outliers.difference(&outliers).collect();
+    assert!(lost.is_empty(), "outliers no longer found: {lost:?}");
+    for (k, v) in &honest {
+        let p = poisoned
+            .get(k)
+            .unwrap_or_else(|| panic!("{k:?} no longer learned: {poisoned:?}"));
+        assert!(
+            (p - v).abs() <= v.abs() * 0.05,
+            "{k:?}: honest {v}, poisoned {p}"
+        );
+    }
+    assert_eq!(lines, honest_lines, "the factory's lines on the page");
+    assert!(
+        !lines.iter().any(|t| t.value == 0.001),
+        "the report's own limit is drawn: {lines:?}"
+    );
 }

@@ -89,6 +89,9 @@ enum Act {
     IoError(Vec<String>),
     /// The disk leaves: the kernel logs these lines and its sysfs entry is removed.
     Vanish(Vec<String>),
+    /// The disk stays but holds nothing after the cell (a loop device detached, a medium
+    /// ejected): its sysfs size reads 0.
+    Shrink,
     /// SIGTERM arrives while the cell runs.
     Interrupt,
     /// The workload measures these figures.
@@ -260,6 +263,10 @@ impl CellEngine for FakeEngine {
                 self.log.push(l);
                 std::fs::remove_file(self.sys.join("class/block").join(&disk)).unwrap();
             }
+            Some(Act::Shrink) => {
+                let size = self.sys.join("class/block").join(&disk).join("size");
+                std::fs::write(size, "0\n").unwrap();
+            }
             Some(Act::Interrupt) => self.stop.request(Some(nix::sys::signal::Signal::SIGTERM)),
             _ => {}
         }
@@ -411,7 +418,8 @@ impl Played {
     }
 }
 
-fn play(tree: &Tree, s: Scenario<'_>) -> Played {
+/// The scenario's configuration: the quick profile under its `config`, reports in the tree.
+fn config_of(tree: &Tree, s: &Scenario<'_>) -> config::Config {
     let text = if s.config.contains("tests:") {
         s.config.clone()
     } else {
@@ -427,6 +435,11 @@ fn play(tree: &Tree, s: Scenario<'_>) -> Played {
         .report_dir
         .clone()
         .unwrap_or_else(|| tree.scratch("reports"));
+    cfg
+}
+
+fn play(tree: &Tree, s: Scenario<'_>) -> Played {
+    let cfg = config_of(tree, &s);
     let stop = StopFlag::new();
     let log = Log::default();
     let time = Arc::new(Mutex::new(Duration::ZERO));
@@ -546,8 +559,16 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
             what: "the disk leaves sysfs without a kernel line",
             act: ("sde", SeqRead, Act::Vanish(Vec::new())),
             want: [Error, Error],
-            reason: "not run: sde vanished",
+            reason: "not run: sde went away or shrank",
             kinds: &[ReasonKind::KernelEvent, ReasonKind::Vanished],
+            exit: Exit::VerdictFailed,
+        },
+        Row {
+            what: "the disk stays but holds nothing (detached, ejected): its other tests not run",
+            act: ("sde", SeqRead, Act::Shrink),
+            want: [Error, Error],
+            reason: "seq-read: sde went away during the test: it now holds 0 B where it held",
+            kinds: &[ReasonKind::Vanished],
             exit: Exit::VerdictFailed,
         },
         Row {
@@ -1816,4 +1837,55 @@ fn an_sd_card_that_writes_slower_than_it_claims_fails() {
             );
         }
     }
+}
+
+/// `run --dry-run` prints the plan `run` executes: the same disks, chosen by the same rules,
+/// placed the same way (raw, refused because mounted, files), in the same lanes, with the
+/// same required rule missing.
+#[test]
+fn the_dry_run_and_the_run_place_the_same_devices_the_same_way() {
+    let tree = Tree::new();
+    let mut s = Scenario::new(
+        "devices:\n  - {select: {name: sda}, target: raw}\n  - {select: {name: sdb}, target: raw}\n\
+         \x20 - {select: {name: sdz}, required: true}\n  - {select: {class: usb}}\n",
+    );
+    s.facts = SystemFacts {
+        mounts: usbperf::discover::parse::mountinfo(
+            "36 25 8:16 / /media/stick rw,relatime shared:1 - ext4 /dev/sdb rw\n",
+        ),
+        ..SystemFacts::default()
+    };
+    let cfg = config_of(&tree, &s);
+    let sys = SysfsRoot::at(&tree.sys());
+    let inv = usbperf::discover::discover(&sys, Backend::Sysfs).unwrap();
+    let shown = usbperf::matrix::plan::dry_run(&cfg, &inv, &s.facts, &sys);
+    let planned: Vec<_> = shown
+        .devices
+        .iter()
+        .map(|d| (d.name.clone(), d.rule, d.placement.clone()))
+        .collect();
+    let p = play(&tree, s);
+    let report = &p.outcome.report;
+    let ran: Vec<_> = report
+        .devices
+        .iter()
+        .map(|d| (d.name.clone(), d.rule, d.placement.clone()))
+        .collect();
+    assert_eq!(ran, planned);
+    // The plan is not trivial: a raw disk, a refused one and one chosen by class.
+    assert!(planned.len() >= 3, "{planned:?}");
+    let modes: Vec<String> = planned
+        .iter()
+        .map(|(_, _, p)| serde_json::to_value(p).unwrap()["mode"].to_string())
+        .collect();
+    assert!(modes.iter().any(|m| m.contains("raw-write")), "{modes:?}");
+    assert!(modes.iter().any(|m| m.contains("refused")), "{modes:?}");
+    assert_eq!(
+        report.schedule.as_ref().map(|s| &s.lanes),
+        Some(&shown.schedule.lanes)
+    );
+    assert_eq!(shown.missing_required, vec![2]);
+    assert!(texts(&report.verdict.reasons)
+        .join("\n")
+        .contains("devices[2]: required, not found"));
 }

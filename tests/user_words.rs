@@ -86,6 +86,10 @@ fn every_subcommand_says_what_is_wrong_in_the_users_words() {
         "tests:\n  - workload: seq-read\n    jobs: true\n",
     );
     write("head.yaml", "headroom_percent: 150\n");
+    write(
+        "gbit.yaml",
+        "tests:\n  - workload: seq-read\n    size: 7Gb\n",
+    );
     write("empty.yaml", "report_dir: /tmp/r\ntests: []\n");
     write(
         "soon.yaml",
@@ -173,6 +177,14 @@ fn every_subcommand_says_what_is_wrong_in_the_users_words() {
         (
             vec!["run", "--dry-run", "--config", &p("qd.yaml")],
             "qd must be from 1 to 4096",
+        ),
+        (
+            vec!["run", "--dry-run", "--config", &p("gbit.yaml")],
+            "size \"7Gb\" reads as bits",
+        ),
+        (
+            vec!["list", "--expect", "usb:1-1=99999999999999999999"],
+            "is not a speed in Mbit/s: give one from 1 to 100000",
         ),
         (
             vec!["run", "--dry-run", "--config", &p("jobs.yaml")],

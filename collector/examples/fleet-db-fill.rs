@@ -92,7 +92,7 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(path) = db.strip_prefix("sqlite:") {
         // The collector creates the tables.
-        drop(usbperf_collect::store::open(&db, 1)?);
+        drop(usbperf_collect::store::open(&db, 1, None)?);
         let mut c = rusqlite::Connection::open(path)?;
         let tx = c.transaction()?;
         {
@@ -134,7 +134,7 @@ fn main() -> anyhow::Result<()> {
         }
         tx.commit()?;
     } else {
-        drop(usbperf_collect::store::open(&db, 1)?);
+        drop(usbperf_collect::store::open(&db, 1, None)?);
         let mut c = postgres::Client::connect(&db, postgres::NoTls)?;
         let mut tx = c.transaction()?;
         let rep = tx.prepare(

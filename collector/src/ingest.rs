@@ -13,8 +13,8 @@ use sha2::{Digest, Sha256};
 use usbperf::fleet::reader::{parse_report, DeviceLite, ReportLite};
 use usbperf::fleet::records::{extract_bytes, extract_report, Extracted};
 use usbperf::fleet::FleetError;
+use usbperf::metric;
 use usbperf::report::decode::{self, Limits};
-use usbperf::report::metric;
 
 /// The schema versions this collector stores.
 pub const SCHEMA_VERSIONS: std::ops::RangeInclusive<u32> = 1..=2;
@@ -69,6 +69,8 @@ pub struct Record {
     pub devices: Vec<DeviceRow>,
     /// What the fleet keeps of the report (table `fleet_records`).
     pub fleet: FleetColumns,
+    /// The name of the token that stored it (its line of the token file), set by the server.
+    pub token: Option<String>,
 }
 
 /// The report as the fleet reads it, extracted once at ingest so `usbperf-collect fleet`
@@ -102,8 +104,8 @@ pub fn rfc3339_ns(t: &str) -> i64 {
 /// version are extracted again from `raw` on the next fleet query. 1: the record as JSON in
 /// `body`; 2: the binary record in `record` ([`crate::record`]); 3: with the station, and
 /// each device's retests and marginal flag; 4: with the image build; 5: with the phase and
-/// each flash part's wear sample.
-pub const FLEET_RECORD_VERSION: i64 = 5;
+/// each flash part's wear sample; 6: a report without an id is known by its figures too.
+pub const FLEET_RECORD_VERSION: i64 = 6;
 
 /// Extracts the fleet's columns from a report's bytes (also used to back-fill reports
 /// stored before the fleet table existed).
@@ -259,6 +261,27 @@ fn no_nul<'a>(what: &str, s: impl IntoIterator<Item = &'a str>) -> Result<(), In
     }
 }
 
+/// The longest name a report's unit or device fields may carry, in bytes: a serial, model,
+/// hostname or port is tens of bytes; these are indexed, and PostgreSQL cannot index a row
+/// of more than about 2,700 bytes (a longer one would be refused forever, as 503).
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// How far past the collector's clock a report may start: a unit's clock a little ahead is
+/// a unit's clock; a report from next year would stretch the fleet's time range and sort
+/// after every honest report.
+pub const MAX_FUTURE: chrono::Duration = chrono::Duration::days(1);
+
+/// Refuses a name longer than [`MAX_NAME_BYTES`], naming the field.
+fn short<'a>(what: &str, s: impl IntoIterator<Item = &'a str>) -> Result<(), IngestError> {
+    match s.into_iter().find(|s| s.len() > MAX_NAME_BYTES) {
+        Some(v) => Err(IngestError::Implausible(format!(
+            "{what} is {} bytes long, more than the {MAX_NAME_BYTES} a name may have",
+            v.len()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Decodes and checks a body within `limits`, once: the fleet's reader gives both the
 /// columns and the fleet record. `header_id` is the `X-Usbperf-Report-Id` the unit sent.
 pub fn parse(
@@ -310,6 +333,15 @@ pub fn parse(
             )))
         }
     };
+    let now = chrono::Utc::now();
+    if lite.started_at > now + MAX_FUTURE {
+        return Err(IngestError::Implausible(format!(
+            "started_at {} is more than a day after the collector's clock ({}): set the unit's \
+             clock (NTP or its RTC) and run again",
+            lite.started_at.to_rfc3339(),
+            now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )));
+    }
     let started_at = lite
         .started_at
         .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
@@ -353,9 +385,29 @@ pub fn parse(
             .flatten()
             .map(String::as_str),
     )?;
+    for (what, v) in [
+        ("unit.hostname", &u.hostname),
+        ("unit.machine_id", &u.machine_id),
+        ("unit.model", &u.model),
+        ("unit.serial", &u.serial),
+    ] {
+        short(what, v.as_deref())?;
+    }
     no_nul("status", lite.status.as_deref())?;
     for d in &lite.devices {
         let disk = &d.disk;
+        short(
+            &format!(
+                "device {:?}: its name, class, vendor, model, serial or port",
+                d.name.chars().take(32).collect::<String>()
+            ),
+            [&disk.class, &disk.vendor, &disk.model, &disk.serial]
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+                .chain([d.name.as_str()])
+                .chain(disk.usb.iter().map(|u| u.port_path.as_str())),
+        )?;
         no_nul(
             "a device",
             [&disk.class, &disk.vendor, &disk.model, &disk.serial]
@@ -440,14 +492,15 @@ pub fn parse(
         format,
         devices,
         fleet,
+        token: None,
     })
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const V1: &str = "schema_version: 1\nreport_id: fae37a7d3302b159\ntool: {name: usbperf-matrix, version: 0.1.0, features: []}\nstarted_at: 2026-11-30T10:23:45.912Z\nfinished_at: 2026-11-30T10:23:47.801Z\nstatus: complete\nexit_code: 0\nunit: {hostname: vm, machine_id: 3d1219c7, model: Toradex Apalis, cpu_count: 2, memory_bytes: 1}\nconfig: {sources: [builtin:quick]}\ninventory_backend: sysfs\ndevices:\n- name: sda\n  disk: {name: sda, class: usb, vendor: Kingston, model: DataTraveler 3.0, serial: ABC, usb: {port_path: 1-2}}\n  cells:\n  - workload: seq-write\n    status: passed\n    result: {mib_per_s: 14.5, iops: 14.5, all: {latency: {p99_ns: 647167}}}\n  - {workload: verify, status: skipped}\n  verdict: {pass: true}\nverdict: {pass: true}\n";
+    pub(crate) const V1: &str = "schema_version: 1\nreport_id: fae37a7d3302b159\ntool: {name: usbperf-matrix, version: 0.1.0, features: []}\nstarted_at: 2026-11-30T10:23:45.912Z\nfinished_at: 2026-11-30T10:23:47.801Z\nstatus: complete\nexit_code: 0\nunit: {hostname: vm, machine_id: 3d1219c7, model: Toradex Apalis, cpu_count: 2, memory_bytes: 1}\nconfig: {sources: [builtin:quick]}\ninventory_backend: sysfs\ndevices:\n- name: sda\n  disk: {name: sda, class: usb, vendor: Kingston, model: DataTraveler 3.0, serial: ABC, usb: {port_path: 1-2}}\n  cells:\n  - workload: seq-write\n    status: passed\n    result: {mib_per_s: 14.5, iops: 14.5, all: {latency: {p99_ns: 647167}}}\n  - {workload: verify, status: skipped}\n  verdict: {pass: true}\nverdict: {pass: true}\n";
 
     #[test]
     fn a_v1_report_becomes_its_columns() {

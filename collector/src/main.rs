@@ -111,6 +111,11 @@ struct Serve {
     /// PostgreSQL sessions shared by the request workers.
     #[arg(long, value_name = "N", default_value_t = 8)]
     db_sessions: usize,
+    /// PostgreSQL's password, read from this file (only its owner may read it), when the
+    /// --db URL holds none; else the PGPASSWORD environment variable is used. A password in
+    /// the URL is visible to every user in `ps`.
+    #[arg(long, value_name = "FILE")]
+    db_password_file: Option<PathBuf>,
     /// Also serve the fleet page, token-free and read-only, on this address: GET /fleet
     /// (HTML, refreshing itself) and /fleet.json, with ?since=DATE&board=MODEL.
     #[arg(long, value_name = "ADDR")]
@@ -196,8 +201,9 @@ fn fleet(args: &FleetArgs) -> anyhow::Result<()> {
             .into());
         }
     }
-    let store = store::open(&args.db, 1)
-        .with_context(|| format!("cannot open the database {}", args.db))?;
+    let password = db_password(None)?;
+    let store = store::open(&args.db, 1, password.as_deref())
+        .with_context(|| format!("cannot open the database {}", store::shown(&args.db)))?;
     let view = match fleetdb::fleet(store.as_ref(), &q) {
         Ok(v) => v,
         Err(e @ fleetdb::FleetDbError::NothingMatched(_)) => {
@@ -233,17 +239,22 @@ fn run(args: Serve) -> anyhow::Result<()> {
         .context("--token-file is required")?;
     let tokens = Tokens::load(&token_file, args.allow_readable_token)?;
     let store: Arc<dyn store::Store> = Arc::from(
-        store::open(&args.db, args.db_sessions)
-            .with_context(|| format!("cannot open the database {}", args.db))?,
+        store::open(
+            &args.db,
+            args.db_sessions,
+            db_password(args.db_password_file.as_deref())?.as_deref(),
+        )
+        .with_context(|| format!("cannot open the database {}", store::shown(&args.db)))?,
     );
     let app = Arc::new(App {
         store,
-        tokens,
+        tokens: std::sync::RwLock::new(tokens),
         max_body_bytes: args.max_body_bytes,
         page: Page::new(args.page_refresh),
         ingest_slots: tokio::sync::Semaphore::new(args.ingest_slots as usize),
         body_timeout: std::time::Duration::from_secs(args.body_timeout),
         auth_failures: server::AuthFailures::default(),
+        ready: tokio::sync::Mutex::new(None),
     });
     let limits = server::ServeLimits {
         max_connections: args.max_connections as usize,
@@ -284,7 +295,16 @@ fn run(args: Serve) -> anyhow::Result<()> {
             }
             None => None,
         };
+        // SIGHUP reads the token file again: a removed token is refused from the next
+        // request on, connections and requests under way are left alone. A file that cannot
+        // be used keeps the tokens in force.
+        let reload = tokio::spawn(reload_tokens_on_hup(
+            app.clone(),
+            token_file.clone(),
+            args.allow_readable_token,
+        ));
         server::serve(listener, server::router(app), limits, shutdown()).await;
+        reload.abort();
         if let Some(p) = page {
             p.abort();
         }
@@ -293,6 +313,51 @@ fn run(args: Serve) -> anyhow::Result<()> {
     drop(rt);
     drop(keep);
     served
+}
+
+async fn reload_tokens_on_hup(app: Arc<App>, path: PathBuf, allow_readable: bool) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match Tokens::load(&path, allow_readable) {
+            Ok(t) => {
+                let n = t.len();
+                *app.tokens.write().unwrap_or_else(|e| e.into_inner()) = t;
+                eprintln!(
+                    "usbperf-collect: SIGHUP: {n} token(s) read again from {}",
+                    path.display()
+                );
+            }
+            Err(e) => eprintln!("usbperf-collect: SIGHUP: the tokens in force are kept: {e}"),
+        }
+    }
+}
+
+/// PostgreSQL's password when the URL holds none: from `file` (refused when others may read
+/// it, as the token file is), else from `PGPASSWORD`, as libpq's own clients take it.
+fn db_password(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(file) = file else {
+        return Ok(std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()));
+    };
+    let mode = std::fs::metadata(file)
+        .with_context(|| format!("cannot read --db-password-file {}", file.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(Usage(format!(
+            "--db-password-file {}: other users may read or change it (mode {:04o}): `chmod              0600 {}`",
+            file.display(),
+            mode & 0o7777,
+            file.display()
+        ))
+        .into());
+    }
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read --db-password-file {}", file.display()))?;
+    Ok(Some(text.trim_end_matches(['\n', '\r']).to_string()))
 }
 
 async fn shutdown() {

@@ -41,7 +41,8 @@ pub const REPORT_ID_HEADER: &str = "x-usbperf-report-id";
 
 pub struct App {
     pub store: Arc<dyn Store>,
-    pub tokens: Tokens,
+    /// The accepted tokens: replaced whole when the token file is read again (SIGHUP).
+    pub tokens: std::sync::RwLock<Tokens>,
     pub max_body_bytes: u64,
     pub page: Page,
     /// Bodies held in memory at once: an authenticated upload waits for a slot before its
@@ -50,7 +51,14 @@ pub struct App {
     /// How long a client may take to send its body.
     pub body_timeout: Duration,
     pub auth_failures: AuthFailures,
+    /// The last readiness probe's answer and when it was taken: probes within
+    /// [`READY_FRESH`] of it are answered from it, so probing faster (anyone may) does not
+    /// make the database commit faster.
+    pub ready: tokio::sync::Mutex<Option<(Instant, Result<(), String>)>>,
 }
+
+/// How long a readiness probe's answer is reused.
+pub const READY_FRESH: Duration = Duration::from_secs(1);
 
 /// How long an upload waits for an ingest slot before it is answered 503.
 pub const SLOT_WAIT: Duration = Duration::from_secs(2);
@@ -64,6 +72,11 @@ pub const INGEST_SLOTS: usize = 32;
 /// not read at all, and the connection is closed.
 pub const UNAUTHENTICATED_DRAIN: u64 = 64 << 10;
 
+/// How long that drain waits for the small body: a stranger who declares a body and sends
+/// none holds its connection this long, not until the body timeout of an authenticated
+/// upload.
+pub const UNAUTHENTICATED_DRAIN_WAIT: Duration = Duration::from_millis(500);
+
 /// Failed authentications, counted per client address, said on standard error at most once
 /// per [`AUTH_LOG_EVERY`] and answered 429 beyond [`AUTH_FAILURES_PER_MINUTE`] a minute.
 #[derive(Default)]
@@ -75,13 +88,16 @@ pub struct AuthFailures {
 struct AuthState {
     window_start: Option<Instant>,
     per_peer: HashMap<std::net::IpAddr, u32>,
+    /// The failures of addresses met after [`AUTH_PEERS`] others in the window, counted
+    /// together: a flood of new addresses shares one limit instead of resetting everyone's.
+    overflow: u32,
     since_log: u64,
     last_log: Option<Instant>,
 }
 
 pub const AUTH_FAILURES_PER_MINUTE: u32 = 30;
 pub const AUTH_LOG_EVERY: Duration = Duration::from_secs(10);
-/// Addresses remembered at once; the window starts again when more have failed.
+/// Addresses counted on their own in a window; failures from more share one count.
 const AUTH_PEERS: usize = 10_000;
 
 impl AuthFailures {
@@ -92,18 +108,22 @@ impl AuthFailures {
         if st
             .window_start
             .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(60))
-            || st.per_peer.len() >= AUTH_PEERS
         {
             st.window_start = Some(now);
             st.per_peer.clear();
+            st.overflow = 0;
         }
+        let full = st.per_peer.len() >= AUTH_PEERS;
         let n = match peer {
-            Some(ip) => {
+            Some(ip) if !full || st.per_peer.contains_key(&ip) => {
                 let n = st.per_peer.entry(ip).or_insert(0);
                 *n += 1;
                 *n
             }
-            None => 1,
+            _ => {
+                st.overflow += 1;
+                st.overflow
+            }
         };
         st.since_log += 1;
         if st
@@ -290,12 +310,18 @@ pub async fn serve(
 /// How long a computed page is served before the database is asked again.
 pub const PAGE_CACHE: Duration = Duration::from_secs(5);
 
+/// Pages kept at once, and the bytes they may hold together: distinct filters (anyone on the
+/// line may send them) churn the cache instead of growing it.
+pub const PAGE_CACHE_ENTRIES: usize = 32;
+pub const PAGE_CACHE_BYTES: usize = 64 << 20;
+
 type PageKey = (FleetQuery, Format);
 
-/// The fleet page's state: the reload interval and the pages computed lately.
+/// The fleet page's state: the reload interval and the pages computed lately, each one body
+/// that every response shares (never a copy per reader).
 pub struct Page {
     pub refresh_s: u32,
-    cache: Mutex<HashMap<PageKey, (Instant, Arc<String>)>>,
+    cache: Mutex<HashMap<PageKey, (Instant, axum::body::Bytes)>>,
 }
 
 impl Page {
@@ -308,7 +334,7 @@ impl Page {
 
     /// The page for `key`, from the cache when fresh. The lock is held while computing: a
     /// dozen screens reloading at once make one query, not twelve.
-    fn get(&self, store: &dyn Store, key: PageKey) -> Result<Arc<String>, FleetDbError> {
+    fn get(&self, store: &dyn Store, key: PageKey) -> Result<axum::body::Bytes, FleetDbError> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((at, body)) = cache.get(&key) {
             if at.elapsed() < PAGE_CACHE {
@@ -325,10 +351,32 @@ impl Page {
             );
             body = body.replacen("<head>", &format!("<head>{meta}"), 1);
         }
-        let body = Arc::new(body);
+        let body = axum::body::Bytes::from(body);
         cache.retain(|_, (at, _)| at.elapsed() < PAGE_CACHE);
-        cache.insert(key, (Instant::now(), body.clone()));
+        // Room for this page: the oldest go first.
+        while !cache.is_empty()
+            && (cache.len() >= PAGE_CACHE_ENTRIES
+                || cache.values().map(|(_, b)| b.len()).sum::<usize>() + body.len()
+                    > PAGE_CACHE_BYTES)
+        {
+            let oldest = cache
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => cache.remove(&k),
+                None => break,
+            };
+        }
+        if body.len() <= PAGE_CACHE_BYTES {
+            cache.insert(key, (Instant::now(), body.clone()));
+        }
         Ok(body)
+    }
+
+    /// Pages held now.
+    pub fn cached(&self) -> usize {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
@@ -408,12 +456,7 @@ async fn fleet_page(
         Format::Text => "text/plain; charset=utf-8",
     };
     match res {
-        Ok(Ok(body)) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, ctype)],
-            body.to_string(),
-        )
-            .into_response(),
+        Ok(Ok(body)) => (StatusCode::OK, [(header::CONTENT_TYPE, ctype)], body).into_response(),
         Ok(Err(e @ (FleetDbError::NothingMatched(_) | FleetDbError::Fleet(_)))) => {
             (StatusCode::NOT_FOUND, format!("{e}\n")).into_response()
         }
@@ -443,18 +486,29 @@ pub fn router(app: Arc<App>) -> Router {
 
 /// `GET /readyz`: `ok` only while the database takes a write; 503 with the reason otherwise
 /// (a read-only or full database, a lost PostgreSQL server), for a load balancer or a
-/// watchdog. `GET /healthz` is liveness only: the process answers.
+/// watchdog. The write is made at most once per [`READY_FRESH`]: probes in between (one at a
+/// time, the others waiting for its answer) are answered from the last one. `GET /healthz`
+/// is liveness only: the process answers.
 async fn readyz(State(app): State<Arc<App>>) -> Response {
-    match tokio::task::spawn_blocking(move || app.store.health()).await {
-        Ok(Ok(())) => (StatusCode::OK, "ok\n").into_response(),
-        Ok(Err(e)) => (
+    let mut last = app.ready.lock().await;
+    let answer = match &*last {
+        Some((at, answer)) if at.elapsed() < READY_FRESH => answer.clone(),
+        _ => {
+            let store = app.store.clone();
+            let answer = match tokio::task::spawn_blocking(move || store.health()).await {
+                Ok(res) => res.map_err(|e| e.to_string()),
+                Err(e) => Err(format!("internal error: {e}")),
+            };
+            *last = Some((Instant::now(), answer.clone()));
+            answer
+        }
+    };
+    drop(last);
+    match answer {
+        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("the database does not take writes: {e}\n"),
-        )
-            .into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("internal error: {e}\n"),
         )
             .into_response(),
     }
@@ -502,14 +556,21 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let h = &parts.headers;
     let declared = header_str(h, "content-length").and_then(|v| v.trim().parse::<u64>().ok());
-    if !app.tokens.allows(header_str(h, "authorization")) {
+    let holder = app
+        .tokens
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .holder(header_str(h, "authorization"))
+        .map(str::to_string);
+    let Some(holder) = holder else {
         // Decided from the headers alone: the body is not read, and `100 Continue` is never
         // sent (hyper sends it only when the body is read). A small body without `Expect` is
         // read and dropped, so a unit with a wrong token reads this answer rather than a
         // broken pipe, and says so instead of retrying forever.
         let expects = header_str(h, "expect").is_some();
         if !expects && declared.is_some_and(|n| n <= UNAUTHENTICATED_DRAIN) {
-            let _ = axum::body::to_bytes(body, UNAUTHENTICATED_DRAIN as usize).await;
+            let drain = axum::body::to_bytes(body, UNAUTHENTICATED_DRAIN as usize);
+            let _ = tokio::time::timeout(UNAUTHENTICATED_DRAIN_WAIT, drain).await;
         }
         let over = app.auth_failures.failed(peer);
         let (status, msg) = if over {
@@ -542,7 +603,7 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
             hs.insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
         }
         return resp;
-    }
+    };
     let too_large = || {
         refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -616,7 +677,8 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
                 return Ok::<_, Failure>((id.to_string(), sha256, stored));
             }
         }
-        let rec = ingest::parse(&bytes, json, header_id.as_deref(), &limits)?;
+        let mut rec = ingest::parse(&bytes, json, header_id.as_deref(), &limits)?;
+        rec.token = Some(holder);
         let stored = store.insert(&rec, &bytes).map_err(Failure::Store)?;
         Ok((rec.report_id, sha256, stored))
     })
@@ -660,6 +722,12 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
         Ok(Err(Failure::Ingest(e))) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
         Ok(Err(Failure::Store(e))) => {
             eprintln!("usbperf-collect: store: {e}");
+            // The next readiness probe asks the database again instead of repeating an `ok`
+            // from before this failure; a probe under way (the lock taken) asks it already,
+            // and this answer does not wait for it.
+            if let Ok(mut last) = app.ready.try_lock() {
+                *last = None;
+            }
             refuse(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("the database did not take the report ({e}); send it again later"),
@@ -680,5 +748,71 @@ enum Failure {
 impl From<IngestError> for Failure {
     fn from(e: IngestError) -> Self {
         Failure::Ingest(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Distinct filters, as anyone on the line may send them, churn the page cache instead of
+    /// growing it: at most [`PAGE_CACHE_ENTRIES`] pages are held, each shared by its readers.
+    #[test]
+    fn the_page_cache_is_bounded_whatever_the_filters() {
+        let dir = std::env::temp_dir().join(format!("usbperf-page-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = format!("sqlite:{}", dir.join("r.db").display());
+        let store = crate::store::open(&db, 1, None).unwrap();
+        let body = crate::ingest::tests::V1.as_bytes();
+        let rec = crate::ingest::parse(body, false, None, &usbperf::report::decode::LIMITS);
+        store.insert(&rec.unwrap(), body).unwrap();
+        let page = Page::new(30);
+        let t0 = chrono::DateTime::parse_from_rfc3339("2026-11-01T00:00:00Z").unwrap();
+        let mut first = None;
+        for i in 0..200 {
+            let q = FleetQuery {
+                since: Some(t0.with_timezone(&chrono::Utc) + chrono::Duration::seconds(i)),
+                ..FleetQuery::default()
+            };
+            let b = page.get(store.as_ref(), (q, Format::Json)).unwrap();
+            assert!(
+                page.cached() <= PAGE_CACHE_ENTRIES,
+                "{} pages",
+                page.cached()
+            );
+            first.get_or_insert(b);
+        }
+        // The same filter again is the same body, not a copy.
+        let q = FleetQuery {
+            since: Some(t0.with_timezone(&chrono::Utc) + chrono::Duration::seconds(199)),
+            ..FleetQuery::default()
+        };
+        let a = page.get(store.as_ref(), (q.clone(), Format::Json)).unwrap();
+        let b = page.get(store.as_ref(), (q, Format::Json)).unwrap();
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        assert!(first.is_some_and(|f| !f.is_empty()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An address past the limit stays limited however many other addresses fail after it:
+    /// addresses beyond the ones counted on their own share one count instead of starting
+    /// the window again for everyone.
+    #[test]
+    fn a_flood_of_addresses_does_not_reset_the_failed_auth_limit() {
+        let f = AuthFailures::default();
+        let limited: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        for _ in 0..AUTH_FAILURES_PER_MINUTE {
+            assert!(!f.failed(Some(limited)));
+        }
+        assert!(f.failed(Some(limited)));
+        let mut over = 0;
+        for i in 0..(AUTH_PEERS as u32 + 100) {
+            let ip = std::net::IpAddr::from(std::net::Ipv4Addr::from(0x0b00_0000 + i));
+            over += usize::from(f.failed(Some(ip)));
+        }
+        assert!(f.failed(Some(limited)), "the flood reset the limit");
+        // The limited address holds one of the counted places: the 101 addresses past them
+        // share a count, of which 30 pass and 71 are limited.
+        assert_eq!(over, 101 - AUTH_FAILURES_PER_MINUTE as usize);
     }
 }

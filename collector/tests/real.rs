@@ -624,3 +624,41 @@ fn postgres_down_is_503_and_the_unit_keeps_the_report_until_it_is_back() {
     assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
     assert_eq!(count(&pg.url(), "reports"), 2);
 }
+
+/// A routine PostgreSQL restart (a fast shutdown, then the server back on its data): every
+/// session the collector held is gone, and the first upload on each must still be stored,
+/// not answered 503 until the collector is restarted.
+#[test]
+fn postgres_restart_is_survived_without_a_failed_upload() {
+    let mut pg = Pg::start();
+    let dir = TempDir::new("pg-restart");
+    let c = Collector::start_with(&pg.url(), &["--db-sessions", "4"]);
+    let reports = fleet(12, 19, "yaml", &dir.path().join("fleet"));
+    let spool = dir.path().join("outbox");
+    let send = |r: &Path| {
+        let out = upload_cmd(&c.url(), &c.tokens, &spool)
+            .args(["--attempts", "1"])
+            .arg(r)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            r.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // Every session opened.
+    for r in &reports[..4] {
+        send(r);
+    }
+    pg.stop();
+    pg.resume();
+    let back = Instant::now();
+    // One attempt each, on each of the sessions the restart closed.
+    for r in &reports[4..] {
+        send(r);
+    }
+    assert!(back.elapsed() < Duration::from_secs(10));
+    assert_eq!(count(&pg.url(), "reports"), 12);
+}

@@ -354,6 +354,55 @@ fn unauthenticated_body_is_not_read_and_no_100_continue() {
     assert_eq!(count(&db, "reports"), 0);
 }
 
+/// Strangers who declare a small body and never send it cost nothing: each is answered 401
+/// and closed within a second, and a unit's upload from another address meanwhile is stored
+/// at once.
+#[test]
+fn stalled_bodies_without_a_token_are_closed_at_once() {
+    let dir = TempDir::new("svc-stall");
+    let db = sqlite_db(&dir);
+    let c = Collector::start(&db);
+    let reports = fleet(1, 33, "yaml", &dir.path().join("fleet"));
+    let body = std::fs::read(&reports[0]).unwrap();
+    let t0 = Instant::now();
+    let mut stalled: Vec<TcpStream> = Vec::new();
+    for source in ["127.0.0.2", "127.0.0.3"] {
+        for _ in 0..60 {
+            let mut s = connect_from(source, c.port);
+            s.write_all(
+                b"POST /api/v1/reports HTTP/1.1\r\nHost: x\r\n\
+                  Content-Type: application/yaml\r\nContent-Length: 65536\r\n\r\n",
+            )
+            .unwrap();
+            stalled.push(s);
+        }
+    }
+    let sent = Instant::now();
+    let (status, b, _) = post_auth(&c.url(), Some(&format!("Bearer {TOKEN}")), &body, &[]);
+    assert_eq!(status, 201, "{b}");
+    let upload_s = sent.elapsed().as_secs_f64();
+    assert!(
+        upload_s <= 2.0,
+        "the upload took {upload_s:.1} s beside 120 stalled bodies"
+    );
+    for (i, s) in stalled.iter_mut().enumerate() {
+        let (answer, closed) = read_until_closed(s, Duration::from_secs(5));
+        // 401, or 429 past the limit of failures from one address.
+        let refused = ["HTTP/1.1 401", "HTTP/1.1 429"];
+        assert!(
+            refused.iter().any(|r| answer.starts_with(r)),
+            "stalled {i}: {answer:?}"
+        );
+        assert!(closed, "stalled {i} still open");
+    }
+    let all_s = t0.elapsed().as_secs_f64();
+    assert!(
+        all_s <= 5.0,
+        "120 stalled bodies were closed only after {all_s:.1} s"
+    );
+    assert_eq!(count(&db, "reports"), 1);
+}
+
 /// A 401 tells the client how to authenticate (`WWW-Authenticate: Bearer`), and the scheme
 /// name is accepted in any case, as HTTP has it; the token itself is not.
 #[test]
@@ -613,6 +662,8 @@ fn readyz_follows_the_database_and_healthz_is_liveness() {
     assert_eq!(get(c.port, "/healthz").0, 200);
 
     let fill = fs.fill();
+    // A probe's answer is reused for a second: the next one asks the database.
+    std::thread::sleep(Duration::from_millis(1100));
     let (status, body) = get(c.port, "/readyz");
     assert_eq!(status, 503, "/readyz on a full filesystem: {body}");
     assert!(body.contains("full"), "the reason is given: {body}");
@@ -634,6 +685,7 @@ fn readyz_follows_the_database_and_healthz_is_liveness() {
     );
 
     std::fs::remove_file(&fill).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(get(c.port, "/readyz"), (200, "ok\n".to_string()));
     assert_eq!(c.pid(), pid);
     let (code, err, _) = upload(&c, &dir.path().join("spool"), &[], &[]);
@@ -713,9 +765,11 @@ fn token_file_others_may_read_is_refused_on_both_sides() {
     assert_eq!(stored_ids(&db), vec![report_id(&reports[0])]);
 }
 
-/// A report whose figures no device measures (1e308 MiB/s, a negative rate) or whose time is
-/// outside what a report may carry (year 9999) is answered 422 naming the field, and nothing
-/// is stored; the same report with its real figures is stored after.
+/// A report whose figures no device measures (1e308 MiB/s, a negative rate), whose time is
+/// outside what a report may carry (year 9999) or years after the collector's clock, or whose
+/// board name is longer than a name may be (PostgreSQL cannot index 3,000 bytes) is answered
+/// 422 naming the field, and nothing is stored; the same report as the unit wrote it is
+/// stored after.
 #[test]
 fn implausible_figures_and_times_are_422_naming_the_field() {
     let dir = TempDir::new("svc-422");
@@ -729,6 +783,12 @@ fn implausible_figures_and_times_are_422_naming_the_field() {
         ("mib_per_s", "1e308", "mib_per_s"),
         ("mib_per_s", "-5e10", "mib_per_s"),
         ("started_at", "9999-01-01T00:00:00Z", "started_at"),
+        (
+            "started_at",
+            "2262-01-01T00:00:00Z",
+            "more than a day after",
+        ),
+        ("model", &"x".repeat(3000), "unit.model is 3000 bytes long"),
     ] {
         let body = set_first(&text, key, value);
         let (status, b, _) = post_auth(&c.url(), Some(&auth), body.as_bytes(), &[]);
@@ -817,4 +877,69 @@ fn access_log_names_each_request() {
         let report = line.get(7).and_then(|r| r.strip_prefix("report="));
         assert_eq!(report, rid.as_deref(), "{line:?}");
     }
+}
+
+/// SIGHUP reads the token file again: a removed token is refused from then on, a new one
+/// stores, a connection opened before stays open, and a file that cannot be used keeps the
+/// tokens in force. Each stored report names the token that stored it.
+#[test]
+fn sighup_reloads_the_tokens_and_each_report_names_its_token() {
+    use std::os::unix::fs::PermissionsExt;
+    const OTHER: &str = "station-b-token-000000000000001";
+    let dir = TempDir::new("svc-hup");
+    let db = sqlite_db(&dir);
+    let c = Collector::start(&db);
+    let reports = fleet(3, 34, "yaml", &dir.path().join("fleet"));
+    let body = |i: usize| std::fs::read(&reports[i]).unwrap();
+    let bearer = |t: &str| format!("Bearer {t}");
+    let hup_said = |what: &str, n: usize| {
+        let st = Command::new("kill")
+            .args(["-HUP", &c.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let t0 = Instant::now();
+        while c.stderr().matches(what).count() < n {
+            assert!(t0.elapsed() < Duration::from_secs(10), "{}", c.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert_eq!(
+        post_auth(&c.url(), Some(&bearer(TOKEN)), &body(0), &[]).0,
+        201
+    );
+
+    let mut idle = TcpStream::connect(("127.0.0.1", c.port)).unwrap();
+    write_token_file(&c.tokens, &format!("station-b {OTHER}\n"));
+    hup_said("SIGHUP: 1 token(s) read again", 1);
+    assert!(still_open(&mut idle), "SIGHUP closed a connection");
+    let (status, b, _) = post_auth(&c.url(), Some(&bearer(TOKEN)), &body(1), &[]);
+    assert_eq!(status, 401, "the removed token: {b}");
+    assert_eq!(
+        post_auth(&c.url(), Some(&bearer(OTHER)), &body(1), &[]).0,
+        201
+    );
+
+    // A file others may read: refused, the tokens in force kept.
+    std::fs::write(&c.tokens, format!("station-c {TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&c.tokens, std::fs::Permissions::from_mode(0o644)).unwrap();
+    hup_said("the tokens in force are kept", 1);
+    assert_eq!(
+        post_auth(&c.url(), Some(&bearer(OTHER)), &body(2), &[]).0,
+        201
+    );
+    assert_eq!(get(c.port, "/healthz").0, 200);
+
+    let path = db.strip_prefix("sqlite:").unwrap();
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut q = conn
+        .prepare("SELECT token FROM reports ORDER BY received_at, rowid")
+        .unwrap();
+    let names: Vec<String> = q
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    // The collector's first token file holds its token on line 2, unnamed.
+    assert_eq!(names, ["line-2", "station-b", "station-b"]);
 }

@@ -313,7 +313,7 @@ fn us(ns: u64) -> String {
 
 fn op_line(name: &str, f: &OpFigures) -> String {
     format!(
-        "{name:<6} {:>10.1} MiB/s {:>11.0} IOPS  lat µs min {} mean {} p50 {} p90 {} p99 {} p99.9 {} max {}  stalls >1s {} >5s {}\n",
+        "{name:<6} {:>10.1} MiB/s {:>11.0} IOPS  lat us min {} mean {} p50 {} p90 {} p99 {} p99.9 {} max {}  stalls >1s {} >5s {}\n",
         f.mib_per_s,
         f.iops,
         us(f.latency.min_ns),

@@ -15,7 +15,7 @@ use crate::safety::{lock::RunLock, signals};
 const AFTER_HELP: &str = "\
 On a golden unit, before `schedule: auto` goes into a board's profile: the profile runs
 serial and auto in alternation (the order swaps every round), ROUNDS times each. A figure
-that ran beside another lane and moved beyond ±5 % joins those lanes (`shared_lanes:`), and
+that ran beside another lane and moved beyond +-5 % joins those lanes (`shared_lanes:`), and
 the joined schedule is measured again the same way, until every figure holds or every lane
 is joined (then: stay serial). The snippet ends with what the last phase measured: the
 speed-up is measured, not estimated.
@@ -190,7 +190,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<Exit> {
     let last = found.phases.last().map(|p| &p.comparison);
     let words = match (&found.finding, last) {
         (Finding::Auto(_), Some(c)) => format!(
-            "schedule auto holds every figure within ±{} % of serial: {:.2}x faster, measured \
+            "schedule auto holds every figure within +-{} % of serial: {:.2}x faster, measured \
              (serial {:.1} s, auto {:.1} s)",
             calibrate::TOLERANCE_PERCENT,
             c.speed_up().unwrap_or(0.0),

@@ -77,7 +77,7 @@ pub enum Command {
     /// Aggregate many factory reports: distributions, outliers, failures, trends, learned
     /// thresholds, or an HTML page of charts.
     Fleet(fleet::FleetArgs),
-    /// Show reports as the seed articles' table: a row per device, a column per test
+    /// Show reports as one table: a row per device, a column per test
     /// (MiB/s, IOPS, p99 latency, bad blocks), the verdict; as text, Markdown or CSV.
     Show(show::ShowArgs),
     /// On a golden unit: run the profile serial and auto in alternation, find the lanes whose
@@ -109,7 +109,10 @@ pub fn main() -> Exit {
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {
-            crate::errln!("usbperf-matrix: error: {e:#}");
+            crate::errln!(
+                "usbperf-matrix: error: {}",
+                crate::words::said_once(e.chain())
+            );
             exit_of(&e)
         }
     }
@@ -278,7 +281,12 @@ pub(crate) fn print_findings(findings: &[LinkFinding]) {
                 discover::parse::speed_label(f.expected_mbps)
             );
         } else {
-            crate::outln!("link {}: FAIL {}", f.port, f.cause);
+            // The cause is a sentence or two: wrapped to the console, as the run's lines are.
+            let line = format!("link {}: FAIL {}", f.port, f.cause);
+            crate::outln!(
+                "{}",
+                crate::out::wrap(&line, crate::out::console_width(), "    ")
+            );
         }
     }
 }

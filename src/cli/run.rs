@@ -212,7 +212,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             crate::outln!("{}", String::from_utf8_lossy(&bytes));
         }
     }
-    // The table the seed articles ended with: a row per device, a column per test.
+    // One table: a row per device, a column per test.
     crate::out!(
         "{}",
         crate::report::table::render_fit(

@@ -13,7 +13,7 @@ use crate::report::view::ReportView;
 
 const AFTER_HELP: &str = "\
 Examples:
-  # the seed articles' table
+  # one table: a row per device, a column per test
   usbperf-matrix show /var/lib/usbperf/reports/usbperf-*.yaml
   usbperf-matrix show --format markdown report.yaml >> ticket.md
   usbperf-matrix show --format csv reports/*.json > line-3.csv

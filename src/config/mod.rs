@@ -13,6 +13,7 @@ use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::discover::DeviceClass;
 use crate::engine::EngineRequest;
+use crate::metric::{self, Metric};
 use crate::units;
 use crate::workload::verify::VerifyMode;
 use crate::workload::{
@@ -547,11 +548,22 @@ impl Threshold {
     /// Whether the rule limits a figure that a run of `workload` measures: its rate, IOPS,
     /// p99 latency or stalls, or (for `seq-write`) the SD card's claimed speed.
     pub fn limits_a_figure(&self, workload: WorkloadKind) -> bool {
-        self.min_mib_per_s.is_some()
-            || self.min_iops.is_some()
-            || self.max_p99_latency_ms.is_some()
+        self.figure_limits().next().is_some()
             || self.max_stalls.is_some()
             || (self.sd_speed_claim && workload == WorkloadKind::SeqWrite)
+    }
+
+    /// The limits it sets on a test's figures, each with its metric (whose direction says
+    /// whether it is a minimum or a maximum), in the order reasons list them. The one place a
+    /// figure's field is tied to its metric.
+    pub fn figure_limits(&self) -> impl Iterator<Item = (&'static Metric, f64)> {
+        [
+            (&metric::MIB_PER_S, self.min_mib_per_s),
+            (&metric::IOPS, self.min_iops),
+            (&metric::P99_LATENCY_MS, self.max_p99_latency_ms),
+        ]
+        .into_iter()
+        .filter_map(|(m, v)| Some((m, v?)))
     }
 }
 
@@ -903,13 +915,13 @@ fn non_empty_tests<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<TestSpe
     non_empty(d, "tests")
 }
 
-/// A threshold's number: finite, not negative and at most `MAX`, a bound no device reaches
-/// (1,000,000 MiB/s, 100,000,000 IOPS, an hour of latency, 100 Gbit/s of USB link, 128 GT/s):
-/// `.inf`, `.nan`, `-1e308` or a negative limit is a typo that would judge nothing or fail
-/// everything, so the file is refused at its line.
-fn limit<'de, D: Deserializer<'de>>(d: D, key: &str, max: u64) -> Result<Option<f64>, D::Error> {
+/// A threshold's number: finite, not negative and at most the metric's ceiling, a bound no
+/// device reaches (1,000,000 MiB/s, 100,000,000 IOPS, an hour of latency, 100 Gbit/s of USB
+/// link, 128 GT/s): `.inf`, `.nan`, `-1e308` or a negative limit is a typo that would judge
+/// nothing or fail everything, so the file is refused at its line.
+fn limit<'de, D: Deserializer<'de>>(d: D, m: &Metric) -> Result<Option<f64>, D::Error> {
     let v = f64::deserialize(d)?;
-    if !v.is_finite() || v.is_sign_negative() || v > max as f64 {
+    if !v.is_finite() || v.is_sign_negative() || v > m.max {
         // 1e308 as 1e308, not as 309 digits.
         let shown = if v.abs() >= 1e9 {
             format!("{v:e}")
@@ -917,34 +929,36 @@ fn limit<'de, D: Deserializer<'de>>(d: D, key: &str, max: u64) -> Result<Option<
             v.to_string()
         };
         return Err(de::Error::custom(format!(
-            "{key}: {shown} is not a limit: give a number from 0 to {max}"
+            "{}: {shown} is not a limit: give a number from 0 to {}",
+            m.key(),
+            m.max
         )));
     }
     Ok(Some(v))
 }
 
 fn min_mib_per_s<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    limit(d, "min_mib_per_s", 1_000_000)
+    limit(d, &metric::MIB_PER_S)
 }
 
 fn min_iops<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    limit(d, "min_iops", 100_000_000)
+    limit(d, &metric::IOPS)
 }
 
 fn max_p99_latency_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    limit(d, "max_p99_latency_ms", 3_600_000)
+    limit(d, &metric::P99_LATENCY_MS)
 }
 
 fn min_link_mbps<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    limit(d, "min_link_mbps", 100_000)
+    limit(d, &metric::LINK_MBPS)
 }
 
 fn min_sata_gbps<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    limit(d, "min_sata_gbps", 100)
+    limit(d, &metric::SATA_GBPS)
 }
 
 fn min_pcie_gts<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    limit(d, "min_pcie_gts", 128)
+    limit(d, &metric::PCIE_GTS)
 }
 
 fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {

@@ -27,7 +27,10 @@ pub enum ExpectationError {
          lsusb -t shows it, e.g. usb:1-1.2) or id_path:<udev ID_PATH prefix>"
     )]
     Port(String),
-    #[error("link expectation {0:?}: {1:?} is not a speed in Mbit/s (12, 480, 5000, 10000)")]
+    #[error(
+        "link expectation {0:?}: {1:?} is not a speed in Mbit/s: give one from 1 to 100000 \
+         (12, 480, 5000, 10000)"
+    )]
     Speed(String, String),
 }
 
@@ -46,7 +49,8 @@ impl std::str::FromStr for PortExpectation {
         let v: f64 = sp
             .parse()
             .ok()
-            .filter(|v: &f64| v.is_finite() && *v > 0.0)
+            // No link is faster than the metric's ceiling: a longer number is a typo.
+            .filter(|v: &f64| v.is_finite() && *v > 0.0 && *v <= crate::metric::LINK_MBPS.max)
             .ok_or_else(|| ExpectationError::Speed(s.to_string(), speed.to_string()))?;
         Ok(PortExpectation {
             port: port.to_string(),
@@ -500,10 +504,20 @@ mod tests {
         for (p, ok) in table {
             assert_eq!(is_usb_port_path(p), ok, "{p}");
         }
-        assert!(matches!(
-            "usb:1-1=fast".parse::<PortExpectation>(),
-            Err(ExpectationError::Speed(..))
-        ));
+        for e in [
+            "usb:1-1=fast",
+            "usb:1-1=99999999999999999999",
+            "usb:1-1=0",
+            "usb:1-1=inf",
+        ] {
+            assert!(
+                matches!(
+                    e.parse::<PortExpectation>(),
+                    Err(ExpectationError::Speed(..))
+                ),
+                "{e}"
+            );
+        }
     }
 
     #[test]

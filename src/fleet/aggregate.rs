@@ -17,6 +17,7 @@ use super::reader::ThresholdLite;
 use super::stats::{self, OUTLIER_Z};
 pub use super::summary::*;
 use super::FleetError;
+use crate::metric;
 
 /// How to aggregate.
 #[derive(Debug, Clone)]
@@ -86,8 +87,69 @@ fn skip_kind(s: &Skip) -> &'static str {
     }
 }
 
-/// Distinct threshold configs remembered to skip (a fleet runs a handful).
-const SEEN_CONFIGS: usize = 16;
+/// Distinct threshold configs counted (a fleet runs a handful; more are left out).
+const CONFIGS: usize = 64;
+
+/// The factory limits a chart draws, from the configs the reports ran under and the units
+/// under each: for each class, figure and bound, the value carried by the most units (a
+/// tie keeps each). A config one unit brings (a report written by hand to move the page)
+/// never replaces the one the line's units ran under.
+fn factory_lines(configs: &[(Vec<ThresholdLite>, BTreeSet<u32>)]) -> Vec<FactoryThreshold> {
+    let mut carried: Vec<(FactoryThreshold, BTreeSet<u32>)> = Vec::new();
+    for (ts, units) in configs {
+        for t in ts {
+            if t.select.port.is_some() {
+                // Port-specific limits do not belong on a class-wide chart.
+                continue;
+            }
+            let class = if t.select.all_non_system {
+                None
+            } else {
+                match &t.select.class {
+                    Some(c) => Some(c.clone()),
+                    None => continue,
+                }
+            };
+            for (m, value) in t.limits() {
+                let bound = match m.better {
+                    metric::Better::Higher => "min",
+                    metric::Better::Lower => "max",
+                };
+                // A device's figure (the link) stands alone; a test's is named by workload.
+                let metric = match &t.workload {
+                    _ if m.workloads.is_empty() => m.id.to_string(),
+                    Some(w) => format!("{w}.{}", m.id),
+                    None => continue,
+                };
+                let ft = FactoryThreshold {
+                    class: class.clone(),
+                    metric,
+                    bound: bound.into(),
+                    value,
+                };
+                match carried.iter_mut().find(|c| c.0 == ft) {
+                    Some(c) => c.1.extend(units.iter().copied()),
+                    None => carried.push((ft, units.clone())),
+                }
+            }
+        }
+    }
+    let same = |a: &FactoryThreshold, b: &FactoryThreshold| {
+        (&a.class, &a.metric, &a.bound) == (&b.class, &b.metric, &b.bound)
+    };
+    let mut lines: Vec<FactoryThreshold> = carried
+        .iter()
+        .filter(|(t, units)| {
+            carried
+                .iter()
+                .filter(|(o, _)| same(o, t))
+                .all(|(_, o)| o.len() <= units.len())
+        })
+        .map(|(t, _)| t.clone())
+        .collect();
+    lines.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    lines
+}
 
 /// Folds records; `finish` summarises.
 pub struct Accumulator {
@@ -98,8 +160,9 @@ pub struct Accumulator {
     groups: Vec<(Vec<String>, GroupAcc)>,
     group_ids: HashMap<u64, Vec<u32>>,
     group_hasher: RandomState,
-    /// Threshold configs already noted: `note_thresholds` adds nothing for them again.
-    seen_configs: Vec<Vec<ThresholdLite>>,
+    /// The distinct threshold configs of the reports, each with the units that ran under
+    /// it: the factory's lines are the ones most units carry (see [`factory_lines`]).
+    configs: Vec<(Vec<ThresholdLite>, BTreeSet<u32>)>,
     unit_ids: HashMap<String, u32>,
     unit_names: Vec<String>,
     /// Per unit: did its latest report (by start time) pass.
@@ -113,7 +176,6 @@ pub struct Accumulator {
     /// marginal.
     yields: BTreeMap<(&'static str, String), [u32; 5]>,
     curves: BTreeMap<String, Vec<(u32, CurveTrace)>>,
-    thresholds: Vec<FactoryThreshold>,
     errors: Vec<FileIssue>,
     skipped: Vec<FileIssue>,
     /// Report identity -> the file index that counts for it.
@@ -155,7 +217,7 @@ impl Accumulator {
             groups: Vec::new(),
             group_ids: HashMap::new(),
             group_hasher: RandomState::new(),
-            seen_configs: Vec::new(),
+            configs: Vec::new(),
             unit_ids: HashMap::with_capacity(n),
             unit_names: Vec::with_capacity(n),
             unit_latest: Vec::with_capacity(n),
@@ -166,7 +228,6 @@ impl Accumulator {
             ports: BTreeMap::new(),
             yields: BTreeMap::new(),
             curves: BTreeMap::new(),
-            thresholds: Vec::new(),
             errors: Vec::new(),
             skipped: Vec::new(),
             seen: HashMap::with_capacity(n),
@@ -299,49 +360,6 @@ impl Accumulator {
         )))
     }
 
-    fn note_thresholds(&mut self, ts: &[ThresholdLite]) {
-        for t in ts {
-            if t.select.port.is_some() {
-                // Port-specific limits do not belong on a class-wide chart.
-                continue;
-            }
-            let class = if t.select.all_non_system {
-                None
-            } else {
-                match &t.select.class {
-                    Some(c) => Some(c.clone()),
-                    None => continue,
-                }
-            };
-            let wl = t.workload.clone();
-            let mut add = |metric: String, bound: &str, value: f64| {
-                let ft = FactoryThreshold {
-                    class: class.clone(),
-                    metric,
-                    bound: bound.into(),
-                    value,
-                };
-                if !self.thresholds.contains(&ft) {
-                    self.thresholds.push(ft);
-                }
-            };
-            if let Some(w) = &wl {
-                if let Some(v) = t.min_mib_per_s {
-                    add(format!("{w}.mib_per_s"), "min", v);
-                }
-                if let Some(v) = t.min_iops {
-                    add(format!("{w}.iops"), "min", v);
-                }
-                if let Some(v) = t.max_p99_latency_ms {
-                    add(format!("{w}.p99_latency_ms"), "max", v);
-                }
-            }
-            if let Some(v) = t.min_link_mbps {
-                add(LINK_METRIC.into(), "min", v);
-            }
-        }
-    }
-
     /// Folds one record in; a copy of a report already folded in (same identity) is only
     /// noted.
     pub fn add(&mut self, mut r: UnitRecord) {
@@ -368,14 +386,6 @@ impl Accumulator {
         if !self.boards.contains(&r.board) {
             self.boards.insert(r.board.clone());
         }
-        // Configs repeat across a fleet: only look at a handful of distinct ones, and at
-        // each once (noting a config again adds nothing, and costs a format! per limit).
-        if self.thresholds.len() < 64 && !self.seen_configs.contains(&r.thresholds) {
-            self.note_thresholds(&r.thresholds);
-            if self.seen_configs.len() < SEEN_CONFIGS {
-                self.seen_configs.push(std::mem::take(&mut r.thresholds));
-            }
-        }
         let next_id = self.unit_names.len() as u32;
         let unit = match self.unit_ids.get(&r.unit) {
             Some(&u) => u,
@@ -384,6 +394,18 @@ impl Accumulator {
                 next_id
             }
         };
+        // Configs repeat across a fleet: a handful of distinct ones, each with its units.
+        let full = self.configs.len() >= CONFIGS;
+        match self.configs.iter_mut().find(|c| c.0 == r.thresholds) {
+            Some(c) => {
+                c.1.insert(unit);
+            }
+            None if !full => {
+                self.configs
+                    .push((std::mem::take(&mut r.thresholds), BTreeSet::from([unit])));
+            }
+            None => {}
+        }
         if unit == next_id {
             self.unit_names.push(std::mem::take(&mut r.unit));
             self.unit_latest.push((r.started_at, r.pass));
@@ -567,6 +589,7 @@ impl Accumulator {
                 )
             })
         };
+        let thresholds = factory_lines(&self.configs);
         let mut per_group: Vec<Vec<MetricSummary>> = keyed.iter().map(|_| Vec::new()).collect();
         for (gi, m) in summarised {
             per_group[gi].push(m);
@@ -580,8 +603,7 @@ impl Accumulator {
                 // on that class and on every non-system device.
                 if let [class] = g.classes.iter().collect::<Vec<_>>()[..] {
                     for m in &mut metrics {
-                        m.limits = self
-                            .thresholds
+                        m.limits = thresholds
                             .iter()
                             .filter(|t| t.class.as_ref().map_or(true, |c| c == class))
                             .filter_map(|t| LimitDistance::of(m, t))
@@ -636,8 +658,6 @@ impl Accumulator {
         let mut rejected_figures = self.rejected;
         rejected_figures
             .sort_by(|a, b| (&a.file, &a.device, &a.field).cmp(&(&b.file, &b.device, &b.field)));
-        let mut thresholds = self.thresholds;
-        thresholds.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         FleetSummary {
             files: self.files.len() + self.not_regular,
             reports: self.reports as usize,
@@ -749,7 +769,21 @@ fn summarise_metric(
     stats::sort_f64(&mut sorted);
     let p = |q: f64| stats::percentile(&sorted, q).unwrap_or(f64::NAN);
     let median = p(50.0);
-    let mut outliers: Vec<Outlier> = match stats::modified_z(&s.values, &sorted) {
+    // The outliers' baseline counts each unit once (the median of its values), so a unit
+    // that sends many devices cannot make its own figures the norm.
+    let mut by_unit_all: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for (v, &d) in s.values.iter().zip(&s.devs) {
+        by_unit_all
+            .entry(devs[d as usize].unit)
+            .or_default()
+            .push(*v);
+    }
+    let mut baseline: Vec<f64> = by_unit_all
+        .into_values()
+        .filter_map(stats::median)
+        .collect();
+    stats::sort_f64(&mut baseline);
+    let mut outliers: Vec<Outlier> = match stats::modified_z_against(&s.values, &baseline) {
         Some(z) => z
             .iter()
             .enumerate()
@@ -761,7 +795,7 @@ fn summarise_metric(
                     device: d.label.clone(),
                     file: file(d.file),
                     value: s.values[i],
-                    median,
+                    median: stats::percentile(&baseline, 50.0).unwrap_or(median),
                     modified_z: *z,
                 }
             })
@@ -784,13 +818,29 @@ fn summarise_metric(
             median,
         })
         .collect();
-    let mut passing: Vec<f64> = s
-        .values
-        .iter()
-        .zip(&s.devs)
-        .filter(|(_, &d)| devs[d as usize].pass)
-        .map(|(v, _)| *v)
-        .collect();
+    // Learned limits: each unit once, at the median of its passing device tests; a unit
+    // whose median is far outside the others' is left out (see `PassingStats`).
+    let mut by_unit: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let mut passing_tests = 0;
+    for (v, &d) in s.values.iter().zip(&s.devs) {
+        let dev = &devs[d as usize];
+        if dev.pass {
+            by_unit.entry(dev.unit).or_default().push(*v);
+            passing_tests += 1;
+        }
+    }
+    let unit_medians: Vec<f64> = by_unit.into_values().filter_map(stats::median).collect();
+    let mut sorted_units = unit_medians.clone();
+    stats::sort_f64(&mut sorted_units);
+    let mut passing: Vec<f64> = match stats::modified_z(&unit_medians, &sorted_units) {
+        Some(z) => unit_medians
+            .iter()
+            .zip(z)
+            .filter(|(_, z)| z.abs() <= OUTLIER_Z)
+            .map(|(v, _)| *v)
+            .collect(),
+        None => unit_medians.clone(),
+    };
     stats::sort_f64(&mut passing);
     let pp = |q: f64| stats::percentile(&passing, q).unwrap_or(f64::NAN);
     let histogram = Histogram::of(&sorted, 30);
@@ -803,7 +853,9 @@ fn summarise_metric(
         p95: p(95.0),
         max: p(100.0),
         passing: PassingStats {
-            count: passing.len(),
+            count: passing_tests,
+            units: passing.len(),
+            units_left_out: unit_medians.len() - passing.len(),
             p1: pp(1.0),
             p5: pp(5.0),
             median: pp(50.0),

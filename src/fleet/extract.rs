@@ -10,7 +10,7 @@
 //! separate measurements, so the unit still counts in pass rates and its sane figures in the
 //! distributions.
 
-use crate::report::metric;
+use crate::metric;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -183,6 +183,38 @@ pub fn report_identity(r: &ReportLite, bytes: &[u8]) -> String {
         r.started_at
             .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
     )
+}
+
+/// The identity [`report_identity`] gives, and for a report without an id its figures too:
+/// such a report is known by its unit and start, so a copy (the same run as YAML and as
+/// JSON) still counts once, while a report that claims a unit and start it did not run, with
+/// other figures, cannot take the real one's place.
+pub fn with_figures(identity: String, rec: &UnitRecord) -> String {
+    if identity.starts_with("machine_id ") {
+        format!("{identity} figures {:016x}", figures_hash(rec))
+    } else {
+        identity
+    }
+}
+
+/// FNV-1a over each device's label and figures, exactly as extracted: the same run read from
+/// YAML or JSON hashes the same (both parse to the very f64s).
+fn figures_hash(rec: &UnitRecord) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for d in &rec.devices {
+        eat(d.label.as_bytes());
+        for (metric, v, ok) in &d.values {
+            eat(metric.as_bytes());
+            eat(&v.to_bits().to_le_bytes());
+            eat(&[u8::from(*ok)]);
+        }
+    }
+    h
 }
 
 /// One tested device of a report.
@@ -444,20 +476,10 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
         .collect();
     let mut thresholds = r.config.thresholds;
     for (i, t) in thresholds.iter_mut().enumerate() {
-        let fields = [
-            ("min_mib_per_s", &mut t.min_mib_per_s, &metric::MIB_PER_S),
-            ("min_iops", &mut t.min_iops, &metric::IOPS),
-            (
-                "max_p99_latency_ms",
-                &mut t.max_p99_latency_ms,
-                &metric::P99_LATENCY_MS,
-            ),
-            ("min_link_mbps", &mut t.min_link_mbps, &metric::LINK_MBPS),
-        ];
-        for (name, slot, m) in fields {
+        for (m, slot) in t.limits_mut() {
             if let Some(why) = slot.and_then(|v| refuse(v, m.max, m.unit)) {
                 let v = slot.take().unwrap_or_default();
-                reject("config", format!("thresholds[{i}].{name}"), v, why);
+                reject("config", format!("thresholds[{i}].{}", m.key()), v, why);
             }
         }
     }

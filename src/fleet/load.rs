@@ -17,7 +17,7 @@ use std::sync::mpsc;
 
 use chrono::{DateTime, Utc};
 
-use super::extract::{extract, report_identity, UnitRecord};
+use super::extract::{extract, report_identity, with_figures, UnitRecord};
 use super::reader::parse_report;
 use super::FleetError;
 
@@ -285,7 +285,7 @@ fn process(idx: usize, path: &Path, buf: &mut Vec<u8>, opts: &LoadOptions) -> Ou
     }
     let identity = report_identity(&r, buf);
     let mut rec = extract(idx as u32, path, r);
-    rec.identity = identity;
+    rec.identity = with_figures(identity, &rec);
     Outcome::Record(Box::new(rec))
 }
 

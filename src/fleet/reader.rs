@@ -8,6 +8,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::metric::{self, Metric};
 use crate::report::decode::{self, is_json, parse, Probe};
 
 use super::FleetError;
@@ -127,6 +128,30 @@ pub struct ThresholdLite {
     /// The wear a part may reach, for its projected end of life.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_life_used_percent: Option<f64>,
+}
+
+impl ThresholdLite {
+    /// Its limits on figures, each with its metric: the one place a field of it is tied to
+    /// its metric.
+    pub fn limits_mut(&mut self) -> [(&'static Metric, &mut Option<f64>); 4] {
+        [
+            (&metric::MIB_PER_S, &mut self.min_mib_per_s),
+            (&metric::IOPS, &mut self.min_iops),
+            (&metric::P99_LATENCY_MS, &mut self.max_p99_latency_ms),
+            (&metric::LINK_MBPS, &mut self.min_link_mbps),
+        ]
+    }
+
+    /// The limits it sets, each with its metric (read through [`Self::limits_mut`], so the
+    /// fields are listed once; a config is a handful of small rules).
+    pub fn limits(&self) -> Vec<(&'static Metric, f64)> {
+        let mut t = self.clone();
+        let slots = t.limits_mut();
+        slots
+            .into_iter()
+            .filter_map(|(m, v)| Some((m, (*v)?)))
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::aggregate::{Accumulator, FleetOptions};
-use super::extract::{extract, report_identity, UnitRecord};
+use super::extract::{extract, report_identity, with_figures, UnitRecord};
 use super::load::{Outcome, Skip};
 use super::reader::{parse_report, ReportLite};
 use super::FleetError;
@@ -45,7 +45,7 @@ pub fn extract_report(path: &Path, r: ReportLite, bytes: &[u8]) -> Extracted {
     }
     let identity = report_identity(&r, bytes);
     let mut rec = extract(0, path, r);
-    rec.identity = identity;
+    rec.identity = with_figures(identity, &rec);
     Extracted::Record(Box::new(rec))
 }
 

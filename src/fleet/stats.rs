@@ -38,8 +38,14 @@ pub fn sort_f64(v: &mut [f64]) {
 /// The modified z-score of each value, or `None` when the sample has no spread at all (every
 /// value equal: nothing stands out). `sorted` is the same values sorted.
 pub fn modified_z(values: &[f64], sorted: &[f64]) -> Option<Vec<f64>> {
-    let med = percentile(sorted, 50.0)?;
-    let mut dev: Vec<f64> = values.iter().map(|v| (v - med).abs()).collect();
+    modified_z_against(values, sorted)
+}
+
+/// The modified z-score of each value against the median and spread of `baseline` (sorted),
+/// or `None` when the baseline has no spread at all.
+pub fn modified_z_against(values: &[f64], baseline: &[f64]) -> Option<Vec<f64>> {
+    let med = percentile(baseline, 50.0)?;
+    let mut dev: Vec<f64> = baseline.iter().map(|v| (v - med).abs()).collect();
     sort_f64(&mut dev);
     let mad = percentile(&dev, 50.0)?;
     let scale = if mad > 0.0 {

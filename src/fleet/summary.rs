@@ -210,9 +210,18 @@ impl LimitDistance {
     }
 }
 
+/// The figure over the units whose devices passed, for learned limits: each unit counts
+/// once (the median of its passing device tests), and a unit far outside the others (its
+/// median's modified z-score beyond ±3.5) is left out, so one unit sending many devices or
+/// figures no other unit has cannot move a limit the fleet learns.
 #[derive(Debug, Clone, Serialize)]
 pub struct PassingStats {
+    /// Passing device tests.
     pub count: usize,
+    /// Units the percentiles are over.
+    pub units: usize,
+    /// Units left out as far outside the others.
+    pub units_left_out: usize,
     pub p1: f64,
     pub p5: f64,
     pub median: f64,
@@ -351,6 +360,8 @@ mod tests {
             max,
             passing: PassingStats {
                 count: 10,
+                units: 10,
+                units_left_out: 0,
                 p1: min,
                 p5,
                 median,

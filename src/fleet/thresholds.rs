@@ -9,7 +9,7 @@
 //! percentile less 5 % (media of one nominal size differ by a few %). With the default margin
 //! of 20 %, a good unit at the edge of today's fleet still passes and a unit half as fast fails.
 
-use crate::report::metric;
+use crate::metric;
 use std::fmt::Write;
 
 use super::aggregate::{Dimension, FleetSummary, MetricSummary};
@@ -44,8 +44,7 @@ pub struct Suggestion {
     /// `usb:1-2` when the fleet was grouped by port.
     pub port: Option<String>,
     pub workload: Option<String>,
-    /// The `Threshold` field: `min_mib_per_s`, `min_iops`, `max_p99_latency_ms`,
-    /// `min_link_mbps`, `min_capacity`.
+    /// The threshold key (the metric table's) that sets the limit.
     pub field: &'static str,
     pub value: f64,
     /// Why this value: the figures it came from.
@@ -78,22 +77,20 @@ fn derive(m: &MetricSummary, o: &SuggestOptions) -> Option<(Option<String>, &'st
         None => (None, m.metric.as_str()),
     };
     let wl = w.as_deref().unwrap_or("");
-    let v = match fig {
-        f if f == metric::MIB_PER_S.id && metric::MIB_PER_S.of_workload(wl) => {
-            ("min_mib_per_s", round2(p.p1 * (1.0 - o.margin), false))
-        }
-        f if f == metric::IOPS.id && metric::IOPS.of_workload(wl) => {
-            ("min_iops", round2(p.p1 * (1.0 - o.margin), false))
-        }
-        f if f == metric::P99_LATENCY_MS.id && metric::P99_LATENCY_MS.of_workload(wl) => {
-            ("max_p99_latency_ms", round2(p.p99 * (1.0 + o.margin), true))
-        }
-        f if f == LINK_METRIC => ("min_link_mbps", p.p1),
-        f if f == CAPACITY_METRIC => {
+    let v = match metric::by_id(fig) {
+        Some(m) if m.id == CAPACITY_METRIC => {
             // Whole MiB, so the profile shows a readable size.
             let mib = (p.p1 * 0.95 / 1048576.0).floor();
-            ("min_capacity", mib * 1048576.0)
+            (m.key(), mib * 1048576.0)
         }
+        // The link is what it trained at: no margin under a speed the fleet all reached.
+        Some(m) if m.id == LINK_METRIC => (m.key(), p.p1),
+        // A figure a workload's cells are judged by: its 1st percentile less the margin for a
+        // minimum, its 99th plus the margin for a maximum.
+        Some(m) if m.limit.is_some() && m.of_workload(wl) => match m.better {
+            metric::Better::Higher => (m.key(), round2(p.p1 * (1.0 - o.margin), false)),
+            metric::Better::Lower => (m.key(), round2(p.p99 * (1.0 + o.margin), true)),
+        },
         _ => return None,
     };
     (v.1 > 0.0).then_some((w, v.0, v.1))
@@ -131,9 +128,14 @@ pub fn suggest(s: &FleetSummary, o: &SuggestOptions) -> Vec<Suggestion> {
                 field,
                 value,
                 basis: format!(
-                    "{}: {} passing device tests, p1 {}, median {}, p99 {}",
+                    "{}: {} passing device tests of {} units{}, p1 {}, median {}, p99 {}",
                     m.metric,
                     p.count,
+                    p.units,
+                    match p.units_left_out {
+                        0 => String::new(),
+                        n => format!(" ({n} far from the others left out)"),
+                    },
                     f(p.p1),
                     f(p.median),
                     f(p.p99)
@@ -169,8 +171,10 @@ pub fn render_snippet(
          #   {board}\n\
          # from {} reports of {} units ({} .. {}), devices that passed only.\n\
          # Rule: minimum = p1 x {:.2} rounded down to 2 significant digits; p99 latency maximum =\n\
-         # p99 x {:.2} rounded up; link = the p1 link speed; capacity = p1 - 5 %. Groups with\n\
-         # fewer than {} passing device tests get no limit. Review before use.",
+         # p99 x {:.2} rounded up; link = the p1 link speed; capacity = p1 - 5 %. Percentiles are\n\
+         # over units (each unit once, at the median of its passing tests; a unit far outside\n\
+         # the others is left out). Groups with fewer than {} passing device tests get no\n\
+         # limit. Review before use.",
         s.reports,
         s.units,
         s.first_day.as_deref().unwrap_or("-"),

@@ -468,7 +468,7 @@ impl Health {
             }
         }
         if let Some(t) = self.temperature_celsius {
-            parts.push(format!("{t:.0}°C"));
+            parts.push(format!("{t:.0} C"));
         }
         if let Some(u) = &self.usb {
             if let Some(oc) = u.over_current_count.filter(|c| *c > 0) {

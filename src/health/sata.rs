@@ -137,7 +137,7 @@ pub fn decode_smart_data(b: &[u8], gaps: &mut Gaps) -> Result<SataSmart, HealthE
                 "sata.temperature_celsius",
                 HealthError::Absurd {
                     field: "temperature attribute",
-                    value: format!("{} °C", a.raw & 0xff),
+                    value: format!("{} C", a.raw & 0xff),
                 },
             );
             None

@@ -462,7 +462,7 @@ pub fn calibrate(
             .collect();
         let mut words = if moved.is_empty() {
             format!(
-                "every figure beside another lane within ±{TOLERANCE_PERCENT} % or its own noise"
+                "every figure beside another lane within +-{TOLERANCE_PERCENT} % or its own noise"
             )
         } else {
             format!("moved beside other lanes: {}", moved.join(", "))
@@ -706,7 +706,7 @@ mod tests {
         type Groups = Vec<Vec<LaneKey>>;
         let rows: Vec<(&str, Vec<Figure>, Groups, Option<Groups>)> = vec![
             (
-                "within ±5 %: nothing to join",
+                "within +-5 %: nothing to join",
                 vec![
                     fig("sda", 10.0, 9.6, &ALL),
                     fig("sdb", 10.0, 10.4, &["sda"]),

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use crate::discover::Disk;
 use crate::engine::{self, EngineRequest};
 use crate::events::{self, KernelEvent};
-use crate::report::metric;
+use crate::metric;
 use crate::report::schema::{Cell, CellStatus};
 use crate::safety::testfile::TestFile;
 use crate::units;
@@ -224,6 +224,23 @@ pub struct Aftermath {
     pub kernel: Vec<KernelEvent>,
     /// The disk is gone (removed from sysfs, or its device or a hub above it disconnected).
     pub vanished: bool,
+    /// The disk is still there but holds less than when the run found it (a loop device
+    /// detached, a medium ejected, a card reader emptied): the bytes it holds now and held.
+    pub shrunk: Option<(u64, u64)>,
+}
+
+impl Aftermath {
+    /// Whether the disk's later tests cannot run: it vanished, or it holds less than it did.
+    pub fn gone(&self) -> bool {
+        self.vanished || self.shrunk.is_some()
+    }
+}
+
+/// The disk's bytes now against what it held when the run found it, when it holds less: a
+/// detached loop device or an ejected medium keeps its node and reads as 0 bytes.
+pub fn shrunk(now_bytes: Option<u64>, found_bytes: Option<u64>) -> Option<(u64, u64)> {
+    let (now, found) = (now_bytes?, found_bytes?);
+    (now < found).then_some((now, found))
 }
 
 /// Whether the disk vanished during a cell: sysfs no longer has it (`removed`), or the kernel
@@ -289,7 +306,21 @@ pub fn judge_aftermath(cell: &mut Cell, disk_name: &str, after: Aftermath) {
         cell.reasons.extend(fatal);
     }
     cell.kernel_events = after.kernel;
-    if after.vanished {
+    if let Some((now, found)) = after.shrunk {
+        cell.status = CellStatus::Error;
+        cell.reasons.push(
+            Reason::new(
+                ReasonKind::Vanished,
+                format!(
+                    "{w}: {disk_name} went away during the test: it now holds {} where it \
+                     held {} (detached, ejected or resized); its remaining tests are not run",
+                    crate::units::human_bytes(now),
+                    crate::units::human_bytes(found)
+                ),
+            )
+            .workload(wk),
+        );
+    } else if after.vanished {
         cell.status = CellStatus::Error;
         cell.reasons.push(
             Reason::new(
@@ -304,13 +335,13 @@ pub fn judge_aftermath(cell: &mut Cell, disk_name: &str, after: Aftermath) {
     }
 }
 
-/// The cells after the one during which the disk vanished: none of them can run.
+/// The cells after the one during which the disk vanished or shrank: none of them can run.
 pub fn not_run_vanished(cells: &mut [Cell], disk_name: &str) {
     for cell in cells {
         cell.status = CellStatus::Error;
         cell.reasons = vec![Reason::new(
             ReasonKind::Vanished,
-            format!("not run: {disk_name} vanished"),
+            format!("not run: {disk_name} went away or shrank during an earlier test"),
         )
         .workload(cell.workload)];
     }

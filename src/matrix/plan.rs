@@ -1,18 +1,73 @@
-//! Owns the plan `run --dry-run` prints: which disks the configuration chooses, where each
-//! one's tests would go (or why it is refused), the lanes, and the required devices that are
-//! missing; and for `list`, every disk with how it is tested or why not. Nothing is created,
-//! written or locked to find it.
+//! Owns the plan of a run: which disks the configuration chooses, where each one's tests go
+//! (or why it is refused), the lanes, and the required devices that are missing. `run`
+//! executes it and `run --dry-run` prints it, so the two cannot place a device differently;
+//! `list` shows every disk with how it is tested or why not. Nothing is created, written or
+//! locked to find it.
 
 use serde::Serialize;
 
-use super::run::{lanes_of, min_file};
-use super::schedule::{Lane, ScheduleMode};
-use super::select::{self, Placement};
-use crate::config::Config;
+use super::schedule::{self, Lane, ScheduleMode};
+use super::select::{self, Chosen, Placement};
+use crate::config::{Config, DeviceRule};
 use crate::device::DeviceClass;
 use crate::discover::{Disk, Inventory};
 use crate::safety::SystemFacts;
 use crate::sysfs::SysfsRoot;
+use crate::workload::WorkloadKind;
+
+/// What a run with a configuration does on a system.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The disks chosen, in the run's order.
+    pub chosen: Vec<Chosen>,
+    /// Where each chosen disk's tests go (or why they cannot), by the index in `chosen`.
+    pub placements: Vec<Placement>,
+    /// The `required` rules that matched no disk, with their index in `config.devices`.
+    pub missing: Vec<(usize, DeviceRule)>,
+    /// The lanes of the chosen disks, the config's `shared_lanes` joined.
+    pub lanes: Vec<Lane>,
+}
+
+/// The plan for `cfg` on the system `inv`, `facts` and `sys` describe.
+pub fn plan(cfg: &Config, inv: &Inventory, facts: &SystemFacts, sys: &SysfsRoot) -> Plan {
+    let (chosen, missing) = select::choose(inv, &cfg.devices, facts);
+    let placements = chosen
+        .iter()
+        .map(|c| select::place(c, inv, facts, sys, cfg.headroom_percent, min_file(cfg)))
+        .collect();
+    let lanes = lanes_of(&chosen, cfg);
+    Plan {
+        chosen,
+        placements,
+        missing,
+        lanes,
+    }
+}
+
+/// The lanes of the chosen disks, with the config's `shared_lanes` joined.
+fn lanes_of(chosen: &[Chosen], cfg: &Config) -> Vec<Lane> {
+    schedule::join_shared(
+        schedule::lanes(
+            chosen
+                .iter()
+                .map(|c| (c.disk.name.as_str(), c.disk.devpath.as_str())),
+        ),
+        &cfg.shared_lanes,
+    )
+}
+
+/// The smallest test file worth placing on a filesystem: the smallest size any file test of
+/// the matrix asks for, at most 16 MiB (larger sizes are clamped to the room the headroom
+/// leaves, with a note in the report).
+pub fn min_file(cfg: &Config) -> u64 {
+    cfg.tests
+        .iter()
+        .filter(|t| t.workload != WorkloadKind::ReadBuffered)
+        .filter_map(|t| t.size.map(|s| s.0))
+        .min()
+        .unwrap_or(16 << 20)
+        .min(16 << 20)
+}
 
 /// What a run with this configuration would do on this system.
 #[derive(Debug, Serialize)]
@@ -39,30 +94,38 @@ pub struct PlannedSchedule {
     pub mode: ScheduleMode,
 }
 
-/// The plan for `cfg` on the system `inv`, `facts` and `sys` describe.
+/// What `run --dry-run` prints for `cfg` on the system `inv`, `facts` and `sys` describe:
+/// the plan `run` executes.
 pub fn dry_run<'a>(
     cfg: &'a Config,
     inv: &Inventory,
     facts: &SystemFacts,
     sys: &SysfsRoot,
 ) -> DryRun<'a> {
-    let (chosen, missing) = select::choose(inv, &cfg.devices, facts);
-    let devices = chosen
-        .iter()
-        .map(|c| PlannedDevice {
-            name: c.disk.name.clone(),
-            rule: c.rule_index,
-            placement: select::place(c, inv, facts, sys, cfg.headroom_percent, min_file(cfg)),
-        })
-        .collect();
-    DryRun {
-        config: cfg,
-        devices,
-        missing_required: missing.iter().map(|(i, _)| *i).collect(),
-        schedule: PlannedSchedule {
-            lanes: lanes_of(&chosen, cfg),
-            mode: cfg.schedule,
-        },
+    plan(cfg, inv, facts, sys).shown(cfg)
+}
+
+impl Plan {
+    /// The plan as `run --dry-run` prints it.
+    pub fn shown<'a>(&self, cfg: &'a Config) -> DryRun<'a> {
+        DryRun {
+            config: cfg,
+            devices: self
+                .chosen
+                .iter()
+                .zip(&self.placements)
+                .map(|(c, placement)| PlannedDevice {
+                    name: c.disk.name.clone(),
+                    rule: c.rule_index,
+                    placement: placement.clone(),
+                })
+                .collect(),
+            missing_required: self.missing.iter().map(|(i, _)| *i).collect(),
+            schedule: PlannedSchedule {
+                lanes: self.lanes.clone(),
+                mode: cfg.schedule,
+            },
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::cell::{self, Aftermath, CellPlan};
 use super::concurrent::{Entry, Gate, KmsgHub, Overlap};
 use super::env::Env;
+use super::plan::{self, Plan};
 use super::schedule::{self, AloneCell, AloneRule, ScheduleMode};
 use super::select::{self, Chosen, Placement};
 use super::verdict::{self, Reason, ReasonKind, Verdict};
@@ -19,15 +20,15 @@ use crate::discover::usbpower::UsbAwake;
 use crate::discover::{self, DiscoverError, Inventory};
 use crate::events;
 use crate::exit::Exit;
+use crate::metric;
 use crate::report::file::{ReportFile, ReportPlace};
-use crate::report::metric;
 use crate::report::schema::{
     Attempt, DeviceReport, Report, RunStatus, Schedule, Tool, SCHEMA_VERSION,
 };
 use crate::report::unit::{self, UnitIdentity};
 use crate::safety::testfile;
 use crate::units;
-use crate::workload::{RunOptions, WorkloadKind};
+use crate::workload::RunOptions;
 
 /// What the run needs besides the machine: the resolved configuration and who it runs for.
 #[derive(Debug, Clone)]
@@ -76,19 +77,6 @@ pub fn default_fallback_report_dirs() -> Vec<PathBuf> {
         PathBuf::from("/run/usbperf/reports"),
         std::env::temp_dir().join("usbperf-reports"),
     ]
-}
-
-/// The smallest test file worth placing on a filesystem: the smallest size any file test of
-/// the matrix asks for, at most 16 MiB (larger sizes are clamped to the room the headroom
-/// leaves, with a note in the report).
-pub fn min_file(cfg: &Config) -> u64 {
-    cfg.tests
-        .iter()
-        .filter(|t| t.workload != WorkloadKind::ReadBuffered)
-        .filter_map(|t| t.size.map(|s| s.0))
-        .min()
-        .unwrap_or(16 << 20)
-        .min(16 << 20)
 }
 
 /// The report's file name: the time orders reports at a glance; the run id keeps two runs in
@@ -176,7 +164,13 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
 
     let inv = wait_for_devices(&env, cfg)?;
     let facts = env.system.facts();
-    let (chosen, missing) = select::choose(&inv, &cfg.devices, &facts);
+    // The plan `run --dry-run` prints, executed.
+    let Plan {
+        chosen,
+        placements,
+        missing,
+        lanes,
+    } = plan::plan(cfg, &inv, &facts, &env.sysfs);
     if chosen.is_empty() {
         env.progress.line(
             "usbperf-matrix: no device matches the configuration's selectors (by default every \
@@ -188,7 +182,6 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         .line(&format!("usbperf-matrix: {}", env.engine.reason()));
     // The lanes of the chosen disks: which run together with `schedule: auto`. Said and
     // recorded in serial runs too, so the two can be compared.
-    let lanes = lanes_of(&chosen, cfg);
     if !lanes.is_empty() {
         let said: Vec<String> = lanes
             .iter()
@@ -216,15 +209,7 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         ));
     }
     let mut devices = Vec::new();
-    for c in &chosen {
-        let placement = select::place(
-            c,
-            &inv,
-            &facts,
-            &env.sysfs,
-            cfg.headroom_percent,
-            min_file(cfg),
-        );
+    for (c, placement) in chosen.iter().zip(placements) {
         if let Placement::File(ft) = &placement {
             for stale in testfile::remove_stale(&ft.dir) {
                 warnings.push(format!(
@@ -443,18 +428,6 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
         in_configured_dir,
         lost_at_reboot,
     })
-}
-
-/// The lanes of the chosen disks, with the config's `shared_lanes` joined.
-pub fn lanes_of(chosen: &[Chosen], cfg: &Config) -> Vec<schedule::Lane> {
-    schedule::join_shared(
-        schedule::lanes(
-            chosen
-                .iter()
-                .map(|c| (c.disk.name.as_str(), c.disk.devpath.as_str())),
-        ),
-        &cfg.shared_lanes,
-    )
 }
 
 /// Discovers devices, waiting up to `wait_devices` for every `required` rule to match.
@@ -783,6 +756,7 @@ fn run_cell(
         Err(e) => after.kernel_log_error = Some(e),
     }
     let removed = events::removal_event(&r.sysfs.path().join("class/block"), at.keys);
+    after.shrunk = cell::shrunk(r.sysfs.block_size_bytes(&c.disk.name), c.disk.size_bytes);
     after.vanished = cell::vanished(removed.as_ref(), &after.kernel);
     after.kernel.extend(removed);
     r.status(&c.disk.name, None);
@@ -819,7 +793,7 @@ fn run_cell(
         }
         (None, None) => {}
     }
-    let vanished = after.vanished;
+    let vanished = after.gone();
     let quiet = after.kernel.is_empty() && after.leftover.is_none();
     cell::judge_aftermath(cell, &c.disk.name, after);
     cell.concurrent_with = beside;

@@ -55,7 +55,7 @@ impl Reading {
 pub struct LimitShare {
     /// `thresholds[N]`.
     pub rule: String,
-    /// `min_mib_per_s` or `min_iops`.
+    /// The threshold key (a rate's minimum).
     pub key: &'static str,
     pub limit: f64,
     /// 3 standard deviations of the runs over the distance from their mean to the limit, in %
@@ -161,11 +161,13 @@ pub fn study(reports: &[Report], thresholds: &[Threshold], facts: &SystemFacts) 
                 if t.workload.is_some_and(|w| w != a.workload) {
                     continue;
                 }
-                for (key, limit, vals) in [
-                    ("min_mib_per_s", t.min_mib_per_s, &a.mib),
-                    ("min_iops", t.min_iops, &a.iops),
-                ] {
-                    let Some(limit) = limit else { continue };
+                // A rate's minimum: the share of the room above it that the spread takes.
+                for (metric, limit) in t.figure_limits() {
+                    let vals = match metric.id {
+                        id if id == crate::metric::MIB_PER_S.id => &a.mib,
+                        id if id == crate::metric::IOPS.id => &a.iops,
+                        _ => continue,
+                    };
                     let (m, s) = mean_sd(vals);
                     let room = m - limit;
                     let share_percent = if room > 0.0 {
@@ -175,7 +177,7 @@ pub fn study(reports: &[Report], thresholds: &[Threshold], facts: &SystemFacts) 
                     };
                     limits.push(LimitShare {
                         rule: format!("thresholds[{i}]"),
-                        key,
+                        key: metric.key(),
                         limit,
                         share_percent,
                         reading: Reading::of(share_percent),

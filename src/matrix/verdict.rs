@@ -10,7 +10,7 @@ use crate::config::Threshold;
 use crate::discover::linkcheck::{self, check_links, PortExpectation};
 use crate::discover::parse::speed_label;
 use crate::discover::Disk;
-use crate::report::metric;
+use crate::metric;
 use crate::report::schema::{Cell, CellStatus, DeviceReport};
 pub use crate::report::verdict::{texts, Reason, ReasonKind, Verdict};
 use crate::safety::SystemFacts;
@@ -393,79 +393,40 @@ pub fn result_reasons(r: &BenchResult, rules: &[(usize, &Threshold)]) -> Vec<Rea
                 None => reason,
             });
         };
-        if let Some(min) = t.min_mib_per_s {
-            let why = near_why(mib_per_s, min, true);
-            if unsteady {
-                miss(
-                    inconclusive(
-                        &format!("its minimum of {min} MiB/s"),
-                        &metric::MIB_PER_S,
-                        min,
-                    ),
-                    None,
+        for (m, limit) in t.figure_limits() {
+            // Rates are judged at their judged level (sustained after a drop, else steady);
+            // the p99 only when an I/O completed.
+            let figure = match m.id {
+                id if id == metric::MIB_PER_S.id => mib_per_s,
+                id if id == metric::IOPS.id => iops,
+                _ if r.all.ios == 0 => continue,
+                _ => r.all.latency.p99_ns as f64 / 1e6,
+            };
+            let bound = m.bound();
+            let said = if m.is_rate() { sustained } else { "" };
+            let why = near_why(figure, limit, m.is_rate());
+            if unsteady && m.is_rate() {
+                let what = format!("its {bound} of {limit} {}", m.unit);
+                miss(inconclusive(&what, m, limit), None);
+            } else if m.misses(figure, limit) {
+                let op = if m.better == metric::Better::Higher {
+                    "<"
+                } else {
+                    ">"
+                };
+                let text = format!(
+                    "{w}: {said}{} {op} {bound} {limit} {} [{rule}]",
+                    m.show(figure),
+                    m.unit
                 );
-            } else if mib_per_s < min {
-                miss(
-                    at(format!(
-                        "{w}: {sustained}{mib_per_s:.1} MiB/s < minimum {min} MiB/s [{rule}]"
-                    ))
-                    .figure(&metric::MIB_PER_S, Some(mib_per_s), min),
-                    why,
-                );
+                miss(at(text).figure(m, Some(figure), limit), why);
             } else if let Some(why) = why {
-                marginal_pass(
-                    format!("{sustained}{mib_per_s:.1} MiB/s against a minimum of {min} MiB/s"),
-                    &metric::MIB_PER_S,
-                    mib_per_s,
-                    min,
-                    why,
+                let what = format!(
+                    "{said}{} against a {bound} of {limit} {}",
+                    m.show(figure),
+                    m.unit
                 );
-            }
-        }
-        if let Some(min) = t.min_iops {
-            let why = near_why(iops, min, true);
-            if unsteady {
-                miss(
-                    inconclusive(&format!("its minimum of {min} IOPS"), &metric::IOPS, min),
-                    None,
-                );
-            } else if iops < min {
-                miss(
-                    at(format!(
-                        "{w}: {sustained}{iops:.0} IOPS < minimum {min} IOPS [{rule}]"
-                    ))
-                    .figure(&metric::IOPS, Some(iops), min),
-                    why,
-                );
-            } else if let Some(why) = why {
-                marginal_pass(
-                    format!("{sustained}{iops:.0} IOPS against a minimum of {min} IOPS"),
-                    &metric::IOPS,
-                    iops,
-                    min,
-                    why,
-                );
-            }
-        }
-        if let Some(max) = t.max_p99_latency_ms {
-            let p99_ms = r.all.latency.p99_ns as f64 / 1e6;
-            let why = near_why(p99_ms, max, false);
-            if r.all.ios > 0 && p99_ms > max {
-                miss(
-                    at(format!(
-                        "{w}: p99 latency {p99_ms:.1} ms > maximum {max} ms [{rule}]"
-                    ))
-                    .figure(&metric::P99_LATENCY_MS, Some(p99_ms), max),
-                    why,
-                );
-            } else if let (true, Some(why)) = (r.all.ios > 0, why) {
-                marginal_pass(
-                    format!("p99 latency {p99_ms:.1} ms against a maximum of {max} ms"),
-                    &metric::P99_LATENCY_MS,
-                    p99_ms,
-                    max,
-                    why,
-                );
+                marginal_pass(what, m, figure, limit, why);
             }
         }
         out.extend(fails);
@@ -1119,6 +1080,57 @@ mod tests {
             );
             assert!(r[0].text.contains("inconclusive"), "{r:?}");
             assert!(r[0].text.contains("longer runtime"), "{r:?}");
+        }
+    }
+
+    /// Every limit on a test's figures is judged by the one rule in its metric's direction
+    /// (a minimum for a rate, a maximum for a latency): a miss names the figure, its bound and
+    /// unit, and carries the metric as a record; a figure on the right side passes silently.
+    #[test]
+    fn every_figure_limit_is_judged_in_its_metrics_direction() {
+        // 27.7 MiB/s, 42 IOPS, p99 2.5 ms, no stated precision (only the band is marginal).
+        let mut res = crate::report::station::tests::result(27.7);
+        res.precision = None;
+        let d = usb_disk(480.0);
+        // The rule, and the miss it gives: the metric, the figure and the words.
+        type Miss = (&'static metric::Metric, f64, &'static str);
+        let table: &[(&str, Option<Miss>)] = &[
+            (
+                "min_mib_per_s: 30",
+                Some((&metric::MIB_PER_S, 27.7, "27.7 MiB/s < minimum 30 MiB/s")),
+            ),
+            ("min_mib_per_s: 20", None),
+            (
+                "min_iops: 50",
+                Some((&metric::IOPS, 42.0, "42 IOPS < minimum 50 IOPS")),
+            ),
+            ("min_iops: 40", None),
+            (
+                "max_p99_latency_ms: 2",
+                Some((
+                    &metric::P99_LATENCY_MS,
+                    2.5,
+                    "p99 latency 2.5 ms > maximum 2 ms",
+                )),
+            ),
+            ("max_p99_latency_ms: 3", None),
+        ];
+        for (rule, expected) in table {
+            let t = rules(&format!(
+                "- {{select: {{class: usb}}, workload: seq-read, {rule}}}\n"
+            ));
+            let r = result_reasons(&res, &applicable(&t, &d, &SystemFacts::default()));
+            match expected {
+                None => assert!(r.is_empty(), "{rule}: {r:?}"),
+                Some((m, measured, text)) => {
+                    assert_eq!(r.len(), 1, "{rule}: {r:?}");
+                    assert!(r[0].text.contains(text), "{rule}: {}", r[0].text);
+                    assert_eq!(r[0].metric.as_deref(), Some(m.id), "{rule}");
+                    assert_eq!(r[0].unit.as_deref(), Some(m.unit), "{rule}");
+                    assert_eq!(r[0].measured, Some(*measured), "{rule}");
+                    assert!(!r[0].marginal, "{rule}");
+                }
+            }
         }
     }
 }

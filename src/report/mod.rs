@@ -6,7 +6,6 @@ pub mod bounds;
 pub mod decode;
 pub mod file;
 pub mod junit;
-pub mod metric;
 pub mod schedule;
 pub mod schema;
 pub mod station;

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::metric::Metric;
+use crate::metric::Metric;
 use crate::workload::WorkloadKind;
 /// What kind of failure (or note) a reason is: the key a program groups reasons by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -91,6 +91,14 @@ impl SysfsRoot {
         parse::block_stat_bytes(&text)
     }
 
+    /// What a block device (disk or partition) holds now, in bytes (`class/block/NAME/size`
+    /// counts 512-byte sectors whatever the logical block); `None` when it is gone or
+    /// unreadable.
+    pub fn block_size_bytes(&self, name: &str) -> Option<u64> {
+        let text = self.attr(&format!("class/block/{name}"), "size").ok()?;
+        text.trim().parse::<u64>().ok()?.checked_mul(512)
+    }
+
     /// Whether the tree has the directories block devices are found in.
     pub fn looks_like_sysfs(&self) -> bool {
         self.root.join("devices").is_dir()

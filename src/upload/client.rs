@@ -47,6 +47,12 @@ pub enum SendError {
         status: u16,
         body: String,
     },
+    /// The entry is larger than a report may be: never read whole, never sent, set aside.
+    #[error(
+        "it holds more than the {limit} bytes a report may have, so it is not sent (a report \
+         usbperf writes is far smaller: the entry is damaged or not a report)"
+    )]
+    TooLarge { limit: u64 },
     /// The unit's settings are wrong (the token, the URL): the report stays queued.
     #[error("the collector at {url} refused the report: HTTP {status}: {body} ({hint})")]
     Refused {
@@ -74,7 +80,10 @@ impl SendError {
 
     /// About this report alone: it will never be stored, and must not hold up the others.
     pub fn rejects_report(&self) -> bool {
-        matches!(self, SendError::Rejected { .. })
+        matches!(
+            self,
+            SendError::Rejected { .. } | SendError::TooLarge { .. }
+        )
     }
 }
 

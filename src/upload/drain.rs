@@ -95,7 +95,26 @@ pub fn drain(
         let mut again = Vec::new();
         let mut iter = pending.into_iter();
         while let Some(entry) = iter.next() {
-            let bytes = match std::fs::read(&entry.path) {
+            // Read up to one byte past the limit of a report: a larger entry (a damaged or
+            // planted file, a sparse one of gigabytes) is set aside unread.
+            let limit = decode::LIMITS.max_bytes as u64;
+            let read = std::fs::File::open(&entry.path).and_then(|f| {
+                use std::io::Read;
+                let mut b = Vec::new();
+                f.take(limit + 1).read_to_end(&mut b).map(|_| b)
+            });
+            let bytes = match read {
+                Ok(b) if b.len() as u64 > limit => {
+                    let e = SendError::TooLarge { limit };
+                    let to = spool.reject(&entry, &e.to_string())?;
+                    log(format!(
+                        "{}: {e}; set aside as {}",
+                        entry.path.display(),
+                        to.display()
+                    ));
+                    out.rejected.push((to, e));
+                    continue;
+                }
                 Ok(b) => b,
                 // Delivered and removed by a concurrent drain (the boot service beside `run`).
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -227,6 +246,56 @@ mod tests {
             assert_eq!(out.refused.len() + out.unreachable.len(), 2);
         }
         assert_eq!(spool.entries().unwrap().len(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An entry larger than a report may be (a sparse file of a gigabyte planted in the
+    /// spool) is set aside in `rejected/` with its reason, never read whole nor sent, and the
+    /// entries beside it are still tried.
+    #[test]
+    fn an_entry_larger_than_a_report_is_set_aside_unread() {
+        let dir = std::env::temp_dir().join(format!(
+            "usbperf-drain-big-{}-{}",
+            std::process::id(),
+            crate::report::schema::new_report_id()
+        ));
+        let spool = Spool::at(&dir);
+        spool.enqueue(false, b"report_id: aa\n").unwrap();
+        let big = dir.join(format!("{}.yaml", "b".repeat(64)));
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(1 << 30).unwrap();
+        // The oldest entry, met first: a build without the upload client stops the drain at
+        // the first entry it cannot send, and this one must be set aside before anything is
+        // sent.
+        let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        f.set_modified(hour_ago).unwrap();
+        let client = Client {
+            url: "http://127.0.0.1:1/api/v1/reports".into(),
+            token: "t".into(),
+            timeout: Duration::from_secs(2),
+        };
+        let out = drain(
+            &spool,
+            &client,
+            &DrainOptions {
+                attempts: 1,
+                ..DrainOptions::default()
+            },
+            &mut |_| {},
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(out.rejected.len(), 1, "{:?}", out.rejected);
+        assert!(matches!(out.rejected[0].1, SendError::TooLarge { .. }));
+        assert!(!big.exists());
+        let rejected = spool.rejected().unwrap();
+        assert_eq!(rejected.len(), 1);
+        let mut reason = rejected[0].path.clone().into_os_string();
+        reason.push(".reason");
+        let reason = std::fs::read_to_string(reason).unwrap();
+        assert!(reason.contains("bytes a report may have"), "{reason}");
+        // The small entry beside it was tried.
+        assert_eq!(out.refused.len() + out.unreachable.len(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

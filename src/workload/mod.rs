@@ -36,9 +36,9 @@ pub enum WorkloadKind {
     SeqWrite,
     /// dd if=: sequential 1 MiB reads after a cache drop, or O_DIRECT.
     SeqRead,
-    /// Random 4 KiB reads, QD16 × 4 jobs.
+    /// Random 4 KiB reads, QD16 x 4 jobs.
     RandRead,
-    /// Random 4 KiB writes, QD16 × 4 jobs.
+    /// Random 4 KiB writes, QD16 x 4 jobs.
     RandWrite,
     /// Random reads and writes, 70 % reads.
     Mixed,
@@ -323,7 +323,8 @@ pub enum WorkloadError {
     #[error("{0} does not support O_DIRECT (tmpfs, some FUSE file systems): use --cache fdatasync or buffered, or a target on a real device")]
     DirectUnsupported(PathBuf),
     #[error(
-        "{path} holds {}, less than --size {}: give --size {} or less",
+        "{path} holds {}, less than the test's size {}: give a size of {} or less (bench's \
+         --size, or size: in the config's test)",
         crate::units::human_bytes(*.actual_bytes),
         crate::units::format_size(*.wanted_bytes),
         crate::units::format_size(*.actual_bytes)
@@ -484,7 +485,7 @@ pub fn check_params(p: &WorkloadParams) -> Result<(), ParamError> {
             "bs",
             bs_text,
             format!(
-                "bs × qd × jobs = {} of buffers in flight, more than the {} allowed: lower bs, \
+                "bs x qd x jobs = {} of buffers in flight, more than the {} allowed: lower bs, \
                  qd or jobs",
                 crate::units::format_size(inflight),
                 crate::units::format_size(MAX_INFLIGHT_BYTES)

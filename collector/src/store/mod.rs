@@ -138,17 +138,64 @@ pub trait Store: Send + Sync {
 }
 
 /// Opens (and creates the tables of) the database `--db` names; `connections` is how many
-/// PostgreSQL sessions the workers share (SQLite has one writer anyway).
-pub fn open(url: &str, connections: usize) -> Result<Box<dyn Store>, StoreError> {
+/// PostgreSQL sessions the workers share (SQLite has one writer anyway); `password` is
+/// PostgreSQL's when the URL holds none.
+pub fn open(
+    url: &str,
+    connections: usize,
+    password: Option<&str>,
+) -> Result<Box<dyn Store>, StoreError> {
     if let Some(path) = url.strip_prefix("sqlite:") {
         let path = path.strip_prefix("//").unwrap_or(path);
         if path.is_empty() {
-            return Err(StoreError::Url(url.into()));
+            return Err(StoreError::Url(shown(url)));
         }
         return Ok(Box::new(sqlite::Sqlite::open(path)?));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Box::new(postgres::Postgres::open(url, connections.max(1))?));
+        return Ok(Box::new(postgres::Postgres::open(
+            url,
+            connections.max(1),
+            password,
+        )?));
     }
-    Err(StoreError::Url(url.into()))
+    Err(StoreError::Url(shown(url)))
+}
+
+/// The database URL as messages show it: a password in it is masked.
+pub fn shown(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    // The authority ends at the path; its user information at its last `@`.
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((auth, host)) if auth.contains(':') => {
+            let user = auth.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{tail}")
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_password_in_the_url_is_never_shown() {
+        for (url, shown) in [
+            (
+                "postgres://usbperf:s3cret@db:5432/reports",
+                "postgres://usbperf:***@db:5432/reports",
+            ),
+            ("postgres://a:p@ss@db/r?x=1", "postgres://a:***@db/r?x=1"),
+            (
+                "postgres://usbperf@db/reports",
+                "postgres://usbperf@db/reports",
+            ),
+            ("sqlite:/var/lib/r.db", "sqlite:/var/lib/r.db"),
+        ] {
+            assert_eq!(super::shown(url), shown);
+        }
+    }
 }

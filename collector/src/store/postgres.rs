@@ -29,10 +29,13 @@ CREATE TABLE IF NOT EXISTS reports (
     format text NOT NULL,
     raw bytea NOT NULL,
     body_sha256 text,
+    token text,
     received_at timestamptz NOT NULL DEFAULT now()
 );
 -- A table from before the body hash: its rows compare by their raw bytes.
 ALTER TABLE reports ADD COLUMN IF NOT EXISTS body_sha256 text;
+-- A table from before tokens were named: its rows name none.
+ALTER TABLE reports ADD COLUMN IF NOT EXISTS token text;
 CREATE INDEX IF NOT EXISTS reports_unit ON reports (unit);
 CREATE INDEX IF NOT EXISTS reports_board_time ON reports (board, started_at);
 CREATE INDEX IF NOT EXISTS reports_time ON reports (started_at);
@@ -95,20 +98,30 @@ fn record_value(record: &[u8]) -> Option<&[u8]> {
 }
 
 pub struct Postgres {
-    url: String,
+    config: ::postgres::Config,
     sessions: Vec<Mutex<Option<Client>>>,
     next: AtomicUsize,
 }
 
-fn connect(url: &str) -> Result<Client, StoreError> {
-    let mut c = Client::connect(url, NoTls)?;
+fn connect(config: &::postgres::Config) -> Result<Client, StoreError> {
+    let mut c = config.connect(NoTls)?;
     c.batch_execute("SET synchronous_commit = on")?;
     Ok(c)
 }
 
 impl Postgres {
-    pub fn open(url: &str, sessions: usize) -> Result<Postgres, StoreError> {
-        let mut first = connect(url)?;
+    /// Opens `url`; `password` is used when the URL holds none (where `ps` and error
+    /// messages would show it).
+    pub fn open(
+        url: &str,
+        sessions: usize,
+        password: Option<&str>,
+    ) -> Result<Postgres, StoreError> {
+        let mut config: ::postgres::Config = url.parse()?;
+        if let (None, Some(p)) = (config.get_password(), password) {
+            config.password(p);
+        }
+        let mut first = connect(&config)?;
         // Two collectors starting at once may both create the tables: serialise them.
         let mut tx = first.transaction()?;
         tx.batch_execute("SELECT pg_advisory_xact_lock(7715100015)")?;
@@ -117,29 +130,51 @@ impl Postgres {
         let mut v = vec![Mutex::new(Some(first))];
         v.extend((1..sessions).map(|_| Mutex::new(None)));
         Ok(Postgres {
-            url: url.to_string(),
+            config,
             sessions: v,
             next: AtomicUsize::new(0),
         })
     }
 
-    /// Runs `f` on a session, opening (or reopening, after the server restarted) it first.
+    /// Runs `f` on a session, opening it first when it has none. A session the server closed
+    /// (a restart, a lost connection) is dropped and `f` runs once more on a new one: the
+    /// client notices a closed connection only when it uses it, so without this each of the
+    /// sessions would fail one request after every restart, and the sync client never marks
+    /// such a session closed, so it would fail every one after. `f` runs in a transaction or
+    /// reads, so running it again after a failure is safe.
     fn with_session<T>(
         &self,
-        f: impl FnOnce(&mut Client) -> Result<T, ::postgres::Error>,
+        mut f: impl FnMut(&mut Client) -> Result<T, ::postgres::Error>,
     ) -> Result<T, StoreError> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.sessions.len();
         let mut slot = self.sessions[i].lock().unwrap_or_else(|e| e.into_inner());
-        if slot.as_ref().map_or(true, |c| c.is_closed()) {
-            *slot = Some(connect(&self.url)?);
+        for fresh in [false, true] {
+            if fresh || slot.as_ref().map_or(true, |c| c.is_closed()) {
+                *slot = None;
+                *slot = Some(connect(&self.config)?);
+            }
+            let client = slot.as_mut().expect("connected above");
+            match f(client) {
+                Err(e) if lost(&e, client) && !fresh => continue,
+                Err(e) => {
+                    if lost(&e, client) {
+                        *slot = None;
+                    }
+                    return Err(e.into());
+                }
+                Ok(v) => return Ok(v),
+            }
         }
-        let client = slot.as_mut().expect("connected above");
-        let res = f(client);
-        if res.is_err() && client.is_closed() {
-            *slot = None;
-        }
-        Ok(res?)
+        unreachable!("the second pass returns")
     }
+}
+
+/// Whether `e` means the session is gone (closed by the server, or its socket failed), as
+/// opposed to an error of the statement (a constraint, a full disk), after which the session
+/// is still good.
+fn lost(e: &::postgres::Error, client: &Client) -> bool {
+    use std::error::Error;
+    e.is_closed() || client.is_closed() || e.source().is_some_and(|s| s.is::<std::io::Error>())
 }
 
 impl Store for Postgres {
@@ -149,9 +184,9 @@ impl Store for Postgres {
             let schema_version = r.schema_version as i32;
             let n = tx.execute(
                 "INSERT INTO reports (report_id, schema_version, unit, board, hostname, \
-                 started_at, finished_at, status, pass, exit_code, format, raw, body_sha256) \
-                 VALUES ($1, $2, $3, $4, $5, CAST($6::text AS timestamptz), \
-                 CAST($7::text AS timestamptz), $8, $9, $10, $11, $12, $13) \
+                 started_at, finished_at, status, pass, exit_code, format, raw, body_sha256, \
+                 token) VALUES ($1, $2, $3, $4, $5, CAST($6::text AS timestamptz), \
+                 CAST($7::text AS timestamptz), $8, $9, $10, $11, $12, $13, $14) \
                  ON CONFLICT (report_id) DO NOTHING",
                 &[
                     &r.report_id,
@@ -167,6 +202,7 @@ impl Store for Postgres {
                     &r.format,
                     &raw,
                     &r.sha256,
+                    &r.token,
                 ],
             )?;
             if n == 0 {

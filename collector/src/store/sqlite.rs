@@ -25,6 +25,8 @@ CREATE TABLE IF NOT EXISTS reports (
     format TEXT NOT NULL,
     raw BLOB NOT NULL,
     body_sha256 TEXT,
+    -- The name of the token that stored it (the token file's NAME, or line-N).
+    token TEXT,
     received_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE INDEX IF NOT EXISTS reports_unit ON reports (unit);
@@ -111,30 +113,27 @@ impl Sqlite {
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
-        // A table from before the binary record (version 1): add the column; its rows are
-        // extracted again by the next fleet query, as their version is older.
-        let has_record: bool = conn
-            .query_row(
-                "SELECT count(*) > 0 FROM pragma_table_info('fleet_records') WHERE name = 'record'",
-                [],
-                |row| row.get(0),
-            )
-            .map_err(err)?;
-        if !has_record {
-            conn.execute_batch("ALTER TABLE fleet_records ADD COLUMN record BLOB")
+        // Columns added since the first release, added to a database from before them:
+        // - fleet_records.record (the binary record): rows without it are extracted again by
+        //   the next fleet query, as their version is older;
+        // - reports.body_sha256: rows without it compare by their raw bytes;
+        // - reports.token (the name of the token that stored it): older rows name none.
+        for (table, column, kind) in [
+            ("fleet_records", "record", "BLOB"),
+            ("reports", "body_sha256", "TEXT"),
+            ("reports", "token", "TEXT"),
+        ] {
+            let has: bool = conn
+                .query_row(
+                    "SELECT count(*) > 0 FROM pragma_table_info(?1) WHERE name = ?2",
+                    [table, column],
+                    |row| row.get(0),
+                )
                 .map_err(err)?;
-        }
-        // A database from before the body hash: its rows compare by their raw bytes.
-        let has_sha: bool = conn
-            .query_row(
-                "SELECT count(*) > 0 FROM pragma_table_info('reports') WHERE name = 'body_sha256'",
-                [],
-                |row| row.get(0),
-            )
-            .map_err(err)?;
-        if !has_sha {
-            conn.execute_batch("ALTER TABLE reports ADD COLUMN body_sha256 TEXT")
-                .map_err(err)?;
+            if !has {
+                conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+                    .map_err(err)?;
+            }
         }
         Ok(Sqlite {
             path: path.to_string(),
@@ -161,8 +160,8 @@ impl Store for Sqlite {
         let n = tx
             .execute(
                 "INSERT INTO reports (report_id, schema_version, unit, board, hostname, \
-                 started_at, finished_at, status, pass, exit_code, format, raw, body_sha256) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
+                 started_at, finished_at, status, pass, exit_code, format, raw, body_sha256, \
+                 token) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
                  ON CONFLICT (report_id) DO NOTHING",
                 params![
                     r.report_id,
@@ -177,7 +176,8 @@ impl Store for Sqlite {
                     r.exit_code,
                     r.format,
                     raw,
-                    r.sha256
+                    r.sha256,
+                    r.token
                 ],
             )
             .map_err(|e| self.err(e))?;

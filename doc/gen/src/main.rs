@@ -52,11 +52,12 @@ The configuration reference, the operator's guide and the report format:
 https://github.com/usbperf/meta-usbperf/tree/main/docs
 "#;
 
-/// One page, as clap_mangen's `Man::render` writes it, but with the EXTRA section only when
-/// there is after-help text (clap_mangen writes the heading either way) and `tail` (roff)
-/// before VERSION. Returns the page's file name (`usbperf-matrix-list.1`) and its bytes.
+/// One page, as clap_mangen's `Man::render` writes it, but with the SUBCOMMANDS section only
+/// when there are subcommands and the EXTRA section only when there is after-help text
+/// (clap_mangen writes each heading either way), and `tail` (roff) before VERSION. Returns the page's file name (`usbperf-matrix-list.1`) and its bytes.
 fn page(cmd: clap::Command, tail: &str) -> std::io::Result<(String, Vec<u8>)> {
     let extra = cmd.get_after_help().is_some() || cmd.get_after_long_help().is_some();
+    let subcommands = cmd.get_subcommands().any(|s| !s.is_hide_set());
     let man = clap_mangen::Man::new(cmd);
     let mut out = Vec::new();
     man.render_title(&mut out)?;
@@ -64,7 +65,9 @@ fn page(cmd: clap::Command, tail: &str) -> std::io::Result<(String, Vec<u8>)> {
     man.render_synopsis_section(&mut out)?;
     man.render_description_section(&mut out)?;
     man.render_options_section(&mut out)?;
-    man.render_subcommands_section(&mut out)?;
+    if subcommands {
+        man.render_subcommands_section(&mut out)?;
+    }
     if extra {
         man.render_extra_section(&mut out)?;
     }

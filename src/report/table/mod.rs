@@ -1,4 +1,4 @@
-//! Owns the matrix view of a report: the table the seed articles ended with (devices against
+//! Owns the matrix view of a report: the table storage write-ups end with (devices against
 //! hdparm read, dd read and dd write MB/s), drawn from one or more reports as one row per
 //! device and one column group per test of the matrix, in the report's order, with the
 //! device verdict; rendered as aligned text (the console), a Markdown pipe table (a wiki, a
@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::metric;
 use super::schema::{Report, SCHEMA_VERSION};
 use super::view::{CellReasonView, CellView, DeviceView, DiskView, ReportView, ResultView};
+use crate::metric;
 
 mod compact;
 mod csv;
