@@ -3,6 +3,8 @@
 //! here a closed pipe silences further output and the command ends with its own exit code, as
 //! Unix tools do, while the work itself (a test, a report) is never cut short by it.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -23,21 +25,83 @@ fn write_to(mut w: impl Write, text: &str, closed: &AtomicBool) {
     }
 }
 
-/// Writes `text` to standard output. Whatever a terminal would act on (escape sequences in a
-/// device's model string, a report from elsewhere, a collector's answer) is shown escaped:
-/// every line the tool prints passes here ([`crate::untrusted::for_terminal`]).
+/// Writes console text to standard output: whatever a terminal would act on (escape
+/// sequences in a device's model string, a report from elsewhere, a collector's answer) is
+/// shown escaped ([`crate::untrusted::for_terminal`]), characters outside ASCII are escaped
+/// when the locale is not UTF-8 (a board's serial console in the C locale), and every line
+/// is fitted to the console's width ([`fit`]). Every line of text the tool prints passes here.
 pub fn out(text: &str) {
+    let text = for_console(text, utf8_locale());
+    let text = fit(&text, width());
+    write_to(io::stdout().lock(), &text, &STDOUT_CLOSED);
+}
+
+/// Writes data (JSON, YAML, CSV, the one-line result) to standard output as it is, but for
+/// what a terminal would act on: a program reads it, so no line is wrapped and no character
+/// outside ASCII is touched.
+pub fn data(text: &str) {
     let text = crate::untrusted::for_terminal(text);
     write_to(io::stdout().lock(), &text, &STDOUT_CLOSED);
 }
 
-/// Writes `text` and a newline to standard error, escaped as [`out`] does.
+/// Writes `text` and a newline to standard error, escaped and fitted as [`out`] does.
 pub fn err(text: &str) {
-    let text = crate::untrusted::for_terminal(text);
+    let text = for_console(text, utf8_locale());
+    let text = fit(&text, width());
     let mut line = String::with_capacity(text.len() + 1);
     line.push_str(&text);
     line.push('\n');
     write_to(io::stderr().lock(), &line, &STDERR_CLOSED);
+}
+
+/// The console's width, read once: a run's lines all fit the same console.
+fn width() -> usize {
+    static WIDTH: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *WIDTH.get_or_init(console_width)
+}
+
+/// Whether the locale prints UTF-8 (`LC_ALL`, else `LC_CTYPE`, else `LANG`, as setlocale
+/// reads them); unset, it is the C locale, which is ASCII.
+fn utf8_locale() -> bool {
+    static UTF8: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *UTF8.get_or_init(|| {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        locale_is_utf8(
+            var("LC_ALL")
+                .or_else(|| var("LC_CTYPE"))
+                .or_else(|| var("LANG"))
+                .as_deref(),
+        )
+    })
+}
+
+fn locale_is_utf8(locale: Option<&str>) -> bool {
+    locale.is_some_and(|l| {
+        let l = l.to_ascii_lowercase();
+        l.contains("utf-8") || l.contains("utf8")
+    })
+}
+
+/// `text` escaped for a terminal, without the ` (os error N)` a system error's words carry
+/// (the words say it); outside a UTF-8 locale every character beyond ASCII is written
+/// `\uXXXX` (a model string's micro sign would be garbage on a C-locale console).
+fn for_console(text: &str, utf8: bool) -> Cow<'_, str> {
+    let text = match crate::untrusted::for_terminal(text) {
+        t if t.contains(" (os error ") => Cow::Owned(crate::words::without_os_codes(&t)),
+        t => t,
+    };
+    if utf8 || text.is_ascii() {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// `print!` that never panics.
@@ -136,6 +200,94 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
     out
 }
 
+/// `text` with every line longer than `width` broken at spaces; a continuation line starts
+/// four columns right of its line's own indentation (a tree's branch, a block's detail), so
+/// what belongs together still reads together. Lines that fit are kept as they are.
+pub fn fit(text: &str, width: usize) -> Cow<'_, str> {
+    if text.split('\n').all(|l| l.chars().count() <= width) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for (n, line) in text.split('\n').enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        let lead = line.len() - line.trim_start_matches(' ').len();
+        // A deep indentation would leave too little room: at most half the width.
+        let indent = " ".repeat((lead + 4).min(width / 2));
+        out.push_str(&wrap(line, width, &indent));
+    }
+    Cow::Owned(out)
+}
+
+/// Rows as an aligned table of at most `width` columns: two spaces between columns, one when
+/// two do not fit; when one does not fit either, the columns that do not fit go to a second
+/// line of each row (and a third, ...), indented two columns and aligned among themselves.
+/// `right[c]` aligns column `c` right (numbers); a column whose cells are all empty is left
+/// out, and the last column of a line is never padded.
+pub fn table(rows: &[Vec<String>], right: &[bool], width: usize) -> String {
+    fn cell(r: &[String], c: usize) -> &str {
+        r.get(c).map(String::as_str).unwrap_or("")
+    }
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .map(|r| cell(r, c).chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let shown: Vec<usize> = (0..cols).filter(|&c| widths[c] > 0).collect();
+    let span = |cs: &[usize], gap: usize| -> usize {
+        cs.iter().map(|&c| widths[c]).sum::<usize>() + gap * cs.len().saturating_sub(1)
+    };
+    // The columns each line of a row holds, and the gap between them.
+    let (groups, gap): (Vec<&[usize]>, usize) = if span(&shown, 2) <= width {
+        (vec![&shown[..]], 2)
+    } else if span(&shown, 1) <= width {
+        (vec![&shown[..]], 1)
+    } else {
+        let mut groups = Vec::new();
+        let mut rest = &shown[..];
+        let mut room = width;
+        while !rest.is_empty() {
+            let mut k = 1;
+            while k < rest.len() && span(&rest[..k + 1], 2) <= room {
+                k += 1;
+            }
+            groups.push(&rest[..k]);
+            rest = &rest[k..];
+            room = width.saturating_sub(2);
+        }
+        (groups, 2)
+    };
+    let mut out = String::new();
+    for r in rows {
+        for (g, cs) in groups.iter().enumerate() {
+            let mut line = String::from(if g == 0 { "" } else { "  " });
+            for (i, &c) in cs.iter().enumerate() {
+                let (v, w) = (cell(r, c), widths[c]);
+                if i > 0 {
+                    line.push_str(&" ".repeat(gap));
+                }
+                if right.get(c).copied().unwrap_or(false) {
+                    let _ = write!(line, "{v:>w$}");
+                } else {
+                    let _ = write!(line, "{v:<w$}");
+                }
+            }
+            let line = line.trim_end();
+            if g > 0 && line.is_empty() {
+                continue;
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +339,78 @@ mod tests {
                 "{columns:?} {terminal:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_line_too_long_continues_under_its_own_indentation() {
+        let table: &[(&str, usize, &str)] = &[
+            ("fits", 80, "fits"),
+            ("aaa bbb ccc", 9, "aaa bbb\n    ccc"),
+            ("aaa bbb ccc", 7, "aaa bbb\n   ccc"),
+            (
+                "    |__ Port 1 If 0 uas",
+                16,
+                "    |__ Port 1\n        If 0 uas",
+            ),
+            ("one\n  two three four", 12, "one\n  two three\n      four"),
+        ];
+        for (text, width, want) in table {
+            assert_eq!(fit(text, *width), *want, "{text:?} at {width}");
+        }
+    }
+
+    #[test]
+    fn a_table_narrows_its_gaps_then_folds_its_columns() {
+        let rows: Vec<Vec<String>> = [
+            ["NAME", "SIZE", "MODEL", "LINK"],
+            ["sda", "64", "Stick", "usb 1-1 480M"],
+        ]
+        .iter()
+        .map(|r| r.iter().map(|c| c.to_string()).collect())
+        .collect();
+        let right = [false, true, false, false];
+        // 4 + 4 + 5 + 12 = 25 characters of cells, three gaps.
+        assert_eq!(
+            table(&rows, &right, 31),
+            "NAME  SIZE  MODEL  LINK\nsda     64  Stick  usb 1-1 480M\n"
+        );
+        assert_eq!(
+            table(&rows, &right, 28),
+            "NAME SIZE MODEL LINK\nsda    64 Stick usb 1-1 480M\n"
+        );
+        assert_eq!(
+            table(&rows, &right, 20),
+            "NAME  SIZE  MODEL\n  LINK\nsda     64  Stick\n  usb 1-1 480M\n"
+        );
+        for w in [31, 28, 20, 16] {
+            for l in table(&rows, &right, w).lines() {
+                assert!(l.chars().count() <= w, "{l:?} at {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn outside_a_utf8_locale_the_console_sees_only_ascii() {
+        for (locale, utf8) in [
+            (Some("C.UTF-8"), true),
+            (Some("en_US.utf8"), true),
+            (Some("C"), false),
+            (Some("POSIX"), false),
+            (None, false),
+        ] {
+            assert_eq!(locale_is_utf8(locale), utf8, "{locale:?}");
+        }
+        assert_eq!(
+            for_console("1.2 \u{b5}s \x1b[2J", false),
+            "1.2 \\u00b5s \\x1b[2J"
+        );
+        assert_eq!(for_console("1.2 \u{b5}s", true), "1.2 \u{b5}s");
+        assert_eq!(
+            for_console(
+                "/x: No such file or directory (os error 2): create it",
+                true
+            ),
+            "/x: No such file or directory: create it"
+        );
     }
 }

@@ -3,16 +3,10 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::Scratch;
 
 fn bench(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_usbperf-matrix"))
-        .arg("bench")
-        .args(args)
-        .output()
-        .unwrap()
+    common::cmd().arg("bench").args(args).output().unwrap()
 }
 
 #[test]
@@ -133,7 +127,7 @@ fn a_failed_verify_is_a_failed_verdict() {
 fn sigint_stops_the_run_cleanly_with_exit_code_3() {
     let scratch = Scratch::new("cli-sigint");
     let path = scratch.path("t.dat");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_usbperf-matrix"))
+    let mut child = common::cmd()
         .args(["bench", "--target"])
         .arg(&path)
         .args([

@@ -419,6 +419,7 @@ fn no_page_cites_an_issue_number() {
 fn the_front_pages_list_example_has_the_columns_list_prints() {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_usbperf-matrix"))
         .arg("list")
+        .env("COLUMNS", "1000")
         .output()
         .unwrap();
     let printed = String::from_utf8_lossy(&o.stdout);

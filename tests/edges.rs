@@ -22,7 +22,7 @@ fn stdout(o: &Output) -> String {
 }
 
 fn usbperf(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().unwrap()
+    common::cmd().args(args).output().unwrap()
 }
 
 // 1. bench --allow-write-device on a mounted filesystem.
@@ -283,7 +283,7 @@ fn an_oversized_test_is_clamped_to_the_device_and_says_so() {
 
 // 6. A closed pipe never panics.
 fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(bin())
+    let mut child = common::cmd()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -553,7 +553,7 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
         ),
     ];
     for (args, want, text) in table {
-        let out = Command::new(bin()).args(&args).output().unwrap();
+        let out = common::cmd().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(want), "{args:?}: {}", stderr(&out));
         assert!(
             stderr(&out).contains(text),
@@ -676,7 +676,7 @@ fn a_second_sigint_aborts_bench_at_once_and_removes_its_file() {
     let path = scratch.path("big.bin");
     // A read test on a new 2 GiB file: the file is created and filled first, which takes
     // seconds, so both signals land while it is being prepared.
-    let mut child = Command::new(bin())
+    let mut child = common::cmd()
         .args(["bench", "--target"])
         .arg(&path)
         .args(["--workload", "seq-read", "--size", "2G"])
@@ -721,7 +721,7 @@ fn a_junit_file_without_a_directory_lands_in_the_working_directory() {
     let cfg = rd.config("devices:\n  - select: {name: no-such-disk}\n");
     let mut a = rd.args(Some(&cfg));
     a.extend(["--junit".to_string(), "junit.xml".to_string()]);
-    let out = Command::new(bin())
+    let out = common::cmd()
         .args(&a)
         .current_dir(rd.dir.path())
         .output()
@@ -796,7 +796,7 @@ fn a_fifo_as_config_or_token_is_refused_not_waited_on() {
         ],
     ];
     for args in runs {
-        let mut child = Command::new(bin())
+        let mut child = common::cmd()
             .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -832,7 +832,7 @@ fn a_fifo_as_config_or_token_is_refused_not_waited_on() {
 /// serial console it is wrapped, never one line of 200 characters.
 #[test]
 fn a_failed_link_check_fits_the_console_width() {
-    let o = Command::new(bin())
+    let o = common::cmd()
         .args(["list", "--expect", "usb:9-9=480"])
         .env("COLUMNS", "80")
         .output()

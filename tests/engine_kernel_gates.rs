@@ -9,7 +9,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 
@@ -25,7 +24,7 @@ impl Drop for Restore {
 }
 
 fn bench(target: &Path, engine: &str) -> std::process::Output {
-    Command::new(bin())
+    common::cmd()
         .args(["bench", "--target"])
         .arg(target)
         .args([

@@ -43,11 +43,7 @@ fn generate(out: &Path, units: u32, format: &str, extra: &[&str]) -> Vec<(String
 }
 
 fn fleet(args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("fleet")
-        .args(args)
-        .output()
-        .unwrap()
+    common::cmd().arg("fleet").args(args).output().unwrap()
 }
 
 fn fleet_json(args: &[&str]) -> Value {
@@ -445,7 +441,7 @@ fn reports_of_real_runs_aggregate() {
     .unwrap();
     let reports = d.path().join("reports");
     for (i, format) in ["yaml", "json"].iter().enumerate() {
-        let o = Command::new(bin())
+        let o = common::cmd()
             .args(["run", "--config"])
             .arg(&cfg)
             .arg("--report-dir")
@@ -493,7 +489,7 @@ fn fleet_bounded(
     limit: std::time::Duration,
 ) -> Option<(i32, String, String)> {
     let (out, errf) = (dir.join("fleet.stdout"), dir.join("fleet.stderr"));
-    let mut child = Command::new(bin())
+    let mut child = common::cmd()
         .arg("fleet")
         .args(args)
         .stdout(std::fs::File::create(&out).unwrap())
@@ -1068,7 +1064,7 @@ fn fuzz_fleet(seed: u64, batches: usize, deadline: Option<std::time::Instant>) -
             let s = acc.finish();
             let sopts = thresholds::SuggestOptions::default();
             let sug = thresholds::suggest(&s, &sopts);
-            let mut len = text::render_table(&s).len() + text::render_csv(&s).len();
+            let mut len = text::render_table(&s, 80).len() + text::render_csv(&s).len();
             len += html::render_html(&s, &sug).len();
             len += thresholds::render_snippet(boards.first().map_or("", |b| b), &s, &sug, &sopts)
                 .len();
@@ -1304,7 +1300,7 @@ fn a_schema_1_report_of_commit_4124e44_still_reads() {
             && r == "seq-write: N MiB/s < minimum 1000000 MiB/s [thresholds[0] (class loop)]"),
         "{reasons:?}"
     );
-    let o = Command::new(bin())
+    let o = common::cmd()
         .args(["show", f.to_str().unwrap()])
         .output()
         .unwrap();

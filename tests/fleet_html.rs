@@ -64,7 +64,7 @@ fn html_page_renders_in_chromium_with_its_charts() {
     let run = |extra: &[&str]| {
         let mut a = vec!["fleet", dir.to_str().unwrap()];
         a.extend(extra);
-        let o = Command::new(bin()).args(&a).output().unwrap();
+        let o = common::cmd().args(&a).output().unwrap();
         assert_eq!(
             o.status.code(),
             Some(0),

@@ -10,7 +10,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{bin, run_bin, Loop, Mounted, TempDir};
+use common::{run_bin, Loop, Mounted, TempDir};
 
 fn verify_json(state: &Path, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
     let mut args = vec!["power-cut", "verify", "--state", state.to_str().unwrap()];
@@ -147,7 +147,7 @@ fn sigkill_mid_write_on_a_loop_device_leaves_a_state_whose_every_acknowledged_bl
     let d = TempDir::new("pc-kill");
     let s = d.path().join("pc.state");
     // One fdatasync per block: the write phase takes seconds, the kill lands inside it.
-    let mut child = Command::new(bin())
+    let mut child = common::cmd()
         .args([
             "power-cut",
             "write",
@@ -187,7 +187,7 @@ fn sigterm_removes_the_test_file_and_the_state() {
     let d = TempDir::new("pc-term");
     let t = d.path().join("pc.bin");
     let s = d.path().join("pc.state");
-    let mut child = Command::new(bin())
+    let mut child = common::cmd()
         .args([
             "power-cut",
             "write",

@@ -46,7 +46,7 @@ fn generate(out: &Path, units: u32, format: &str) -> Vec<PathBuf> {
 }
 
 fn show(args: &[&str], files: &[&Path]) -> Output {
-    Command::new(bin())
+    common::cmd()
         .arg("show")
         .args(args)
         .args(files)
@@ -449,7 +449,7 @@ fn a_closed_pipe_does_not_panic() {
     let files = generate(&d.path().join("r"), 1, "yaml");
     // The same report 500 times: a table far larger than a pipe's buffer (64 KiB), so the
     // writer is still writing when the reader has gone.
-    let mut cmd = Command::new(bin());
+    let mut cmd = common::cmd();
     cmd.arg("show");
     for _ in 0..500 {
         cmd.arg(&files[0]);
@@ -520,7 +520,7 @@ fn the_report_of_a_real_run_renders() {
     )
     .unwrap();
     let reports = d.path().join("reports");
-    let o = Command::new(bin())
+    let o = common::cmd()
         .args(["run", "--config"])
         .arg(&cfg)
         .arg("--report-dir")

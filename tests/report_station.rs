@@ -318,7 +318,7 @@ fn an_unwritable_junit_file_is_an_error_line_and_the_exit_code_stays() {
     let rd = RunDir::new();
     let cfg = rd.dir.path().join("cfg.yaml");
     std::fs::write(&cfg, "devices:\n  - select: {name: no-such-disk}\n").unwrap();
-    let out = Command::new(bin())
+    let out = common::cmd()
         .args(["run", "--config"])
         .arg(&cfg)
         .arg("--report-dir")

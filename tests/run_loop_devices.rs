@@ -336,7 +336,7 @@ fn sigterm_mid_write_leaves_no_test_file_and_an_incomplete_report() {
          \x20 - {{workload: seq-read, size: 8M}}\n",
         ext4.lo.name()
     ));
-    let child = Command::new(bin())
+    let child = common::cmd()
         .args(rd.args(Some(&cfg)))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -563,7 +563,7 @@ fn the_run_fits_the_console_width() {
         let mut a = rd.args_in(&reports, Some(&cfg));
         a.push("--engine".into());
         a.push("sync".into());
-        Command::new(bin())
+        common::cmd()
             .args(&a)
             .env("COLUMNS", columns)
             .output()
@@ -625,7 +625,7 @@ fn list_says_how_each_disk_is_tested_or_why_not() {
         raw.name()
     ));
     let list = |format: &str| {
-        Command::new(bin())
+        common::cmd()
             .args([
                 "list",
                 "--format",
@@ -676,7 +676,7 @@ fn list_says_how_each_disk_is_tested_or_why_not() {
     );
     // A configuration named with --config that does not load is the user's error.
     let bad = rd.config("devices: 7\n");
-    let out = Command::new(bin())
+    let out = common::cmd()
         .args(["list", "--config", bad.to_str().unwrap()])
         .output()
         .unwrap();
@@ -698,7 +698,7 @@ fn a_loop_device_detached_mid_run_fails_with_the_device_gone_and_the_rest_not_ru
          \x20 - {{select: {{name: {}}}, target: raw}}\n",
         raw.name()
     ));
-    let mut child = Command::new(bin())
+    let mut child = common::cmd()
         .args(rd.args(Some(&cfg)))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

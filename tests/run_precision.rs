@@ -9,7 +9,6 @@ mod common;
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::Command;
 
 use common::*;
 
@@ -83,7 +82,7 @@ fn a_limit_inside_the_figure_s_interval_is_marginal_outside_it_clear() {
     let rd = RunDir::new();
     let cfg = rd.config(&cfg);
     let procs = throttle.0.join("cgroup.procs");
-    let mut cmd = Command::new(bin());
+    let mut cmd = common::cmd();
     cmd.args(rd.args(Some(&cfg)))
         .args(["--format", "json", "--engine", "sync"]);
     // The run joins the throttled group before it starts: its writes are held to 15 MiB/s.

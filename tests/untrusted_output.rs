@@ -59,7 +59,11 @@ fn hostile_fleet(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().unwrap()
+    Command::new(bin())
+        .env("COLUMNS", "1000")
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// The characters a terminal acts on: ESC, BEL, CSI (U+009B), the RLO override.

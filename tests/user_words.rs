@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::*;
 
@@ -552,7 +552,7 @@ fn a_missing_device_is_said_once_and_the_engine_is_no_warning() {
         "devices:\n  - select: {serial: NOSUCHSERIAL}\n    required: true\n    label: front USB\n",
     );
     // A console wide enough that no line of the summary is wrapped.
-    let out = Command::new(bin())
+    let out = common::cmd()
         .args(rd.args(Some(&cfg)))
         .env("COLUMNS", "250")
         .output()

@@ -195,6 +195,9 @@ pub enum Format {
     Html,
 }
 
+/// The width of the text page's lines.
+const TEXT_WIDTH: usize = 80;
+
 /// The summary as `usbperf-matrix fleet --format …` prints it. The HTML page links each
 /// outlier's report as `<link_prefix><report_id>.<format>`: the file the database's export
 /// writes beside the page (prefix ""), or the report the page server serves ("reports/").
@@ -203,8 +206,11 @@ pub fn render(v: &FleetView, format: Format, link_prefix: &str) -> String {
     match format {
         // Served as text/plain: what a terminal would act on is shown escaped, as the unit's
         // own console output is.
+        // Fitted to 80 columns: the page is read with curl on a serial or SSH console.
         Format::Text => {
-            usbperf::untrusted::for_terminal(&text::render_table(&v.summary)).into_owned()
+            let body = text::render_table(&v.summary, TEXT_WIDTH);
+            let body = usbperf::out::fit(&body, TEXT_WIDTH);
+            usbperf::untrusted::for_terminal(&body).into_owned()
         }
         // Serialising plain data to a String cannot fail.
         Format::Json => serde_json::to_string_pretty(&v.summary).unwrap_or_default() + "\n",

@@ -224,8 +224,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Exit> {
     }
     match args.format {
         Format::Table => crate::out!("{}", table(&result)),
-        Format::Yaml => crate::out!("{}", serde_norway::to_string(&result)?),
-        Format::Json => crate::outln!("{}", serde_json::to_string_pretty(&result)?),
+        Format::Yaml => crate::out::data(&serde_norway::to_string(&result)?),
+        Format::Json => crate::out::data(&(serde_json::to_string_pretty(&result)? + "\n")),
     }
     if result.stopped_by == StopReason::Interrupted {
         return Ok(Exit::Incomplete);

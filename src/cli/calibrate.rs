@@ -178,7 +178,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<Exit> {
         Err(e) => return Err(e).context("the calibration has no finding"),
     };
     let snippet = found.snippet(&unit, chrono::Utc::now());
-    crate::out!("{snippet}");
+    crate::out::data(&snippet);
     if let Some(out) = &args.out {
         write::atomic_create(out, snippet.as_bytes())
             .with_context(|| format!("cannot write the snippet to {}", out.display()))?;

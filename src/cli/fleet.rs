@@ -1,7 +1,6 @@
 //! Owns `usbperf-matrix fleet`: many factory reports aggregated into distributions,
 //! outliers, failure rankings, trends, learned thresholds or an HTML page.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -154,7 +153,7 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
         render_snippet(&boards[0], &summary, &suggest(&summary, &sopts), &sopts)
     } else {
         match args.format {
-            FleetFormat::Table => text::render_table(&summary),
+            FleetFormat::Table => text::render_table(&summary, crate::out::console_width()),
             FleetFormat::Csv => text::render_csv(&summary),
             FleetFormat::Yaml => serde_norway::to_string(&summary)?,
             FleetFormat::Json => serde_json::to_string_pretty(&summary)? + "\n",
@@ -165,13 +164,11 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<Exit> {
         Some(p) => {
             std::fs::write(p, body).with_context(|| format!("cannot write {}", p.display()))?
         }
-        None => {
-            let mut o = std::io::stdout().lock();
-            // Names and reasons come from reports made elsewhere: escaped for the terminal.
-            let body = crate::untrusted::for_terminal(&body);
-            // A closed pipe (`| head`) is not an error worth a message.
-            let _ = o.write_all(body.as_bytes());
+        // A table is console text, fitted to its width; the other formats are data.
+        None if args.format == FleetFormat::Table && !args.suggest_thresholds => {
+            crate::out::out(&body)
         }
+        None => crate::out::data(&body),
     }
     Ok(Exit::Pass)
 }

@@ -74,7 +74,14 @@ pub fn run(args: &ListArgs) -> anyhow::Result<Exit> {
     let plan = run_plan(args, &inv)?;
     match args.format {
         Format::Table => {
-            crate::out!("{}", table(&inv, plan.as_ref().ok().map(Vec::as_slice)));
+            crate::out!(
+                "{}",
+                table(
+                    &inv,
+                    plan.as_ref().ok().map(Vec::as_slice),
+                    crate::out::console_width()
+                )
+            );
             match &plan {
                 Ok(p) => {
                     for d in p {
@@ -98,7 +105,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<Exit> {
                     .context("could not encode the inventory as JSON")?
                     + "\n"
             };
-            crate::out!("{text}");
+            crate::out::data(&text);
         }
     }
     Ok(if findings.iter().all(|f| f.pass) {
@@ -175,8 +182,9 @@ fn mounts_col(d: &Disk) -> String {
     v.join(" ")
 }
 
-/// A plain aligned table: one disk a line; with a plan, what `run` does with it (RUN).
-pub fn table(inv: &Inventory, plan: Option<&[DiskPlan]>) -> String {
+/// A plain aligned table of at most `width` columns: one disk a line (two when the console
+/// is narrow); with a plan, what `run` does with it (RUN).
+pub fn table(inv: &Inventory, plan: Option<&[DiskPlan]>, width: usize) -> String {
     let mut rows: Vec<[String; 9]> = vec![[
         "NAME".into(),
         "CLASS".into(),
@@ -209,28 +217,8 @@ pub fn table(inv: &Inventory, plan: Option<&[DiskPlan]>) -> String {
             mounts_col(d),
         ]);
     }
-    let mut widths = [0usize; 9];
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r.iter()) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in &rows {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            if widths[i] == 0 {
-                continue;
-            }
-            if i + 1 == r.len() {
-                line.push_str(c);
-            } else {
-                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+    let mut out = crate::out::table(&rows, &[], width);
     out.push_str(&format!(
         "{} disk(s), backend {} ({})\n",
         inv.disks.len(),

@@ -97,12 +97,16 @@ pub fn main() -> Exit {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    let _ = e.print();
                     Exit::Pass
                 }
-                _ => Exit::Usage,
+                _ => {
+                    // A usage error is console text like every other: fitted to the width.
+                    crate::out::err(e.render().to_string().trim_end());
+                    Exit::Usage
+                }
             };
         }
     };

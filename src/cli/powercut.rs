@@ -221,7 +221,7 @@ fn verify_phase(args: &VerifyArgs) -> anyhow::Result<Exit> {
     let json = serde_json::to_string_pretty(&verdict)? + "\n";
     match args.format {
         VerdictFormat::Text => crate::out!("{}", text(&verdict)),
-        VerdictFormat::Json => crate::out!("{json}"),
+        VerdictFormat::Json => crate::out::data(&json),
     }
     if let Some(out) = &args.out {
         write::atomic_create(out, json.as_bytes()).with_context(|| {

@@ -190,8 +190,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         // in alphabetical order, as it always has, in both formats.
         let doc = serde_json::to_value(&plan)?;
         match cfg.report_format {
-            ReportFormat::Json => crate::outln!("{}", serde_json::to_string_pretty(&doc)?),
-            ReportFormat::Yaml => crate::out!("{}", serde_norway::to_string(&doc)?),
+            ReportFormat::Json => crate::out::data(&(serde_json::to_string_pretty(&doc)? + "\n")),
+            ReportFormat::Yaml => crate::out::data(&serde_norway::to_string(&doc)?),
         }
         return Ok(Exit::Pass);
     }
@@ -209,7 +209,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     // standard output (then printed in full, so the journal or serial log keeps the record).
     if !matches!(done.place, ReportPlace::File(_)) || !done.in_configured_dir {
         if let Ok(bytes) = done.report.encode(false) {
-            crate::outln!("{}", String::from_utf8_lossy(&bytes));
+            crate::out::data(&format!("{}\n", String::from_utf8_lossy(&bytes)));
         }
     }
     // One table: a row per device, a column per test.
@@ -244,7 +244,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     }
     if args.lava {
         for line in station::lava_signals(&done.report, exit as u8) {
-            crate::outln!("{line}");
+            crate::out::data(&format!("{line}\n"));
         }
     }
     // Queue the report and hand it to the collector, within `upload.timeout`; never changes
@@ -259,10 +259,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
         crate::out::err_wrapped(&msg, width);
     }
     // The station's line comes last, so `tail -n 1` finds it.
-    crate::outln!(
-        "{}",
+    crate::out::data(&format!(
+        "{}\n",
         station::result_line(&done.report, exit as u8, report_path, cfg.result_line)
-    );
+    ));
     Ok(exit)
 }
 

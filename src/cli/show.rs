@@ -2,13 +2,10 @@
 //! standard output. Reads, decodes, renders, prints; every rule of the table is in the
 //! library.
 
-use std::io::{self, Write};
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use crate::exit::Exit;
-use crate::report::table::{render, MatrixView, Style};
+use crate::report::table::{render, render_fit, MatrixView, Style};
 use crate::report::view::ReportView;
 
 const AFTER_HELP: &str = "\
@@ -92,14 +89,13 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<Exit> {
     if views.is_empty() {
         return Ok(exit);
     }
-    // Names and reasons come from reports made elsewhere: escaped for the terminal.
-    let table = render(&MatrixView::new(&views), args.format);
-    let table = crate::untrusted::for_terminal(&table);
-    let mut out = io::stdout().lock();
-    match write!(out, "{table}").and_then(|()| out.flush()) {
-        Ok(()) => Ok(exit),
-        // `show ... | head -1`: the reader has what it wanted.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit),
-        Err(e) => Err(e).context("could not write the table to standard output"),
+    // Names and reasons come from reports made elsewhere: both writers escape them. Text is
+    // console text, fitted to its width (a block per device when the table is too wide);
+    // Markdown and CSV are data for a file.
+    let view = MatrixView::new(&views);
+    match args.format {
+        Style::Text => crate::out::out(&render_fit(&view, crate::out::console_width())),
+        style => crate::out::data(&render(&view, style)),
     }
+    Ok(exit)
 }

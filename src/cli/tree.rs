@@ -41,8 +41,8 @@ pub fn run(args: &TreeArgs) -> anyhow::Result<Exit> {
             crate::out!("{}", render(&buses, &inv));
             print_findings(&findings);
         }
-        Format::Yaml => crate::out!("{}", serde_norway::to_string(&buses)?),
-        Format::Json => crate::outln!("{}", serde_json::to_string_pretty(&buses)?),
+        Format::Yaml => crate::out::data(&serde_norway::to_string(&buses)?),
+        Format::Json => crate::out::data(&(serde_json::to_string_pretty(&buses)? + "\n")),
     }
     Ok(if findings.iter().all(|f| f.pass) {
         Exit::Pass

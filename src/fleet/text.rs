@@ -50,33 +50,11 @@ fn pct(r: f64) -> String {
     format!("{:.1}%", r * 100.0)
 }
 
-/// Left-aligns the first `left` columns, right-aligns the rest.
-fn table(rows: &[Vec<String>], left: usize, out: &mut String) {
+/// Left-aligns the first `left` columns, right-aligns the rest, in at most `width` columns.
+fn table(rows: &[Vec<String>], left: usize, width: usize, out: &mut String) {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c > 0 {
-                line.push_str("  ");
-            }
-            if c < left {
-                let _ = write!(line, "{cell:<w$}", w = widths[c]);
-            } else {
-                let _ = write!(line, "{cell:>w$}", w = widths[c]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    let right: Vec<bool> = (0..cols).map(|c| c >= left).collect();
+    out.push_str(&crate::out::table(rows, &right, width));
 }
 
 fn metric_row(m: &MetricSummary) -> Vec<String> {
@@ -100,7 +78,7 @@ fn margin(p: f64) -> String {
 }
 
 /// The group's distance to each factory limit on its figures, when there is one.
-fn limit_rows(g: &super::aggregate::GroupSummary, out: &mut String) {
+fn limit_rows(g: &super::aggregate::GroupSummary, width: usize, out: &mut String) {
     if g.metrics.iter().all(|m| m.limits.is_empty()) {
         return;
     }
@@ -122,7 +100,7 @@ fn limit_rows(g: &super::aggregate::GroupSummary, out: &mut String) {
             ]);
         }
     }
-    table(&rows, 2, out);
+    table(&rows, 2, width, out);
 }
 
 /// One outlier value and the metric it belongs to.
@@ -133,7 +111,7 @@ const OUTLIER_ROWS: usize = 20;
 
 /// One line per flagged device test: how many of its figures stand out, and the most
 /// extreme one.
-fn outlier_rows(g: &super::aggregate::GroupSummary, out: &mut String) {
+fn outlier_rows(g: &super::aggregate::GroupSummary, width: usize, out: &mut String) {
     let mut by_dev: Vec<(&str, &str, Vec<Flagged>)> = Vec::new();
     for m in &g.metrics {
         for o in &m.outliers {
@@ -176,7 +154,7 @@ fn outlier_rows(g: &super::aggregate::GroupSummary, out: &mut String) {
             ),
         ]);
     }
-    table(&rows, 4, out);
+    table(&rows, 4, width, out);
     if by_dev.len() > OUTLIER_ROWS {
         let _ = writeln!(
             out,
@@ -188,7 +166,8 @@ fn outlier_rows(g: &super::aggregate::GroupSummary, out: &mut String) {
 
 /// The terminal report: fleet totals, then per group the metric table, its outliers and
 /// failure reasons; then link failures per port, trends of throughput, and unreadable files.
-pub fn render_table(s: &FleetSummary) -> String {
+/// Tables fit `width` columns; the caller fits the other lines (the console layer does).
+pub fn render_table(s: &FleetSummary, width: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -232,9 +211,9 @@ pub fn render_table(s: &FleetSummary) -> String {
         .map(String::from)
         .to_vec()];
         rows.extend(g.metrics.iter().map(metric_row));
-        table(&rows, 1, &mut out);
-        limit_rows(g, &mut out);
-        outlier_rows(g, &mut out);
+        table(&rows, 1, width, &mut out);
+        limit_rows(g, width, &mut out);
+        outlier_rows(g, width, &mut out);
         if !g.failure_reasons.is_empty() {
             let _ = writeln!(out, "  failure reasons:");
             for r in g.failure_reasons.iter().take(10) {
@@ -258,7 +237,7 @@ pub fn render_table(s: &FleetSummary) -> String {
                 pct(p.failure_rate),
             ]);
         }
-        table(&rows, 1, &mut out);
+        table(&rows, 1, width, &mut out);
     }
     if !s.builds.is_empty() {
         let _ = writeln!(
@@ -337,7 +316,7 @@ pub fn render_table(s: &FleetSummary) -> String {
                 pct(y.marginal_rate),
             ]);
         }
-        table(&rows, 2, &mut out);
+        table(&rows, 2, width, &mut out);
     }
     let _ = writeln!(
         out,

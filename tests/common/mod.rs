@@ -16,6 +16,18 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_usbperf-matrix"))
 }
 
+/// The console width the tests give the binary: wide, so a test that reads the words finds
+/// each sentence on one line (the default without a terminal is 80, a serial console's).
+/// The tests of the console's width give their own `COLUMNS`.
+pub const WIDE: &str = "1000";
+
+/// The binary as a command on a wide console ([`WIDE`]).
+pub fn cmd() -> Command {
+    let mut c = Command::new(bin());
+    c.env("COLUMNS", WIDE);
+    c
+}
+
 /// The recorded device trees and kernel lines, inside the repository (`tests/fixtures/`, with
 /// each source's licence and provenance in its README).
 pub fn fixtures() -> PathBuf {
@@ -84,7 +96,10 @@ pub fn run_bin(umockdev: Option<&Path>, args: &[&str]) -> Output {
         }
         None => Command::new(bin()),
     };
-    cmd.args(args).output().expect("could not start the binary")
+    cmd.env("COLUMNS", WIDE)
+        .args(args)
+        .output()
+        .expect("could not start the binary")
 }
 
 pub fn stdout_json(out: &Output) -> serde_json::Value {
@@ -407,7 +422,7 @@ impl RunDir {
     pub fn run_in(&self, report_dir: &Path, cfg: Option<&Path>, extra: &[&str]) -> Output {
         let mut a = self.args_in(report_dir, cfg);
         a.extend(extra.iter().map(|s| s.to_string()));
-        Command::new(bin()).args(&a).output().unwrap()
+        cmd().args(&a).output().unwrap()
     }
     pub fn run(&self, cfg: Option<&Path>, extra: &[&str]) -> Output {
         self.run_in(&self.reports(), cfg, extra)
