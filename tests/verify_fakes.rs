@@ -118,7 +118,7 @@ impl Drop for FakeMedium {
 
 /// Runs verify over the whole medium and returns its `verify` object and the text summary.
 fn verify(medium: &FakeMedium, extra: &[&str]) -> (serde_json::Value, i32) {
-    let out = Command::new(common::bin())
+    let out = common::cmd()
         .args(["bench", "--target", &medium.dev, "--workload", "verify"])
         .args(["--allow-write-device", "--format", "json"])
         .args(extra)

@@ -40,11 +40,14 @@ fn dir_fleet(dir: &Path, args: &[&str]) -> (i32, String, String) {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
+    // The collector's text is laid out for 80 columns in UTF-8: the unit's console the same.
     let out = Command::new(matrix_bin())
         .arg("fleet")
         .args(args)
         .args(&names)
         .current_dir(dir)
+        .env("COLUMNS", "80")
+        .env("LC_ALL", "C.UTF-8")
         .output()
         .unwrap();
     (

@@ -271,6 +271,7 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
         std::fs::write(&cfg, cfg_text).unwrap();
         let t0 = Instant::now();
         let out = Command::new(matrix_bin())
+            .env("COLUMNS", "1000")
             .args(["run", "--report-dir"])
             .arg(dir.path().join(format!("reports-{tag}")))
             .arg("--lock-file")
@@ -367,6 +368,7 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
     let plain_cfg = dir.path().join("plain.yaml");
     for (extra, code) in [(&[][..], 2), (&["--if-configured"][..], 0)] {
         let out = Command::new(matrix_bin())
+            .env("COLUMNS", "1000")
             .args(["upload", "--config"])
             .arg(&plain_cfg)
             .arg("--spool")
