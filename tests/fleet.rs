@@ -1456,6 +1456,13 @@ fn each_groups_distance_to_its_class_limits() {
             let l = &limits.unwrap_or_else(|| panic!("{board}/{class} {metric}: {m}"))[0];
             assert_eq!(l["bound"], "min");
             assert_eq!(l["limit"].as_f64(), Some(limit));
+            // Which limit: the factory's, with the units that ran under it (every generated
+            // unit of this board ran under its board's config).
+            let units = l["units"].as_u64().unwrap();
+            assert!(
+                units > 0 && units <= s["units"].as_u64().unwrap(),
+                "{l}: units {units}"
+            );
             let pct = |v: f64| (v - limit) / limit * 100.0;
             let close = |got: &Value, want: f64| (got.as_f64().unwrap() - want).abs() < 1e-6;
             assert!(
@@ -1503,7 +1510,20 @@ fn each_groups_distance_to_its_class_limits() {
     // The terminal says the same, per group.
     let o = fleet(&[dir.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("distance to the limits"), "{text}");
+    assert!(
+        text.contains("distance to the factory's limits, the ones most units ran under"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("metric")
+            && l.contains(" limit ")
+            && l.contains(" units ")),
+        "{text}"
+    );
+    assert!(
+        page.contains("<th>limit</th><th>units</th>"),
+        "no units column"
+    );
     assert!(
         text.lines()
             .any(|l| l.trim_start().starts_with("seq-write.mib_per_s") && l.contains("min 10")),

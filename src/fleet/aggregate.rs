@@ -126,6 +126,7 @@ fn factory_lines(configs: &[(Vec<ThresholdLite>, BTreeSet<u32>)]) -> Vec<Factory
                     metric,
                     bound: bound.into(),
                     value,
+                    units: 0,
                 };
                 match carried.iter_mut().find(|c| c.0 == ft) {
                     Some(c) => c.1.extend(units.iter().copied()),
@@ -145,7 +146,10 @@ fn factory_lines(configs: &[(Vec<ThresholdLite>, BTreeSet<u32>)]) -> Vec<Factory
                 .filter(|(o, _)| same(o, t))
                 .all(|(_, o)| o.len() <= units.len())
         })
-        .map(|(t, _)| t.clone())
+        .map(|(t, units)| FactoryThreshold {
+            units: units.len(),
+            ..t.clone()
+        })
         .collect();
     lines.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     lines

@@ -410,16 +410,17 @@ fn limits(o: &mut String, s: &FleetSummary) {
     if rows.is_empty() {
         return;
     }
-    o.push_str("<h2>Distance to the limits</h2><p>In % of the limit: + is room to spare, \u{2212} a miss. The worst 5 % are the p5 of a minimum, the p95 of a maximum.</p><table class=\"limits\"><thead><tr><th>group</th><th>metric</th><th>limit</th><th>median</th><th>worst 5 %</th><th>worst</th></tr></thead><tbody>");
+    o.push_str("<h2>Distance to the limits</h2><p>Each limit is the factory's: the value most units' reports ran under (<em>units</em>: how many did), measured on every figure of the group. The pass rates above judge each report by the limits it ran under. In % of the limit: + is room to spare, \u{2212} a miss. The worst 5 % are the p5 of a minimum, the p95 of a maximum.</p><table class=\"limits\"><thead><tr><th>group</th><th>metric</th><th>limit</th><th>units</th><th>median</th><th>worst 5 %</th><th>worst</th></tr></thead><tbody>");
     let m = |p: f64| format!("{p:+.0}%").replace('-', "\u{2212}");
     for (g, mt, l) in rows {
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{} {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{} {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             esc(&g.name),
             esc(&mt.metric),
             esc(&l.bound),
             l.limit,
+            l.units,
             m(l.median_percent),
             m(l.p5_percent),
             m(l.worst_percent)

@@ -178,6 +178,10 @@ pub struct LimitDistance {
     /// `min` or `max`.
     pub bound: String,
     pub limit: f64,
+    /// The units whose reports ran under this limit (the group's figures are all measured
+    /// against it, also those of units whose reports had another or none: their own pass
+    /// rate is the metric's `pass_rate`).
+    pub units: usize,
     pub median_percent: f64,
     /// The 5 % of figures nearest the limit: the p5 of a minimum, the p95 of a maximum.
     pub p5_percent: f64,
@@ -203,6 +207,7 @@ impl LimitDistance {
         Some(LimitDistance {
             bound: t.bound.clone(),
             limit: l,
+            units: t.units,
             median_percent: percent(m.median),
             p5_percent: percent(near),
             worst_percent: percent(worst),
@@ -323,6 +328,9 @@ pub struct FactoryThreshold {
     /// `min` or `max`.
     pub bound: String,
     pub value: f64,
+    /// The units whose reports ran under this limit: the page says which limit a figure is
+    /// measured against and how many units it binds.
+    pub units: usize,
 }
 
 /// One write curve of one device test.
@@ -378,6 +386,7 @@ mod tests {
             metric: metric.into(),
             bound: bound.into(),
             value,
+            units: 7,
         };
         let w = "seq-write.mib_per_s";
         let lat = "rand-read.p99_latency_ms";

@@ -82,18 +82,25 @@ fn limit_rows(g: &super::aggregate::GroupSummary, width: usize, out: &mut String
     if g.metrics.iter().all(|m| m.limits.is_empty()) {
         return;
     }
+    // Which limit: the one most units ran under, measured on every figure of the group;
+    // the pass column above judged each report by the limits it ran under.
     let _ = writeln!(
         out,
-        "  distance to the limits (% of the limit; + is room to spare, - a miss):"
+        "  distance to the factory's limits, the ones most units ran under (units: how many \
+         did), over all the group's figures (% of the limit; + is room to spare, - a miss; \
+         pass above judges each report by its own limits):"
     );
-    let mut rows = vec![["  metric", "limit", "median", "worst 5%", "worst"]
-        .map(String::from)
-        .to_vec()];
+    let mut rows = vec![
+        ["  metric", "limit", "units", "median", "worst 5%", "worst"]
+            .map(String::from)
+            .to_vec(),
+    ];
     for m in &g.metrics {
         for l in &m.limits {
             rows.push(vec![
                 format!("  {}", m.metric),
                 format!("{} {}", l.bound, fmt_value(&m.metric, l.limit)),
+                l.units.to_string(),
                 margin(l.median_percent),
                 margin(l.p5_percent),
                 margin(l.worst_percent),
