@@ -75,9 +75,10 @@ pub fn serde_message(msg: &str) -> String {
     let Some((found, rest)) = body.split_once(", expected ") else {
         return msg.to_string();
     };
-    // serde_json and serde_norway append the position: keep it where it was.
+    // serde_json and serde_norway append the position (`at line 4 column 3`): kept where it
+    // was, in words.
     let (expected, tail) = match rest.find(" at line ") {
-        Some(i) => (&rest[..i], format!(" ({})", &rest[i + 1..])),
+        Some(i) => (&rest[..i], format!(" ({})", position_words(&rest[i + 4..]))),
         None => (rest, String::new()),
     };
     let prefix = &msg[..start];
@@ -95,6 +96,31 @@ pub fn serde_message(msg: &str) -> String {
         Some((what, give)) => format!("{prefix}{found} is not {what}: give {give}{tail}"),
         // One of our visitors' own expectations ("a size such as 64M"), already in words.
         None => format!("{prefix}{found} is not {expected}{tail}"),
+    }
+}
+
+/// A JSON document's error in words: where (line and character) and what, never the
+/// parser's grammar (`expected ident`, `expected u64 at line 1 column 79`).
+pub fn json_error(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let at = format!("line {}, character {}", e.line(), e.column());
+    let full = e.to_string();
+    let msg = full
+        .rsplit_once(" at line ")
+        .map_or(full.as_str(), |(m, _)| m);
+    match e.classify() {
+        Category::Syntax => format!("{at}: not valid JSON"),
+        Category::Eof => format!("{at}: the JSON ends early (a truncated file)"),
+        Category::Io => msg.to_string(),
+        Category::Data => format!("{at}: {}", serde_message(msg)),
+    }
+}
+
+/// `line 4 column 3` as `line 4, character 3`; anything else as it is.
+fn position_words(pos: &str) -> String {
+    match pos.split_once(" column ") {
+        Some((line, column)) => format!("{line}, character {column}"),
+        None => pos.to_string(),
     }
 }
 
@@ -208,7 +234,7 @@ mod tests {
             ),
             (
                 "invalid type: string \"x\", expected f64 at line 1 column 9",
-                "\"x\" is not a number: give a number, such as 25 (at line 1 column 9)",
+                "\"x\" is not a number: give a number, such as 25 (line 1, character 9)",
             ),
             (
                 "invalid type: sequence, expected struct ConfigFile",
@@ -236,6 +262,30 @@ mod tests {
         for (msg, want) in table {
             let got = serde_message(msg);
             assert!(got.starts_with(want), "{msg}: got {got:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn a_json_error_says_where_and_what_in_words() {
+        let err = |text: &str| {
+            super::json_error(
+                &serde_json::from_str::<std::collections::BTreeMap<String, u64>>(text).unwrap_err(),
+            )
+        };
+        let table = [
+            ("format: x\n", "line 1, character 2: not valid JSON"),
+            (
+                "{\"run_id\": 99999999999999999999999}",
+                "line 1, character 34: 1e+23 is not a whole number",
+            ),
+            ("{\"run_id\": ", "line 1, character 11: the JSON ends early"),
+        ];
+        for (text, want) in table {
+            let got = err(text);
+            assert!(got.starts_with(want), "{text:?}: {got}");
+            for leak in ["expected", "u64", "ident", "column"] {
+                assert!(!got.contains(leak), "{text:?}: {got}");
+            }
         }
     }
 }

@@ -29,7 +29,42 @@ const RUST_WORDS: &[&str] = &[
     "Os {",
     "..=",
     "RelativeUrlWithoutBase",
+    " u64",
+    "u128",
+    "expected ident",
+    "os error",
+    "did not contain valid UTF-8",
 ];
+
+/// A parser's `column N`: the tool says `file:line:column:` or `line L, character C`.
+fn parser_column(text: &str) -> Option<String> {
+    text.match_indices("column ").find_map(|(i, _)| {
+        let after = &text[i + 7..];
+        after
+            .starts_with(|c: char| c.is_ascii_digit())
+            .then(|| text[i..].chars().take(12).collect())
+    })
+}
+
+/// A clause said twice in one message (`... (os error 1); check ...: Operation not permitted
+/// (os error 1)`): the same run of at least 24 characters between `: ` or `; ` twice.
+fn repeated_clause(text: &str) -> Option<String> {
+    // A wrapped line's continuations (indented four) join it again.
+    let joined = text.replace("\n    ", " ");
+    for line in joined.lines() {
+        let clauses: Vec<&str> = line
+            .split([':', ';'])
+            .map(str::trim)
+            .filter(|c| c.len() >= 24)
+            .collect();
+        for (i, c) in clauses.iter().enumerate() {
+            if clauses[i + 1..].contains(c) {
+                return Some(c.to_string());
+            }
+        }
+    }
+    None
+}
 
 fn printed(o: &Output) -> String {
     format!(
@@ -102,6 +137,12 @@ fn every_subcommand_says_what_is_wrong_in_the_users_words() {
         "url.yaml",
         "upload:\n  url: 127.0.0.1:8080\n  token_file: /etc/usbperf/token\n",
     );
+    write(
+        "huge.state",
+        "{\"format\": \"usbperf-power-cut\", \"version\": 1, \"run_id\": 99999999999999999999999}",
+    );
+    write("yaml.state", "format: usbperf-power-cut\nversion: 1\n");
+    std::fs::write(d.join("junk.yaml"), b"\x00\x01junk\xff").unwrap();
     write("token", "secret\n");
     // Only its owner may read a token: `upload` refuses one others may read before it looks
     // at the reports.
@@ -182,6 +223,25 @@ fn every_subcommand_says_what_is_wrong_in_the_users_words() {
             vec!["run", "--dry-run", "--config", &p("gbit.yaml")],
             "size \"7Gb\" reads as bits",
         ),
+        (
+            vec![
+                "bench",
+                "--target",
+                &p("b.dat"),
+                "--size",
+                "99999999999999999999999",
+            ],
+            "is too large: the largest size is 16E",
+        ),
+        (
+            vec!["power-cut", "verify", "--state", &p("huge.state")],
+            "1e+23 is not a whole number",
+        ),
+        (
+            vec!["power-cut", "verify", "--state", &p("yaml.state")],
+            "line 1, character 2: not valid JSON",
+        ),
+        (vec!["show", &p("junk.yaml")], "a NUL byte at offset 0"),
         (
             vec!["list", "--expect", "usb:1-1=99999999999999999999"],
             "is not a speed in Mbit/s: give one from 1 to 100000",
@@ -468,6 +528,14 @@ fn every_subcommand_says_what_is_wrong_in_the_users_words() {
         }
         if let Some(twice) = doubled_location(&text) {
             why.push(format!("gives the location twice ({twice})"));
+        }
+        if let Some(c) = parser_column(&text) {
+            why.push(format!("says the parser's {c:?}"));
+        }
+        // A data format (HTML, JSON) lists several files' reasons on a line: words only.
+        let data = args.iter().any(|a| a == "--format");
+        if let Some(c) = repeated_clause(&text).filter(|_| !data) {
+            why.push(format!("says {c:?} twice"));
         }
         if !why.is_empty() {
             bad.push(format!("{}: {}\n{text}", a.join(" "), why.join("; ")));

@@ -210,8 +210,12 @@ pub fn read_state(path: &Path) -> Result<State, PowerCutError> {
             "over {STATE_MAX_BYTES} bytes: not a usbperf power-cut state"
         )));
     }
-    let state: State = serde_json::from_slice(&text)
-        .map_err(|e| bad(format!("not a usbperf power-cut state: {e}")))?;
+    let state: State = serde_json::from_slice(&text).map_err(|e| {
+        bad(format!(
+            "not a usbperf power-cut state: {}",
+            crate::words::json_error(&e)
+        ))
+    })?;
     state.check().map_err(bad)?;
     Ok(state)
 }

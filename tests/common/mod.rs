@@ -59,6 +59,38 @@ pub fn require_tool(tool: &str, package: &str) {
     );
 }
 
+/// Whether the running test must be skipped because it needs root (loop devices, mounts,
+/// the kernel's log) and this run is not root. The skip is said on the terminal, past the
+/// harness's capture, with the test's name and why, so `cargo test` as a normal user lists
+/// every test it did not run; `scripts/test` (run as root, as CI does) fails when any test
+/// says it was skipped. Use it through [`needs_root!`].
+pub fn skip_unless_root(why: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    // libtest runs each test on a thread named after it.
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let line =
+        format!("SKIPPED {name}: needs root ({why}); run it as root, as scripts/test does\n");
+    // SAFETY: write(2) of a live buffer of that length to standard error, which the test
+    // harness does not capture (it captures print! and eprint! only).
+    unsafe { libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len()) };
+    true
+}
+
+/// Returns from the test, said as skipped, when it needs root and the run is not root.
+#[macro_export]
+macro_rules! needs_root {
+    ($why:expr) => {
+        if common::skip_unless_root($why) {
+            return;
+        }
+    };
+}
+
 pub fn require_root(why: &str) {
     assert!(
         nix::unistd::Uid::effective().is_root(),
