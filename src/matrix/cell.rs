@@ -308,6 +308,10 @@ pub fn judge_aftermath(cell: &mut Cell, disk_name: &str, after: Aftermath) {
     cell.kernel_events = after.kernel;
     if let Some((now, found)) = after.shrunk {
         cell.status = CellStatus::Error;
+        // What the test itself said (a region of 0 bytes, an I/O error) follows from the
+        // device going away, and its remedy (a smaller size) would be the wrong one: the
+        // kernel's lines stay as evidence, the cause is said once.
+        cell.reasons.retain(|r| r.kind == ReasonKind::KernelEvent);
         cell.reasons.push(
             Reason::new(
                 ReasonKind::Vanished,
