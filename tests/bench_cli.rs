@@ -271,6 +271,7 @@ fn a_long_bench_prints_progress_lines_without_a_terminal() {
 /// --size larger than the device, a device node that is not there.
 #[test]
 fn a_target_that_cannot_hold_the_command_is_a_usage_error_in_units() {
+    needs_root!("loop devices");
     let lo = common::Loop::new(64 << 20);
     let dev = format!("/dev/{}", lo.name());
     let out = bench(&["--target", &dev, "--workload", "seq-read", "--size", "100G"]);

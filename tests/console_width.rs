@@ -70,6 +70,7 @@ impl Seen {
 
 #[test]
 fn every_subcommand_fits_80_columns_in_the_c_locale() {
+    needs_root!("loop devices");
     require_tool("umockdev-run", "umockdev");
     let mut seen = Seen {
         bad: Vec::new(),

@@ -21,6 +21,7 @@ fn holds_root(d: &Value) -> bool {
 
 #[test]
 fn lists_the_root_disk_and_a_loop_device_with_both_backends() {
+    needs_root!("loop devices");
     let lo = Loop::new(48 * 1024 * 1024);
     for backend in ["udev", "sysfs"] {
         let out = run_bin(None, &["list", "--format", "json", "--backend", backend]);
@@ -52,6 +53,7 @@ fn lists_the_root_disk_and_a_loop_device_with_both_backends() {
 
 #[test]
 fn yaml_and_table_outputs_on_the_live_system() {
+    needs_root!("loop devices");
     let lo = Loop::new(16 * 1024 * 1024);
     let out = run_bin(None, &["list", "--format", "yaml"]);
     assert_eq!(out.status.code(), Some(0));

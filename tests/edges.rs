@@ -28,6 +28,7 @@ fn usbperf(args: &[&str]) -> Output {
 // 1. bench --allow-write-device on a mounted filesystem.
 #[test]
 fn bench_never_writes_a_mounted_device_whatever_the_flags() {
+    needs_root!("loop devices and mounts");
     let m = Mounted::new(64 << 20, "ext4");
     let marker = m.path().join("precious.txt");
     std::fs::write(&marker, "customer data\n").unwrap();
@@ -62,6 +63,7 @@ fn bench_never_writes_a_mounted_device_whatever_the_flags() {
 
 #[test]
 fn bench_writes_an_unused_device_only_with_the_flag() {
+    needs_root!("loop devices");
     let lo = Loop::new(32 << 20);
     let args = [
         "bench",
@@ -97,6 +99,7 @@ fn a_run_that_tests_no_device_fails_with_the_reason_in_the_report() {
 
 #[test]
 fn a_config_without_profile_runs_the_default_matrix_and_a_device_with_no_test_fails() {
+    needs_root!("loop devices");
     let lo = Loop::new(32 << 20);
     let rd = RunDir::new();
     // No `profile:`: the documented default (quick) is the base, so the device gets tests.
@@ -149,6 +152,7 @@ fn empty_lists_and_bad_ports_are_config_errors() {
 // 3. The main job tests something real: the system disk through scratch files.
 #[test]
 fn run_without_arguments_tests_the_system_disk_through_files_never_raw() {
+    needs_root!("the default run's test files under /var/lib/usbperf/scratch");
     let rd = RunDir::new();
     let out = rd.run(None, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -264,6 +268,7 @@ fn workload_mistakes_are_config_errors_with_position_and_range() {
 
 #[test]
 fn an_oversized_test_is_clamped_to_the_device_and_says_so() {
+    needs_root!("loop devices");
     let lo = Loop::new(32 << 20);
     let rd = RunDir::new();
     let cfg = rd.config(&format!(
@@ -354,6 +359,7 @@ fn a_closed_pipe_is_quiet_in_every_subcommand() {
 // 7. Exit codes as documented, for every subcommand.
 #[test]
 fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
+    needs_root!("loop devices");
     let scratch = Scratch::new("edges-exit");
     let dir = scratch.dir.display().to_string();
     let missing = scratch.path("none.bin").display().to_string();
@@ -575,6 +581,7 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
 // 8. A report directory that cannot be written.
 #[test]
 fn an_unwritable_report_dir_still_tests_and_the_report_is_kept() {
+    needs_root!("loop devices");
     let lo = Loop::new(16 << 20);
     let rd = RunDir::new();
     let cfg = rd.config(&format!(
@@ -628,6 +635,7 @@ fn dry_run_speaks_json_when_asked() {
 // 11. What a person reads.
 #[test]
 fn bench_speaks_words_not_rust_names() {
+    needs_root!("loop devices");
     let lo = Loop::new(16 << 20);
     let out = usbperf(&[
         "bench",

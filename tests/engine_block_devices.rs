@@ -130,6 +130,7 @@ macro_rules! require {
 
 #[test]
 fn unaligned_offset_on_a_block_device_is_a_clear_error_not_a_crash() {
+    needs_root!("loop devices");
     let lo = require!(Loop::new("lo-align", 16 << 20), "unaligned_offset");
     let dev = std::fs::OpenOptions::new()
         .read(true)
@@ -183,6 +184,7 @@ fn unaligned_offset_on_a_block_device_is_a_clear_error_not_a_crash() {
 
 #[test]
 fn block_devices_are_read_freely_but_written_only_with_permission() {
+    needs_root!("loop devices");
     let lo = require!(Loop::new("lo-guard", 16 << 20), "device_write_guard");
     let mut p = params(WorkloadKind::SeqWrite, &lo.dev);
     p.runtime_ms = None;
@@ -208,6 +210,7 @@ fn block_devices_are_read_freely_but_written_only_with_permission() {
 #[cfg(feature = "uring")]
 #[test]
 fn engines_agree_on_a_loop_device() {
+    needs_root!("loop devices");
     let lo = require!(Loop::new("lo-agree", 32 << 20), "engines_agree_on_loop");
     for kind in [
         WorkloadKind::RandWrite,
@@ -227,6 +230,7 @@ fn engines_agree_on_a_loop_device() {
 
 #[test]
 fn verify_on_zram_names_a_corrupted_block() {
+    needs_root!("zram devices");
     let zram = require!(Zram::new(32 << 20), "verify_on_zram");
     let mut p = params(WorkloadKind::Verify, &zram.dev);
     p.allow_write_device = true;
@@ -258,6 +262,7 @@ fn verify_on_zram_names_a_corrupted_block() {
 
 #[test]
 fn quick_verify_on_zram_spreads_probes_over_the_device() {
+    needs_root!("zram devices");
     let zram = require!(Zram::new(64 << 20), "quick_verify_on_zram");
     let mut p = params(WorkloadKind::Verify, &zram.dev);
     p.allow_write_device = true;
@@ -280,6 +285,7 @@ fn quick_verify_on_zram_spreads_probes_over_the_device() {
 #[cfg(feature = "uring")]
 #[test]
 fn auto_picks_the_engine_per_target_by_nonblocking_support() {
+    needs_root!("loop devices");
     use usbperf::engine::nowait::{self, Nowait};
     use usbperf::engine::EngineKind;
 
@@ -339,6 +345,7 @@ fn auto_picks_the_engine_per_target_by_nonblocking_support() {
 /// device sysfs names is never queried.
 #[test]
 fn health_ioctls_on_a_device_without_them_fail_with_a_reason() {
+    needs_root!("loop devices");
     use usbperf::health::{emmc, nvme, sata, HealthError};
     let lo = require!(Loop::new("lo-health", 4 << 20), "health_ioctls");
     let node = lo.dev.to_string_lossy().into_owned();

@@ -45,6 +45,7 @@ fn bench(target: &Path, engine: &str) -> std::process::Output {
 
 #[test]
 fn io_uring_disabled_sysctl_falls_back_to_the_thread_pool_and_says_why() {
+    needs_root!("writes kernel.io_uring_disabled");
     require_root("writes kernel.io_uring_disabled");
     let old = std::fs::read_to_string(SYSCTL).unwrap_or_else(|e| {
         panic!("{SYSCTL}: {e}: this kernel is older than 6.6 (run on the CI host's kernel)")

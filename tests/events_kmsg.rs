@@ -36,6 +36,7 @@ fn with_line<'a>(events: &'a [KernelEvent], needle: &str) -> Vec<&'a KernelEvent
 
 #[test]
 fn a_line_written_into_kmsg_is_read_and_attributed_by_whole_disk_name() {
+    needs_root!("writes to /dev/kmsg");
     let tag = nonce();
     let mut kmsg = OpenOptions::new()
         .write(true)
@@ -96,6 +97,7 @@ fn a_line_written_into_kmsg_is_read_and_attributed_by_whole_disk_name() {
 
 #[test]
 fn a_real_io_error_on_a_loop_device_is_attributed_to_it() {
+    needs_root!("loop devices");
     let mut w = watcher();
     let lo = SealedLoop::new();
     let name = lo.name().to_string();

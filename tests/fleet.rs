@@ -425,6 +425,7 @@ fn csv_table_since_and_group_by() {
 /// Reports of the product's own runs on a loop device: the fleet reads what the factory writes.
 #[test]
 fn reports_of_real_runs_aggregate() {
+    needs_root!("loop devices");
     let raw = Loop::new(64 << 20);
     let d = TempDir::new("fleet-real");
     let cfg = d.path().join("cfg.yaml");

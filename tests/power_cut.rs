@@ -143,6 +143,7 @@ fn a_written_region_passes_and_each_planted_fault_is_named_with_its_count_and_pl
 
 #[test]
 fn sigkill_mid_write_on_a_loop_device_leaves_a_state_whose_every_acknowledged_block_survives() {
+    needs_root!("loop devices");
     let lo = Loop::new(64 << 20);
     let d = TempDir::new("pc-kill");
     let s = d.path().join("pc.state");
@@ -217,6 +218,7 @@ fn sigterm_removes_the_test_file_and_the_state() {
 
 #[test]
 fn a_mounted_device_an_existing_state_and_a_hostile_state_file_are_refused() {
+    needs_root!("loop devices and mounts");
     let m = Mounted::new(32 << 20, "ext4");
     let d = TempDir::new("pc-refuse");
     let s = d.path().join("pc.state");

@@ -505,6 +505,7 @@ fn the_in_memory_report_renders_as_its_file() {
 /// A report of a real run of the product (a raw loop device): what the factory writes shows.
 #[test]
 fn the_report_of_a_real_run_renders() {
+    needs_root!("loop devices");
     let raw = Loop::new(64 << 20);
     let d = TempDir::new("show-real");
     let cfg = d.path().join("cfg.yaml");

@@ -167,6 +167,7 @@ fn case<'a>(j: &'a Value, suite: &str, name: &str) -> &'a Value {
 
 #[test]
 fn a_passing_run_ends_with_the_result_line_and_writes_junit_and_lava() {
+    needs_root!("loop devices");
     let lo = Loop::new(16 << 20);
     let rd = RunDir::new();
     let out = run(
@@ -226,6 +227,7 @@ fn a_passing_run_ends_with_the_result_line_and_writes_junit_and_lava() {
 
 #[test]
 fn a_failed_threshold_is_fail_in_the_line_and_a_junit_failure() {
+    needs_root!("loop devices");
     let lo = Loop::new(16 << 20);
     let rd = RunDir::new();
     let out = run(
@@ -342,6 +344,7 @@ fn an_unwritable_junit_file_is_an_error_line_and_the_exit_code_stays() {
 /// most images) the run is ERROR with exit 4 whatever the tests said.
 #[test]
 fn a_report_dir_that_is_a_file_falls_back_and_a_report_lost_at_reboot_is_an_error() {
+    needs_root!("loop devices");
     let lo = Loop::new(16 << 20);
     let rd = RunDir::new();
     let not_a_dir = rd.dir.path().join("reports-file");

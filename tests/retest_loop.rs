@@ -49,6 +49,7 @@ fn mib(result: &Value) -> f64 {
 
 #[test]
 fn a_limit_just_above_and_just_below_a_measured_figure() {
+    needs_root!("loop devices");
     let lo = Loop::new(32 << 20);
     let (v, code, line) = seq_read(&lo, "");
     assert_eq!((line.marginal.as_str(), line.retests.as_str()), ("-", "-"));

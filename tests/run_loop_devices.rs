@@ -39,6 +39,7 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn quick_matrix_on_ext4_xfs_and_raw_loop_devices() {
+    needs_root!("loop devices and mounts");
     let ext4 = Mounted::new(192 << 20, "ext4");
     // vfat is what most sticks ship with, but this machine's kernel has no vfat driver
     // (/proc/filesystems); xfs stands in for a second filesystem with its own O_DIRECT and
@@ -106,6 +107,7 @@ fn quick_matrix_on_ext4_xfs_and_raw_loop_devices() {
 /// the schema, and the test files are gone.
 #[test]
 fn auto_schedule_on_two_loop_devices() {
+    needs_root!("loop devices and mounts");
     let ext4 = Mounted::new(192 << 20, "ext4");
     let raw = Loop::new(96 << 20);
     let rd = RunDir::new();
@@ -183,6 +185,7 @@ fn auto_schedule_on_two_loop_devices() {
 
 #[test]
 fn json_report_and_thresholds_that_fail() {
+    needs_root!("loop devices");
     let raw = Loop::new(64 << 20);
     let rd = RunDir::new();
     let cfg = rd.config(&format!(
@@ -215,6 +218,7 @@ fn json_report_and_thresholds_that_fail() {
 
 #[test]
 fn raw_writes_to_mounted_or_system_disks_are_refused() {
+    needs_root!("loop devices and mounts");
     let ext4 = Mounted::new(64 << 20, "ext4");
     // The disk holding / on this machine, from the inventory.
     let inv = stdout_json(&run_bin(None, &["list", "--format", "json"]));
@@ -271,6 +275,7 @@ fn raw_writes_to_mounted_or_system_disks_are_refused() {
 
 #[test]
 fn symlinked_test_directory_and_full_filesystem_are_refused() {
+    needs_root!("loop devices and mounts");
     let small = Mounted::new(32 << 20, "ext4");
     // Fill it so that less than the 10 % headroom stays free.
     let fill = small.path().join("user-data.bin");
@@ -327,6 +332,7 @@ fn symlinked_test_directory_and_full_filesystem_are_refused() {
 
 #[test]
 fn sigterm_mid_write_leaves_no_test_file_and_an_incomplete_report() {
+    needs_root!("loop devices and mounts");
     let ext4 = Mounted::new(1100 << 20, "ext4");
     let rd = RunDir::new();
     let cfg = rd.config(&format!(
@@ -417,6 +423,7 @@ fn malformed_config_names_file_and_line_before_any_io() {
 
 #[test]
 fn run_without_arguments_tests_only_non_system_devices_and_passes() {
+    needs_root!("the default run's test files under /var/lib/usbperf/scratch");
     // No config: the quick profile on every non-system device. On this machine that is none
     // of its disks (the root disk is a system disk; loop devices are never picked by
     // all_non_system), so nothing may be written anywhere but the report.
@@ -456,6 +463,7 @@ fn one_run_at_a_time() {
 
 #[test]
 fn an_io_error_fails_only_its_device_and_quotes_the_kernel() {
+    needs_root!("loop devices");
     // Writes to this loop device fail in the kernel (its memfd backing is write-sealed): the
     // block layer logs "I/O error, dev loopN, ...", a real error path as on a dying stick.
     let bad = SealedLoop::new();
@@ -502,6 +510,7 @@ fn an_io_error_fails_only_its_device_and_quotes_the_kernel() {
 
 #[test]
 fn a_symlink_planted_at_a_test_file_name_is_never_followed() {
+    needs_root!("loop devices and mounts");
     let ext4 = Mounted::new(64 << 20, "ext4");
     // Someone plants links with the test files' name pattern, pointing at precious data
     // outside the filesystem under test (the next pids too, to cover the name this run gets).
@@ -538,6 +547,7 @@ fn a_symlink_planted_at_a_test_file_name_is_never_followed() {
 /// `tail -n 1` and stays one line. A wide console gets the wide table.
 #[test]
 fn the_run_fits_the_console_width() {
+    needs_root!("loop devices");
     let loops: Vec<Loop> = (0..4).map(|_| Loop::new(64 << 20)).collect();
     let rd = RunDir::new();
     let mut cfg = String::from("devices:\n");
@@ -612,6 +622,7 @@ fn the_run_fits_the_console_width() {
 /// a mounted filesystem, the raw device, or not at all and why.
 #[test]
 fn list_says_how_each_disk_is_tested_or_why_not() {
+    needs_root!("loop devices and mounts");
     let ext4 = Mounted::new(96 << 20, "ext4");
     let raw = Loop::new(64 << 20);
     let spare = Loop::new(64 << 20);
@@ -689,6 +700,7 @@ fn list_says_how_each_disk_is_tested_or_why_not() {
 /// for a flag `run` does not have.
 #[test]
 fn a_loop_device_detached_mid_run_fails_with_the_device_gone_and_the_rest_not_run() {
+    needs_root!("loop devices");
     use std::io::{BufRead, BufReader};
     let raw = Loop::new(96 << 20);
     let rd = RunDir::new();

@@ -56,6 +56,7 @@ fn reasons_of<'a>(reasons: &'a serde_json::Value, rule: &str) -> Vec<&'a serde_j
 
 #[test]
 fn a_limit_inside_the_figure_s_interval_is_marginal_outside_it_clear() {
+    needs_root!("the blkio cgroup and loop devices");
     require_root("loop devices and the blkio cgroup");
     let lo = Loop::new(64 << 20);
     let Some(throttle) = Throttle::new(&lo.dev, 15 << 20) else {

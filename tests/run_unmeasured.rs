@@ -43,6 +43,7 @@ fn fill(m: &Mounted) {
 
 #[test]
 fn skipped_writes_of_a_required_or_limited_device_fail_with_the_reason() {
+    needs_root!("loop devices and mounts");
     require_root("loop devices and mounts");
     let ro = Mounted::new(64 << 20, "ext4");
     let st = Command::new("mount")
@@ -125,6 +126,7 @@ fn skipped_writes_of_a_required_or_limited_device_fail_with_the_reason() {
 
 #[test]
 fn a_missing_required_device_is_named_in_the_result_line() {
+    needs_root!("loop devices");
     require_root("loop devices");
     let present = Loop::new(32 << 20);
     let rd = RunDir::new();

@@ -614,6 +614,7 @@ fn the_help_says_where_tests_write_and_what_each_value_means() {
 /// config writes it; the engine chosen as usual is no warning.
 #[test]
 fn a_missing_device_is_said_once_and_the_engine_is_no_warning() {
+    needs_root!("loop devices and mounts");
     require_root("run takes the run lock and reads /dev/kmsg like the factory run");
     let rd = RunDir::new();
     let cfg = rd.config(

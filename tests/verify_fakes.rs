@@ -136,6 +136,7 @@ fn verify(medium: &FakeMedium, extra: &[&str]) -> (serde_json::Value, i32) {
 
 #[test]
 fn the_usable_size_of_each_kind_of_fake_medium_is_found_to_within_one_probe_step() {
+    needs_root!("loop devices and mounts");
     // kind, announced, real, the damage the report must name
     let cases = [
         ("lost", 64 * MIB, 20 * MIB + 300 * KIB, "lost-writes"),
@@ -168,6 +169,7 @@ fn the_usable_size_of_each_kind_of_fake_medium_is_found_to_within_one_probe_step
 /// on the same storage, so the fake-capacity check is the full verify, the default.)
 #[test]
 fn a_quick_verify_estimates_to_within_the_spacing_of_its_points() {
+    needs_root!("loop devices and mounts");
     let real = 24 * MIB + 64 * KIB;
     let medium = FakeMedium::new("lost", 64 * MIB, real);
     let (v, code) = verify(
@@ -199,6 +201,7 @@ fn a_quick_verify_estimates_to_within_the_spacing_of_its_points() {
 /// The same medium without a fake (the whole announced size is real) passes, with no estimate.
 #[test]
 fn a_medium_that_keeps_everything_passes_without_an_estimate() {
+    needs_root!("loop devices and mounts");
     let medium = FakeMedium::new("lost", 16 * MIB + 512, 16 * MIB);
     let (v, code) = verify(&medium, &["--size", "16M"]);
     assert_eq!(code, 0, "{v:#}");
@@ -215,6 +218,7 @@ fn a_medium_that_keeps_everything_passes_without_an_estimate() {
 /// a cache the test cannot fill within its runtime is not seen, by any tool.)
 #[test]
 fn a_write_cache_s_burst_never_passes_a_sustained_write_limit() {
+    needs_root!("loop devices and mounts");
     let medium = FakeMedium::cached(64 * MIB, 16 * MIB, 4 * MIB);
     let name = medium.dev.trim_start_matches("/dev/");
     let rd = common::RunDir::new();
