@@ -527,8 +527,8 @@ impl Selected {
     /// asked. `auto` keeps io_uring unless the target refuses non-blocking I/O (zram, vfat):
     /// then io_uring would hand every I/O to an io-wq worker thread that blocks for it, and
     /// our own thread pool does the same blocking calls without the two hand-offs (measured on
-    /// zram: 1.55-1.60x the random 4k read IOPS of fio on io_uring, on a par with fio's psync threads,
-    /// docs/benchmarks.md).
+    /// zram: 1.55-1.60x the random 4k read IOPS of fio on io_uring, on a par with fio's psync
+    /// threads, docs/benchmarks.md).
     /// `probe_len` and `probe_offset` describe one harmless aligned read of the target.
     pub fn for_target(
         &self,
