@@ -44,6 +44,26 @@ pub fn data(text: &str) {
     write_to(io::stdout().lock(), &text, &STDOUT_CLOSED);
 }
 
+/// [`out`] for a command whose output is its result (`show`): a write that fails for any
+/// reason but a reader gone (a full disk behind `>`) is returned, so the exit code says so.
+pub fn try_out(text: &str) -> io::Result<()> {
+    let text = for_console(text, utf8_locale());
+    write_checked(&fit(&text, width()))
+}
+
+/// [`data`], with a failed write returned as [`try_out`] does.
+pub fn try_data(text: &str) -> io::Result<()> {
+    write_checked(&crate::untrusted::for_terminal(text))
+}
+
+fn write_checked(text: &str) -> io::Result<()> {
+    let mut o = io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
 /// Writes `text` and a newline to standard error, escaped and fitted as [`out`] does.
 pub fn err(text: &str) {
     let text = for_console(text, utf8_locale());
@@ -212,6 +232,12 @@ pub fn fit(text: &str, width: usize) -> Cow<'_, str> {
         if n > 0 {
             out.push('\n');
         }
+        if line.chars().count() <= width {
+            out.push_str(line);
+            continue;
+        }
+        // Trailing spaces of a long line would make a line of indentation alone.
+        let line = line.trim_end();
         let lead = line.len() - line.trim_start_matches(' ').len();
         // A deep indentation would leave too little room: at most half the width.
         let indent = " ".repeat((lead + 4).min(width / 2));
@@ -229,27 +255,26 @@ pub fn table(rows: &[Vec<String>], right: &[bool], width: usize) -> String {
     fn cell(r: &[String], c: usize) -> &str {
         r.get(c).map(String::as_str).unwrap_or("")
     }
+    // A cell takes the columns it takes once escaped for this console (a model string's
+    // micro sign is `\u00b5` in the C locale): the padding counts those.
+    let utf8 = utf8_locale();
+    let shown = |v: &str| for_console(v, utf8).chars().count();
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .map(|r| cell(r, c).chars().count())
-                .max()
-                .unwrap_or(0)
-        })
+        .map(|c| rows.iter().map(|r| shown(cell(r, c))).max().unwrap_or(0))
         .collect();
-    let shown: Vec<usize> = (0..cols).filter(|&c| widths[c] > 0).collect();
+    let visible: Vec<usize> = (0..cols).filter(|&c| widths[c] > 0).collect();
     let span = |cs: &[usize], gap: usize| -> usize {
         cs.iter().map(|&c| widths[c]).sum::<usize>() + gap * cs.len().saturating_sub(1)
     };
     // The columns each line of a row holds, and the gap between them.
-    let (groups, gap): (Vec<&[usize]>, usize) = if span(&shown, 2) <= width {
-        (vec![&shown[..]], 2)
-    } else if span(&shown, 1) <= width {
-        (vec![&shown[..]], 1)
+    let (groups, gap): (Vec<&[usize]>, usize) = if span(&visible, 2) <= width {
+        (vec![&visible[..]], 2)
+    } else if span(&visible, 1) <= width {
+        (vec![&visible[..]], 1)
     } else {
         let mut groups = Vec::new();
-        let mut rest = &shown[..];
+        let mut rest = &visible[..];
         let mut room = width;
         while !rest.is_empty() {
             let mut k = 1;
@@ -267,14 +292,17 @@ pub fn table(rows: &[Vec<String>], right: &[bool], width: usize) -> String {
         for (g, cs) in groups.iter().enumerate() {
             let mut line = String::from(if g == 0 { "" } else { "  " });
             for (i, &c) in cs.iter().enumerate() {
-                let (v, w) = (cell(r, c), widths[c]);
+                let v = cell(r, c);
+                let pad = " ".repeat(widths[c].saturating_sub(shown(v)));
                 if i > 0 {
                     line.push_str(&" ".repeat(gap));
                 }
                 if right.get(c).copied().unwrap_or(false) {
-                    let _ = write!(line, "{v:>w$}");
+                    line.push_str(&pad);
+                    line.push_str(v);
                 } else {
-                    let _ = write!(line, "{v:<w$}");
+                    line.push_str(v);
+                    line.push_str(&pad);
                 }
             }
             let line = line.trim_end();
@@ -353,6 +381,7 @@ mod tests {
                 "    |__ Port 1\n        If 0 uas",
             ),
             ("one\n  two three four", 12, "one\n  two three\n      four"),
+            ("aaa bbb ccc  ", 11, "aaa bbb ccc"),
         ];
         for (text, width, want) in table {
             assert_eq!(fit(text, *width), *want, "{text:?} at {width}");

@@ -207,10 +207,12 @@ pub fn render(v: &FleetView, format: Format, link_prefix: &str) -> String {
         // Served as text/plain: what a terminal would act on is shown escaped, as the unit's
         // own console output is.
         // Fitted to 80 columns: the page is read with curl on a serial or SSH console.
+        // Escaped first, then fitted, as the unit's console text is: an escape takes columns.
         Format::Text => {
             let body = text::render_table(&v.summary, TEXT_WIDTH);
-            let body = usbperf::out::fit(&body, TEXT_WIDTH);
-            usbperf::untrusted::for_terminal(&body).into_owned()
+            let body = usbperf::untrusted::for_terminal(&body);
+            let body = usbperf::words::without_os_codes(&body);
+            usbperf::out::fit(&body, TEXT_WIDTH).into_owned()
         }
         // Serialising plain data to a String cannot fail.
         Format::Json => serde_json::to_string_pretty(&v.summary).unwrap_or_default() + "\n",

@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
+
 use crate::exit::Exit;
 use crate::report::table::{render, render_fit, MatrixView, Style};
 use crate::report::view::ReportView;
@@ -93,9 +95,10 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<Exit> {
     // console text, fitted to its width (a block per device when the table is too wide);
     // Markdown and CSV are data for a file.
     let view = MatrixView::new(&views);
-    match args.format {
-        Style::Text => crate::out::out(&render_fit(&view, crate::out::console_width())),
-        style => crate::out::data(&render(&view, style)),
-    }
+    let written = match args.format {
+        Style::Text => crate::out::try_out(&render_fit(&view, crate::out::console_width())),
+        style => crate::out::try_data(&render(&view, style)),
+    };
+    written.context("could not write the table to standard output")?;
     Ok(exit)
 }

@@ -157,11 +157,12 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
         crate::errln!("usbperf-matrix upload: {m}")
     })?;
     let (new, dup, rejected, queued) = out.counts();
-    crate::outln!(
+    // A fixed form scripts read (docs/collector.md): data, one line whatever its length.
+    crate::out::data(&format!(
         "upload: {new} delivered, {dup} duplicate, {rejected} rejected, {queued} still queued \
-         in {}",
+         in {}\n",
         spool_dir.display()
-    );
+    ));
     if rejected > 0 {
         crate::errln!(
             "usbperf-matrix upload: {rejected} report(s) the collector will never store are in \

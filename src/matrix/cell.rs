@@ -308,10 +308,11 @@ pub fn judge_aftermath(cell: &mut Cell, disk_name: &str, after: Aftermath) {
     cell.kernel_events = after.kernel;
     if let Some((now, found)) = after.shrunk {
         cell.status = CellStatus::Error;
-        // What the test itself said (a region of 0 bytes, an I/O error) follows from the
-        // device going away, and its remedy (a smaller size) would be the wrong one: the
-        // kernel's lines stay as evidence, the cause is said once.
-        cell.reasons.retain(|r| r.kind == ReasonKind::KernelEvent);
+        // The test's own error (a region of 0 bytes, an I/O error) follows from the device
+        // going away, and its remedy (a smaller size) would be the wrong one: it gives way to
+        // the cause, said once. Everything else stays (the kernel's lines, a test file left
+        // on the medium, an unreadable kernel log, a threshold already missed).
+        cell.reasons.retain(|r| r.kind != ReasonKind::IoError);
         cell.reasons.push(
             Reason::new(
                 ReasonKind::Vanished,

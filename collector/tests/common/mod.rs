@@ -450,6 +450,9 @@ pub fn write_token_file(path: &Path, text: &str) {
 /// `usbperf-matrix upload` with this collector's URL and a token file.
 pub fn upload_cmd(url: &str, token_file: &Path, spool: &Path) -> Command {
     let mut c = Command::new(matrix_bin());
+    // A wide console: the tests read the unit's sentences whole (80 columns, the default
+    // without a terminal, would wrap them).
+    c.env("COLUMNS", "1000");
     c.args(["upload", "--url", url, "--token-file"])
         .arg(token_file)
         .arg("--spool")
