@@ -227,7 +227,9 @@ fn readers(cases: &[(&'static str, String, &'static str)], over: &mut Vec<String
 /// (Linux keeps the larger of the two across exec), so the small `time` starts it, not this
 /// test process, which holds every body.
 fn peak_rss_of(args: &[String]) -> (std::process::Output, u64) {
+    // A wide console: the refusal's words are read whole (80 columns would wrap them).
     let mut out = std::process::Command::new("/usr/bin/time")
+        .env("COLUMNS", "1000")
         .args(["-f", "\nmaxrss-kb %M"])
         .arg(matrix_bin())
         .args(args)
