@@ -285,12 +285,8 @@ pub(crate) fn print_findings(findings: &[LinkFinding]) {
                 discover::parse::speed_label(f.expected_mbps)
             );
         } else {
-            // The cause is a sentence or two: wrapped to the console, as the run's lines are.
-            let line = format!("link {}: FAIL {}", f.port, f.cause);
-            crate::outln!(
-                "{}",
-                crate::out::wrap(&line, crate::out::console_width(), "    ")
-            );
+            // The cause is a sentence or two: the console layer fits it to the width.
+            crate::outln!("link {}: FAIL {}", f.port, f.cause);
         }
     }
 }
