@@ -12,8 +12,8 @@ use std::process::{Command, Output, Stdio};
 use common::*;
 use serde_json::Value;
 use usbperf::report::schema::Report;
-use usbperf::report::table::{render, MatrixView, Style};
-use usbperf::report::view::ReportView;
+use usbperf::report::table::{render, MatrixTable, Style};
+use usbperf::report::wire::{self, Newer};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -479,12 +479,12 @@ fn the_in_memory_report_renders_as_its_file() {
     let files = generate(&d.path().join("r"), 1, "yaml");
     let text = std::fs::read_to_string(&files[0]).unwrap();
     let report: Report = serde_norway::from_str(&text).expect("fleet-gen writes v1 reports");
-    let from_file = ReportView::parse(&files[0], text.as_bytes()).unwrap();
+    let from_file = wire::read(&files[0], text.as_bytes(), Newer::ReadWhatDecodes).unwrap();
     let name = file_name(&files[0]);
     for style in [Style::Text, Style::Markdown, Style::Csv] {
-        let memory = render(&MatrixView::from_report(&report), style);
+        let memory = render(&MatrixTable::from_report(&report), style);
         let file = render(
-            &MatrixView::new(&[(name.clone(), from_file.clone())]),
+            &MatrixTable::new(&[(name.clone(), from_file.clone())]),
             style,
         );
         assert_eq!(

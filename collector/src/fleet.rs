@@ -53,7 +53,7 @@ impl Default for FleetQuery {
 }
 
 /// The summary, and the boards it holds (for `--suggest-thresholds`' one-board rule).
-pub struct FleetView {
+pub struct FleetAnswer {
     pub summary: FleetSummary,
     pub boards: Vec<String>,
 }
@@ -133,7 +133,7 @@ fn aggregate_rows(
 }
 
 /// The fleet `q` selects, aggregated.
-pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetView, FleetDbError> {
+pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbError> {
     // Reports stored before the fleet table existed get their records now, once.
     store.fleet_backfill()?;
     let filter = FleetFilter {
@@ -181,7 +181,7 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetView, FleetDbErro
         return Err(e.into());
     }
     let boards = acc.boards();
-    Ok(FleetView {
+    Ok(FleetAnswer {
         summary: acc.finish(),
         boards,
     })
@@ -201,7 +201,7 @@ const TEXT_WIDTH: usize = 80;
 /// The summary as `usbperf-matrix fleet --format …` prints it. The HTML page links each
 /// outlier's report as `<link_prefix><report_id>.<format>`: the file the database's export
 /// writes beside the page (prefix ""), or the report the page server serves ("reports/").
-pub fn render(v: &FleetView, format: Format, link_prefix: &str) -> String {
+pub fn render(v: &FleetAnswer, format: Format, link_prefix: &str) -> String {
     let sopts = SuggestOptions::default();
     match format {
         // Served as text/plain: what a terminal would act on is shown escaped, as the unit's
@@ -224,7 +224,7 @@ pub fn render(v: &FleetView, format: Format, link_prefix: &str) -> String {
 }
 
 /// `--suggest-thresholds`: the board-profile snippet, for a fleet of one board.
-pub fn render_thresholds(v: &FleetView, margin: f64) -> Result<String, FleetError> {
+pub fn render_thresholds(v: &FleetAnswer, margin: f64) -> Result<String, FleetError> {
     let sopts = SuggestOptions {
         margin,
         ..SuggestOptions::default()

@@ -1,7 +1,8 @@
 //! Owns what the collector accepts: the body, within `usbperf::report::decode`'s limits
-//! (checked before any parser runs), must decode as a usbperf report of schema version 1 or 2
-//! through the fleet's own reader (`usbperf::fleet::reader`, unknown fields ignored, so
-//! later additions decode here unchanged; the version number alone decides what is refused).
+//! (checked before any parser runs), must decode as a usbperf report of a schema version the
+//! unit's build writes, through the one report reader every reader uses
+//! (`usbperf::report::wire`, unknown fields ignored, so later additions decode here
+//! unchanged; the version number alone decides what is refused).
 //! That one decoding gives both the indexed columns (a `Record`) and the fleet record stored
 //! beside them; the raw bytes are stored as sent.
 
@@ -10,14 +11,15 @@ use std::path::Path;
 use chrono::{DateTime, FixedOffset};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use usbperf::fleet::reader::{parse_report, DeviceLite, ReportLite};
+use usbperf::fleet::records::parse_report;
 use usbperf::fleet::records::{extract_bytes, extract_report, Extracted};
 use usbperf::fleet::FleetError;
 use usbperf::metric;
 use usbperf::report::decode::{self, Limits};
+use usbperf::report::wire;
 
 /// The schema versions this collector stores.
-pub const SCHEMA_VERSIONS: std::ops::RangeInclusive<u32> = 1..=2;
+pub const SCHEMA_VERSIONS: std::ops::RangeInclusive<u32> = wire::READABLE;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum IngestError {
@@ -165,11 +167,6 @@ pub struct MetricRow {
     pub p99_ns: Option<i64>,
 }
 
-#[derive(Deserialize)]
-struct VersionProbe {
-    schema_version: u32,
-}
-
 /// The start time as written, to say why a report whose time is no time does not decode.
 #[derive(Deserialize)]
 struct TimeProbe {
@@ -183,7 +180,7 @@ fn plausible(v: f64, m: &metric::Metric) -> bool {
 }
 
 /// The first implausible figure of a report, named by its place.
-fn implausible(devices: &[DeviceLite]) -> Option<String> {
+fn implausible(devices: &[wire::Device]) -> Option<String> {
     for (i, d) in devices.iter().enumerate() {
         for (j, c) in d.cells.iter().enumerate() {
             let Some(r) = &c.result else { continue };
@@ -192,7 +189,7 @@ fn implausible(devices: &[DeviceLite]) -> Option<String> {
                 ("iops", r.iops, &metric::IOPS),
                 (
                     "all.latency.p99_ns",
-                    r.all.latency.p99_ns as f64 / 1e6,
+                    r.all.latency.p99_ns / 1e6,
                     &metric::P99_LATENCY_MS,
                 ),
             ] {
@@ -292,15 +289,18 @@ pub fn parse(
 ) -> Result<Record, IngestError> {
     decode::check(json, body, limits).map_err(IngestError::Limit)?;
     let named = Path::new(if json { "report.json" } else { "report.yaml" });
-    let lite: ReportLite = match parse_report(named, body) {
+    let lite: wire::Report = match parse_report(named, body) {
         Ok(l) => l,
         Err(FleetError::SchemaTooNew { version, .. }) => return Err(IngestError::Version(version)),
         Err(e) => {
             // A wrong version, or a start that is no time, is said as such, not as the
             // decoder's field error (probes of bytes already checked, on this path only).
-            if let Ok(p) = decode::parse::<VersionProbe>(json, body) {
-                if !SCHEMA_VERSIONS.contains(&p.schema_version) {
-                    return Err(IngestError::Version(p.schema_version));
+            if let Ok(decode::Probe {
+                schema_version: Some(v),
+            }) = decode::parse(json, body)
+            {
+                if !SCHEMA_VERSIONS.contains(&v) {
+                    return Err(IngestError::Version(v));
                 }
             }
             if let Ok(p) = decode::parse::<TimeProbe>(json, body) {

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use usbperf::fleet::extract::{DeviceRecord, FleetReason, PartSample, RejectedFigure, UnitRecord};
-use usbperf::fleet::reader::{CurveLite, KneeLite, SampleLite, SelectLite, ThresholdLite};
+use usbperf::report::wire::{Curve, Knee, Sample, Select, Threshold};
 
 /// The first byte of every encoded record: a different layout gets a different byte.
 pub const FORMAT: u8 = 4;
@@ -127,16 +127,16 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
         }
         match curve {
             None => w.bool(false),
-            Some(CurveLite { samples, knee }) => {
+            Some(Curve { samples, knee }) => {
                 w.bool(true);
                 w.len(samples.len());
-                for SampleLite { t_s, mib_per_s } in samples {
+                for Sample { t_s, mib_per_s } in samples {
                     w.f64(*t_s);
                     w.f64(*mib_per_s);
                 }
                 match knee {
                     None => w.bool(false),
-                    Some(KneeLite {
+                    Some(Knee {
                         t_s,
                         before_mib_per_s,
                         after_mib_per_s,
@@ -171,9 +171,9 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
     }
     w.len(thresholds.len());
     for t in thresholds {
-        let ThresholdLite {
+        let Threshold {
             select:
-                SelectLite {
+                Select {
                     all_non_system,
                     class,
                     port,
@@ -276,13 +276,13 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
             let k = r.len("the curve")?;
             let mut samples = Vec::with_capacity(k.min(4096));
             for _ in 0..k {
-                samples.push(SampleLite {
+                samples.push(Sample {
                     t_s: r.f64("a curve sample")?,
                     mib_per_s: r.f64("a curve sample")?,
                 });
             }
             let knee = if r.bool("the knee")? {
-                Some(KneeLite {
+                Some(Knee {
                     t_s: r.f64("the knee")?,
                     before_mib_per_s: r.f64("the knee")?,
                     after_mib_per_s: r.f64("the knee")?,
@@ -290,7 +290,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
             } else {
                 None
             };
-            Some(CurveLite { samples, knee })
+            Some(Curve { samples, knee })
         } else {
             None
         };
@@ -330,8 +330,8 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
     let n = r.len("the thresholds")?;
     let mut thresholds = Vec::with_capacity(n.min(64));
     for _ in 0..n {
-        thresholds.push(ThresholdLite {
-            select: SelectLite {
+        thresholds.push(Threshold {
+            select: Select {
                 all_non_system: r.bool("a threshold")?,
                 class: r.opt_string("a threshold")?,
                 port: r.opt_string("a threshold")?,

@@ -216,7 +216,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     crate::out!(
         "{}",
         crate::report::table::render_fit(
-            &crate::report::table::MatrixView::from_report(&done.report),
+            &crate::report::table::MatrixTable::from_report(&done.report),
             width
         )
     );

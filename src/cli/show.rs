@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::exit::Exit;
-use crate::report::table::{render, render_fit, MatrixView, Style};
-use crate::report::view::ReportView;
+use crate::report::table::{render, render_fit, MatrixTable, Style};
+use crate::report::wire::{self, Newer};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -70,7 +70,7 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<Exit> {
                 continue;
             }
         };
-        match ReportView::parse(path, &bytes) {
+        match wire::read(path, &bytes, Newer::ReadWhatDecodes) {
             Ok(v) => {
                 // The file name is enough to tell reports apart: run names them
                 // `usbperf-<machine>-<start>.yaml`.
@@ -94,7 +94,7 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<Exit> {
     // Names and reasons come from reports made elsewhere: both writers escape them. Text is
     // console text, fitted to its width (a block per device when the table is too wide);
     // Markdown and CSV are data for a file.
-    let view = MatrixView::new(&views);
+    let view = MatrixTable::new(&views);
     let written = match args.format {
         Style::Text => crate::out::try_out(&render_fit(&view, crate::out::console_width())),
         style => crate::out::try_data(&render(&view, style)),

@@ -10,7 +10,7 @@ use anyhow::Context;
 use super::UsageError;
 use crate::config;
 use crate::exit::Exit;
-use crate::report::decode;
+use crate::report::{decode, wire};
 use crate::upload::{self, Client, DrainOptions, Spool, UploadConfig};
 
 const AFTER_HELP: &str = "\
@@ -208,11 +208,9 @@ fn read_report(path: &Path) -> anyhow::Result<(bool, Vec<u8>)> {
     let json = decode::is_json(path, &bytes);
     // Checked here, with the decoder the collector uses: a file that is not a report is
     // said now, and never sits in the spool.
-    decode::report_head(json, &bytes).map_err(|e| {
+    wire::read_to_store(path, &bytes).map_err(|e| {
         UsageError(format!(
-            "{}: not a usbperf report: {e}; it was not queued (give the YAML or JSON file \
-             `usbperf-matrix run` wrote)",
-            path.display()
+            "{e}; it was not queued (give the YAML or JSON file `usbperf-matrix run` wrote)"
         ))
     })?;
     Ok((json, bytes))

@@ -13,11 +13,11 @@ use super::extract::WORKLOAD_METRICS;
 use super::extract::{FleetReason, RejectedFigure, UnitRecord, CAPACITY_METRIC, LINK_METRIC};
 use super::load::{self, LoadOptions, Outcome, Skip};
 use super::parallel::parallel_map;
-use super::reader::ThresholdLite;
 use super::stats::{self, OUTLIER_Z};
 pub use super::summary::*;
 use super::FleetError;
 use crate::metric;
+use crate::report::wire::Threshold;
 
 /// How to aggregate.
 #[derive(Debug, Clone)]
@@ -94,7 +94,7 @@ const CONFIGS: usize = 64;
 /// under each: for each class, figure and bound, the value carried by the most units (a
 /// tie keeps each). A config one unit brings (a report written by hand to move the page)
 /// never replaces the one the line's units ran under.
-fn factory_lines(configs: &[(Vec<ThresholdLite>, BTreeSet<u32>)]) -> Vec<FactoryThreshold> {
+fn factory_lines(configs: &[(Vec<Threshold>, BTreeSet<u32>)]) -> Vec<FactoryThreshold> {
     let mut carried: Vec<(FactoryThreshold, BTreeSet<u32>)> = Vec::new();
     for (ts, units) in configs {
         for t in ts {
@@ -166,7 +166,7 @@ pub struct Accumulator {
     group_hasher: RandomState,
     /// The distinct threshold configs of the reports, each with the units that ran under
     /// it: the factory's lines are the ones most units carry (see [`factory_lines`]).
-    configs: Vec<(Vec<ThresholdLite>, BTreeSet<u32>)>,
+    configs: Vec<(Vec<Threshold>, BTreeSet<u32>)>,
     unit_ids: HashMap<String, u32>,
     unit_names: Vec<String>,
     /// Per unit: did its latest report (by start time) pass.

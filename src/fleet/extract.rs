@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::reader::{CurveLite, ReasonLite, ReportLite, ThresholdLite};
+use crate::report::wire::{self, Curve, Reason, Threshold};
 
 /// Ceilings above which a figure is not a measurement. Each is far beyond real hardware, so
 /// no real device is refused, and low enough that a refused value cannot flatten a chart:
@@ -70,7 +70,7 @@ pub struct UnitRecord {
     pub started_at: DateTime<Utc>,
     pub pass: bool,
     pub devices: Vec<DeviceRecord>,
-    pub thresholds: Vec<ThresholdLite>,
+    pub thresholds: Vec<Threshold>,
     /// What makes two copies of this report the same report, see [`report_identity`].
     pub identity: String,
     /// Figures refused as no measurement (left out of `devices` and `thresholds`).
@@ -134,7 +134,7 @@ fn limit_of(name: &str) -> (f64, &'static str) {
 }
 
 /// Why a write curve is no measurement, if so: its first bad sample or knee figure.
-fn refuse_curve(c: &CurveLite) -> Option<(f64, String)> {
+fn refuse_curve(c: &Curve) -> Option<(f64, String)> {
     let mut figs: Vec<(f64, f64, &str)> = Vec::with_capacity(c.samples.len() * 2 + 3);
     for s in &c.samples {
         figs.push((s.t_s, MAX_CURVE_T_S, "s"));
@@ -154,7 +154,7 @@ fn refuse_curve(c: &CurveLite) -> Option<(f64, String)> {
 pub const UNKNOWN_BOARD: &str = "unknown board";
 
 /// The board a report names (the unit's device-tree / DMI model).
-pub fn board_of(r: &ReportLite) -> String {
+pub fn board_of(r: &wire::Report) -> String {
     clean(&r.unit.model).unwrap_or_else(|| UNKNOWN_BOARD.into())
 }
 
@@ -162,7 +162,7 @@ pub fn board_of(r: &ReportLite) -> String {
 /// 2, unique per run); else the unit as the report names it (machine-id, serial, hostname,
 /// each as written) and `started_at` to the nanosecond, since one unit starts one run at a
 /// time; and for a report that names no unit at all, its bytes (so only exact copies match).
-pub fn report_identity(r: &ReportLite, bytes: &[u8]) -> String {
+pub fn report_identity(r: &wire::Report, bytes: &[u8]) -> String {
     if let Some(id) = clean(&r.report_id) {
         return format!("report_id {id}");
     }
@@ -237,7 +237,7 @@ pub struct DeviceRecord {
     /// (metric, value, the figure's own check passed).
     pub values: Vec<(String, f64, bool)>,
     /// The write curve, if the device ran `write-curve`.
-    pub curve: Option<CurveLite>,
+    pub curve: Option<Curve>,
     /// The flash part's identity and wear, where the device names itself (a CID serial, an
     /// NVMe or SATA serial) and reads its wear.
     #[serde(default)]
@@ -276,7 +276,7 @@ impl PartSample {
 /// A device's failure reason as the fleet counts it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FleetReason {
-    /// What makes two reasons the same failure (see [`FleetReason::from_lite`]).
+    /// What makes two reasons the same failure (see [`FleetReason::from_wire`]).
     pub key: String,
     /// The sentence, for people (one instance is shown per key).
     pub text: String,
@@ -292,18 +292,18 @@ impl FleetReason {
     /// reworded message ranks the same. Schema 1 has only the sentence: the key is the
     /// sentence with its measured figures masked, and link and capacity failures are told by
     /// their `link:` and `capacity:` prefixes.
-    pub fn from_lite(r: ReasonLite) -> FleetReason {
+    pub fn from_wire(r: Reason) -> FleetReason {
         match r {
-            ReasonLite::Text(text) => FleetReason {
+            Reason::Text(text) => FleetReason {
                 key: reason_kind(&text),
                 link: text.starts_with("link:"),
                 capacity: text.starts_with("capacity:"),
                 text,
             },
-            ReasonLite::Record(r) if r.kind == "unclassified" => {
-                FleetReason::from_lite(ReasonLite::Text(r.text))
+            Reason::Record(r) if r.kind == "unclassified" => {
+                FleetReason::from_wire(Reason::Text(r.text))
             }
-            ReasonLite::Record(r) => {
+            Reason::Record(r) => {
                 let mut key = vec![r.kind.clone()];
                 key.extend(r.rule.iter().map(|x| format!("[{x}]")));
                 key.extend(r.workload.iter().cloned());
@@ -334,7 +334,7 @@ fn clean(s: &Option<String>) -> Option<String> {
 
 /// Reduces a parsed report. The unit is named as everywhere (`report::unit::unit_name`), else
 /// by the file name (every report names some unit).
-pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
+pub fn extract(file: u32, path: &Path, r: wire::Report) -> UnitRecord {
     let unit = crate::report::unit::unit_name(
         r.unit.serial.as_deref(),
         r.unit.machine_id.as_deref(),
@@ -407,7 +407,7 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                 values.push((format!("{w}.mib_per_s"), mib_per_s, ok));
                 values.push((format!("{w}.iops"), iops, ok));
                 if res.all.ios > 0 {
-                    let ms = res.all.latency.p99_ns as f64 / 1e6;
+                    let ms = res.all.latency.p99_ns / 1e6;
                     values.push((format!("{w}.p99_latency_ms"), ms, ok));
                 }
                 if let Some(c) = res.curve.filter(|c| !c.samples.is_empty()) {
@@ -421,7 +421,7 @@ pub fn extract(file: u32, path: &Path, r: ReportLite) -> UnitRecord {
                 .verdict
                 .reasons
                 .into_iter()
-                .map(FleetReason::from_lite)
+                .map(FleetReason::from_wire)
                 .collect();
             if let Some(mbps) = d.disk.usb.as_ref().and_then(|u| u.speed_mbps) {
                 let ok = !reasons.iter().any(|r| r.link);
@@ -510,12 +510,7 @@ const MAX_WEAR_PERCENT: f64 = 255.0;
 /// The part a device is, when it names itself and reads its wear: an eMMC or SD card by its
 /// CID manufacturer and serial, an NVMe or SATA disk by its model and serial. A figure out of
 /// range is left out of the sample, never read as wear.
-fn part_of(
-    class: &str,
-    model: &str,
-    disk: &super::reader::DiskLite,
-    limit: Option<f64>,
-) -> Option<PartSample> {
+fn part_of(class: &str, model: &str, disk: &wire::Disk, limit: Option<f64>) -> Option<PartSample> {
     let h = disk.health.as_ref()?;
     let id = match (class, &disk.mmc) {
         ("emmc" | "sd", Some(m)) => format!("{class} {} {}", clean(&m.manfid)?, clean(&m.serial)?),
@@ -621,7 +616,7 @@ mod tests {
                  - name: sda\n  \
                    disk: {class: sata, model: S, health: {udma_crc_errors: 0}}\n  \
                    cells: []\n  verdict: {pass: true}\n";
-        let r: ReportLite = serde_norway::from_str(y).unwrap();
+        let r: wire::Report = serde_norway::from_str(y).unwrap();
         let u = extract(0, Path::new("r.yaml"), r);
         let vals = |i: usize| -> Vec<(String, f64, bool)> { u.devices[i].values.clone() };
         assert!(vals(0).contains(&("health.life_used_percent".into(), 60.0, false)));
@@ -632,7 +627,7 @@ mod tests {
 
     #[test]
     fn reasons_count_by_their_record_and_only_schema_1_by_the_sentence() {
-        let lite = |y: &str| -> ReasonLite { serde_norway::from_str(y).unwrap() };
+        let lite = |y: &str| -> Reason { serde_norway::from_str(y).unwrap() };
         // (reason as stored, key, link failure, capacity failure)
         let cases = [
             (
@@ -692,7 +687,7 @@ mod tests {
             ),
         ];
         for (stored, key, link, capacity) in cases {
-            let r = FleetReason::from_lite(lite(stored));
+            let r = FleetReason::from_wire(lite(stored));
             assert_eq!(r.key, key, "{stored}");
             assert_eq!((r.link, r.capacity), (link, capacity), "{stored}");
         }

@@ -1,8 +1,8 @@
 //! Owns the fleet view: many factory reports read in parallel into per-group distributions,
 //! robust outliers, failure rankings, trends, suggested thresholds and an HTML page.
 //!
-//! Flow: [`load`] finds and parses files on worker threads ([`reader`] is the lenient report
-//! view), [`extract`] turns each report into a compact record, [`aggregate`] folds records
+//! Flow: [`load`] finds and parses files on worker threads (through the one report reader,
+//! [`crate::report::wire`]), [`extract`] turns each report into a compact record, [`aggregate`] folds records
 //! into per-(group, metric) value vectors and summarises them with [`stats`] into the types
 //! of [`summary`] (on every CPU: [`parallel`]);
 //! [`thresholds`], [`text`] and [`html`] render the summary; [`wear`] follows each flash part
@@ -15,7 +15,6 @@ pub mod extract;
 pub mod html;
 pub mod load;
 pub mod parallel;
-pub mod reader;
 pub mod records;
 pub mod stats;
 pub mod summary;

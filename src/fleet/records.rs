@@ -13,8 +13,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::aggregate::{Accumulator, FleetOptions};
 use super::extract::{extract, report_identity, with_figures, UnitRecord};
 use super::load::{Outcome, Skip};
-use super::reader::{parse_report, ReportLite};
 use super::FleetError;
+use crate::report::wire::{self, Newer, ReadError};
 
 /// What one report becomes for the fleet, before any filter.
 #[derive(Debug, Clone)]
@@ -26,6 +26,24 @@ pub enum Extracted {
     },
 }
 
+/// Reads one report's bytes for the fleet: a newer schema version is refused, since a fleet's
+/// figures must mean the same in every report it adds up.
+pub fn parse_report(path: &Path, bytes: &[u8]) -> Result<wire::Report, FleetError> {
+    wire::read(path, bytes, Newer::Refuse).map_err(|e| match e {
+        ReadError::NotAReport { path, msg } => FleetError::Malformed { path, msg },
+        ReadError::TooNew {
+            path,
+            version,
+            supported,
+            ..
+        } => FleetError::SchemaTooNew {
+            path,
+            version,
+            supported,
+        },
+    })
+}
+
 /// Reduces one report's bytes as `usbperf-matrix fleet` reduces the file `path` holding
 /// them (the name is the unit's last resort and names refused figures).
 pub fn extract_bytes(path: &Path, bytes: &[u8]) -> Result<Extracted, FleetError> {
@@ -34,7 +52,7 @@ pub fn extract_bytes(path: &Path, bytes: &[u8]) -> Result<Extracted, FleetError>
 
 /// [`extract_bytes`] of a report already decoded from `bytes` (the collector decodes each
 /// body once, for its columns and for this).
-pub fn extract_report(path: &Path, r: ReportLite, bytes: &[u8]) -> Extracted {
+pub fn extract_report(path: &Path, r: wire::Report, bytes: &[u8]) -> Extracted {
     match r.status.as_deref() {
         Some("complete") | None => {}
         Some(s) => {

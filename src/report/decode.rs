@@ -31,46 +31,6 @@ pub struct Probe {
     pub schema_version: Option<u32>,
 }
 
-/// What makes bytes a usbperf report at all, read before a report is queued for upload: a
-/// schema version this build knows, the tool's name, a start time that is a time.
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct ReportHead {
-    pub schema_version: u32,
-    #[serde(default)]
-    pub report_id: Option<String>,
-    pub tool: ToolName,
-    pub started_at: chrono::DateTime<chrono::Utc>,
-}
-
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct ToolName {
-    pub name: String,
-}
-
-/// The head of a report, or why these bytes are not one (in the user's words).
-pub fn report_head(json: bool, bytes: &[u8]) -> Result<ReportHead, DecodeError> {
-    let head: ReportHead = decode(json, bytes).map_err(|e| match e {
-        DecodeError::Malformed(m) => {
-            DecodeError::Malformed(format!("it does not decode as a usbperf report ({m})"))
-        }
-        e => e,
-    })?;
-    let newest = crate::report::schema::SCHEMA_VERSION;
-    if !(1..=newest).contains(&head.schema_version) {
-        return Err(DecodeError::Malformed(format!(
-            "schema_version {} is not one this build writes (1 to {newest})",
-            head.schema_version
-        )));
-    }
-    if head.tool.name != "usbperf-matrix" {
-        return Err(DecodeError::Malformed(format!(
-            "tool.name is {:?}, not usbperf-matrix",
-            head.tool.name
-        )));
-    }
-    Ok(head)
-}
-
 pub use super::bounds::{Limits, Refusal, LIMITS, MAX_CELLS, MAX_DEVICES};
 
 /// Why a report could not be decoded.
@@ -391,34 +351,6 @@ mod tests {
         assert!(matches!(e, Refusal::TooDeep { depth: 65, .. }), "{e}");
         // The check is what stops it, not a timer: the figure is only printed.
         eprintln!("refused 100,000-deep YAML in {:?}", t.elapsed());
-    }
-
-    #[test]
-    fn only_a_report_has_a_head() {
-        let good = "schema_version: 2\nreport_id: ab\ntool: {name: usbperf-matrix}\n\
-                    started_at: 2026-11-30T10:23:45Z\n";
-        assert_eq!(
-            report_head(false, good.as_bytes())
-                .unwrap()
-                .report_id
-                .as_deref(),
-            Some("ab")
-        );
-        let table: &[(&str, &str)] = &[
-            ("hello: world\n", "does not decode as a usbperf report"),
-            ("just text", "does not decode as a usbperf report"),
-            (&good.replace("usbperf-matrix", "fio"), "tool.name"),
-            (
-                &good.replace("schema_version: 2", "schema_version: 9"),
-                "schema_version 9",
-            ),
-            (&good.replace("2026-11-30", "2026-99-99"), "does not decode"),
-            (&good.replace("ab\n", "&a ab\n"), "anchor"),
-        ];
-        for (doc, want) in table {
-            let e = report_head(false, doc.as_bytes()).unwrap_err().to_string();
-            assert!(e.contains(want), "{doc:?}: {e}");
-        }
     }
 
     #[test]

@@ -12,5 +12,5 @@ pub mod station;
 pub mod table;
 pub mod unit;
 pub mod verdict;
-pub mod view;
+pub mod wire;
 pub mod write;

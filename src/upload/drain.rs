@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::{Ack, Backoff, Client, Entry, SendError, Spool, SpoolError};
-use crate::report::decode;
+use crate::report::{decode, wire};
 
 #[derive(Debug, Clone)]
 pub struct DrainOptions {
@@ -66,9 +66,10 @@ impl DrainOutcome {
 
 /// The `report_id` inside a report's bytes, if it has one and decodes.
 pub fn report_id_of(json: bool, bytes: &[u8]) -> Option<String> {
-    decode::report_head(json, bytes)
+    let name = if json { "report.json" } else { "report.yaml" };
+    wire::read_to_store(std::path::Path::new(name), bytes)
         .ok()
-        .and_then(|p| p.report_id)
+        .and_then(|r| r.report_id)
         .filter(|s| !s.trim().is_empty())
 }
 

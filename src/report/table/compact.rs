@@ -46,7 +46,7 @@ fn figures(values: &[(&Value, Metric)]) -> String {
         .join("  ")
 }
 
-pub(super) fn render(v: &MatrixView, width: usize) -> String {
+pub(super) fn render(v: &MatrixTable, width: usize) -> String {
     let mut out = String::new();
     for s in report_sentences(v) {
         out.push_str(&wrap(&s, width, "  "));

@@ -9,7 +9,7 @@ use crate::untrusted::csv_cell as csv_field;
 /// (the unit in the column name): a numeric column never holds a word, and an interrupted
 /// test's partial figures are kept beside its status. The run's status and the device's
 /// reasons are columns, since CSV has no lines around the table.
-pub(super) fn render(v: &MatrixView) -> String {
+pub(super) fn render(v: &MatrixTable) -> String {
     let mut head: Vec<String> = lead_headers(v).iter().map(|s| s.to_string()).collect();
     let starts: Vec<bool> = (0..v.columns.len())
         .map(|i| i == 0 || v.columns[i - 1].test != v.columns[i].test)

@@ -9,7 +9,7 @@ fn md_cell(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
-pub(super) fn render(v: &MatrixView) -> String {
+pub(super) fn render(v: &MatrixTable) -> String {
     let mut out = String::new();
     for s in report_sentences(v) {
         let _ = writeln!(out, "- {s}");

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::schema::{Report, SCHEMA_VERSION};
-use super::view::{CellReasonView, CellView, DeviceView, DiskView, ReportView, ResultView};
+use super::wire::{self, Reason};
 use crate::metric;
 
 mod compact;
@@ -100,26 +100,12 @@ impl Metric {
     /// The figure a limit judges (as `BenchResult::judged`): a rate that fell partway (a
     /// write cache that filled) at its sustained level, else the steady rate after the
     /// warm-up; IOPS alike (one I/O size).
-    fn figure(self, r: &ResultView) -> Option<f64> {
-        let p = r.precision.as_ref();
-        // A report with both figures: the rule of `stats::judged_figures`.
-        let judged = r.mib_per_s.zip(r.iops).map(|(m, i)| {
-            crate::stats::judged_figures(
-                m,
-                i,
-                p.and_then(|p| p.drop.as_ref()?.sustained_mib_per_s),
-                p.and_then(|p| p.steady_mib_per_s),
-            )
-        });
+    fn figure(self, r: &wire::Figures) -> Option<f64> {
+        let (mib_per_s, iops) = r.judged();
         match self {
-            Metric::MibPerS => judged.map(|j| j.0).or(r.mib_per_s),
-            Metric::Iops => judged.map(|j| j.1).or(r.iops),
-            Metric::P99Ms => r
-                .all
-                .as_ref()
-                .and_then(|a| a.latency.as_ref())
-                .and_then(|l| l.p99_ns)
-                .map(|ns| ns / 1e6),
+            Metric::MibPerS => Some(mib_per_s),
+            Metric::Iops => Some(iops),
+            Metric::P99Ms => Some(r.all.latency.p99_ns / 1e6),
             Metric::BadBlocks => r
                 .verify
                 .as_ref()
@@ -211,7 +197,7 @@ struct ReportLine {
 
 /// The table of one or more reports, ready to render.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MatrixView {
+pub struct MatrixTable {
     reports: Vec<ReportLine>,
     columns: Vec<Column>,
     rows: Vec<Row>,
@@ -233,10 +219,10 @@ fn keys<'a>(workloads: impl Iterator<Item = &'a str>) -> Vec<TestKey> {
 }
 
 /// `usb 1-1 480M`, `sata 6.0 Gbps`, `mmc HS200`: the link as the disk record has it.
-fn link(d: &DiskView) -> String {
+fn link(d: &wire::Disk) -> String {
     if let Some(u) = &d.usb {
         let mut s = "usb".to_string();
-        if let Some(p) = u.port_path.as_deref().filter(|p| !p.is_empty()) {
+        if let Some(p) = Some(u.port_path.as_str()).filter(|p| !p.is_empty()) {
             let _ = write!(s, " {p}");
         }
         if let Some(m) = u.speed_mbps {
@@ -264,7 +250,7 @@ fn link(d: &DiskView) -> String {
     "-".into()
 }
 
-fn value(cell: Option<&CellView>, metric: Metric) -> Value {
+fn value(cell: Option<&wire::Cell>, metric: Metric) -> Value {
     let Some(c) = cell else {
         return Value::Word(NOT_IN_MATRIX.into());
     };
@@ -276,13 +262,9 @@ fn value(cell: Option<&CellView>, metric: Metric) -> Value {
                 .reasons
                 .iter()
                 .filter_map(|r| match r {
-                    CellReasonView::Record { kind, metric, .. }
-                        if kind.as_deref() != Some("note") =>
-                    {
-                        Some(metric.as_deref())
-                    }
-                    CellReasonView::Record { .. } => None,
-                    CellReasonView::Sentence(_) => Some(None),
+                    Reason::Record(r) if r.kind != "note" => Some(r.metric.as_deref()),
+                    Reason::Record(_) => None,
+                    Reason::Text(_) => Some(None),
                 })
                 .collect();
             let named = failures.iter().any(|m| m.is_some());
@@ -318,7 +300,7 @@ fn value(cell: Option<&CellView>, metric: Metric) -> Value {
 }
 
 /// Serial, else hostname, else the start of the machine id: how a factory names a unit.
-fn unit_name(r: &ReportView) -> String {
+fn unit_name(r: &wire::Report) -> String {
     let u = &r.unit;
     super::unit::unit_name(
         u.serial.as_deref(),
@@ -328,34 +310,27 @@ fn unit_name(r: &ReportView) -> String {
     .unwrap_or_else(|| "-".into())
 }
 
-fn started(r: &ReportView) -> Option<String> {
-    let s = r.started_at.as_deref()?;
-    Some(match chrono::DateTime::parse_from_rfc3339(s) {
-        Ok(t) => t
-            .with_timezone(&chrono::Utc)
-            .format("%Y-%m-%d %H:%M:%S UTC")
-            .to_string(),
-        Err(_) => s.to_string(),
-    })
+fn started(r: &wire::Report) -> Option<String> {
+    Some(r.started_at.format("%Y-%m-%d %H:%M:%S UTC").to_string())
 }
 
-impl MatrixView {
+impl MatrixTable {
     /// The table of reports read from files; `source` names each (its file) when there is
     /// more than one. Rows follow the reports' order, then their devices' order.
-    pub fn new(reports: &[(String, ReportView)]) -> MatrixView {
-        let items: Vec<(Option<&str>, &ReportView)> =
+    pub fn new(reports: &[(String, wire::Report)]) -> MatrixTable {
+        let items: Vec<(Option<&str>, &wire::Report)> =
             reports.iter().map(|(s, r)| (Some(s.as_str()), r)).collect();
         Self::build(&items)
     }
 
     /// The table of an in-memory report: what the factory run prints at its end without
     /// reading the file back.
-    pub fn from_report(report: &Report) -> MatrixView {
-        let view = ReportView::from_report(report);
+    pub fn from_report(report: &Report) -> MatrixTable {
+        let view = wire::Report::from_written(report);
         Self::build(&[(None, &view)])
     }
 
-    fn build(reports: &[(Option<&str>, &ReportView)]) -> MatrixView {
+    fn build(reports: &[(Option<&str>, &wire::Report)]) -> MatrixTable {
         // Columns: the tests of every report in the order they first appear (the config's
         // list, then any cell the config did not name, as a newer build might write).
         let mut tests: Vec<TestKey> = Vec::new();
@@ -402,7 +377,7 @@ impl MatrixView {
                 rows.push(row(ri, d, &columns, judged, &status));
             }
         }
-        MatrixView {
+        MatrixTable {
             reports: lines,
             columns,
             rows,
@@ -425,7 +400,7 @@ impl MatrixView {
 
 /// PASS or FAIL, and how it was reached: "PASS after 2 retests" when cells were measured
 /// again, "(marginal)" when a figure was indistinguishable from its limit or within its band.
-fn verdict_word(d: &DeviceView, pass: bool) -> String {
+fn verdict_word(d: &wire::Device, pass: bool) -> String {
     let mut w = String::from(if pass { "PASS" } else { "FAIL" });
     let retests: usize = d.cells.iter().map(|c| c.attempts.len()).sum();
     match retests {
@@ -437,15 +412,15 @@ fn verdict_word(d: &DeviceView, pass: bool) -> String {
         .cells
         .iter()
         .flat_map(|c| &c.reasons)
-        .any(|r| matches!(r, CellReasonView::Record { marginal: true, .. }));
+        .any(|r| matches!(r, Reason::Record(r) if r.marginal));
     if marginal {
         w.push_str(" (marginal)");
     }
     w
 }
 
-fn row(ri: usize, d: &DeviceView, columns: &[Column], judged: bool, status: &str) -> Row {
-    let cells: HashMap<TestKey, &CellView> = keys(d.cells.iter().map(|c| c.workload.as_str()))
+fn row(ri: usize, d: &wire::Device, columns: &[Column], judged: bool, status: &str) -> Row {
+    let cells: HashMap<TestKey, &wire::Cell> = keys(d.cells.iter().map(|c| c.workload.as_str()))
         .into_iter()
         .zip(&d.cells)
         .collect();
@@ -477,7 +452,7 @@ fn row(ri: usize, d: &DeviceView, columns: &[Column], judged: bool, status: &str
             (false, _) => status.to_string(),
         },
         reasons: if judged {
-            d.verdict.reasons.clone()
+            d.verdict.texts()
         } else {
             Vec::new()
         },
@@ -488,7 +463,7 @@ fn row(ri: usize, d: &DeviceView, columns: &[Column], judged: bool, status: &str
 /// run status, verdict) and the failure reasons below, CSV carries them as columns.
 /// The console's table at `width` columns: the wide table when every line of it fits, else
 /// one block per device (a board's 80-column serial console).
-pub fn render_fit(view: &MatrixView, width: usize) -> String {
+pub fn render_fit(view: &MatrixTable, width: usize) -> String {
     let wide = text::render(view);
     if wide.lines().all(|l| l.chars().count() <= width) {
         wide
@@ -497,7 +472,7 @@ pub fn render_fit(view: &MatrixView, width: usize) -> String {
     }
 }
 
-pub fn render(view: &MatrixView, style: Style) -> String {
+pub fn render(view: &MatrixTable, style: Style) -> String {
     match style {
         Style::Text => text::render(view),
         Style::Markdown => markdown::render(view),
@@ -506,7 +481,7 @@ pub fn render(view: &MatrixView, style: Style) -> String {
 }
 
 /// The identity columns before the figures: unit and report only when there are several.
-fn lead_headers(v: &MatrixView) -> Vec<&'static str> {
+fn lead_headers(v: &MatrixTable) -> Vec<&'static str> {
     let mut h = Vec::new();
     if v.many() {
         h.extend(["unit", "report"]);
@@ -515,7 +490,7 @@ fn lead_headers(v: &MatrixView) -> Vec<&'static str> {
     h
 }
 
-fn lead_values(v: &MatrixView, r: &Row) -> Vec<String> {
+fn lead_values(v: &MatrixTable, r: &Row) -> Vec<String> {
     let mut out = Vec::new();
     if v.many() {
         let line = &v.reports[r.report];
@@ -547,7 +522,7 @@ fn people(v: &Value, metric: Metric, mark: &str) -> String {
 }
 
 /// What text and Markdown say about each report, one sentence per line.
-fn report_sentences(v: &MatrixView) -> Vec<String> {
+fn report_sentences(v: &MatrixTable) -> Vec<String> {
     v.reports
         .iter()
         .map(|l| {
@@ -597,7 +572,7 @@ fn report_sentences(v: &MatrixView) -> Vec<String> {
 
 /// Lines below the table: why each failed device failed, missing required devices, and the
 /// legend of the marks the table used.
-fn notes(v: &MatrixView, mark: &str) -> Vec<String> {
+fn notes(v: &MatrixTable, mark: &str) -> Vec<String> {
     let who = |r: &Row| {
         if v.many() {
             format!("{} {}", v.reports[r.report].unit, r.device)
@@ -649,8 +624,13 @@ mod tests {
     use super::*;
     use std::path::Path;
 
-    fn view(yaml: &str) -> ReportView {
-        ReportView::parse(Path::new("r.yaml"), yaml.as_bytes()).unwrap()
+    fn view(yaml: &str) -> wire::Report {
+        wire::read(
+            Path::new("r.yaml"),
+            yaml.as_bytes(),
+            wire::Newer::ReadWhatDecodes,
+        )
+        .unwrap()
     }
 
     /// A report with one device per bus of the seeds' table and one cell per status.
@@ -670,26 +650,26 @@ devices:
   label: on-module eMMC
   disk: {class: emmc, mmc: {card: 'mmc0:0001', timing: mmc HS200}}
   cells:
-  - {workload: read-buffered, status: passed, result: {mib_per_s: 162.4, iops: 81.2}}
-  - {workload: seq-write, status: passed, result: {mib_per_s: 43.04, iops: 43.04}}
+  - {workload: read-buffered, status: passed, result: {mib_per_s: 162.4, iops: 81.2, all: {latency: {p99_ns: 0}}}}
+  - {workload: seq-write, status: passed, result: {mib_per_s: 43.04, iops: 43.04, all: {latency: {p99_ns: 0}}}}
   - {workload: rand-read, status: passed, result: {mib_per_s: 20.1, iops: 5150.4, all: {latency: {p99_ns: 4500000}}}}
-  - {workload: verify, status: passed, result: {mib_per_s: 30.0, iops: 30.0, verify: {mismatched_blocks: 0}}}
+  - {workload: verify, status: passed, result: {mib_per_s: 30.0, iops: 30.0, all: {latency: {p99_ns: 0}}, verify: {mismatched_blocks: 0}}}
   verdict: {pass: true}
 - name: sda
   label: USB, stick "A"
   disk: {class: usb, usb: {port_path: 1-1, speed_mbps: 480.0}}
   cells:
   - {workload: read-buffered, status: error, reasons: [x]}
-  - {workload: seq-write, status: failed, result: {mib_per_s: 3.4, iops: 3.4}}
+  - {workload: seq-write, status: failed, result: {mib_per_s: 3.4, iops: 3.4, all: {latency: {p99_ns: 0}}}}
   - {workload: rand-read, status: skipped, reasons: [y]}
-  - {workload: verify, status: failed, result: {mib_per_s: 5.0, iops: 5.0, verify: {mismatched_blocks: 7}}}
+  - {workload: verify, status: failed, result: {mib_per_s: 5.0, iops: 5.0, all: {latency: {p99_ns: 0}}, verify: {mismatched_blocks: 7}}}
   verdict: {pass: false, reasons: ['seq-write: 3.4 MiB/s < minimum 5.0 MiB/s']}
 - name: sdb
   disk: {class: sata, sata: {port: ata1, sata_spd_gbps: 6.0}}
   cells:
   - {workload: read-buffered, status: pending}
-  - {workload: seq-write, status: interrupted, result: {mib_per_s: 99.0, iops: 99.0}}
-  - {workload: rand-read, status: passed, result: {mib_per_s: 1.0}}
+  - {workload: seq-write, status: interrupted, result: {mib_per_s: 99.0, iops: 99.0, all: {latency: {p99_ns: 0}}}}
+  - {workload: rand-read, status: passed, result: {mib_per_s: 1.0, iops: 256.0, all: {latency: {p99_ns: 8000000}}}}
   - {workload: verify, status: new-word}
   verdict: {pass: false}
 verdict: {pass: false}
@@ -714,7 +694,7 @@ devices:
   cells:
   - workload: seq-read
     status: passed
-    result: {mib_per_s: 30.2, iops: 30.2}
+    result: {mib_per_s: 30.2, iops: 30.2, all: {latency: {p99_ns: 0}}}
     reasons: [{kind: note, metric: mib_per_s, marginal: true, text: 'seq-read: marginal'}]
     attempts: [{status: failed}, {status: failed}]
   - {workload: rand-read, status: passed, result: {mib_per_s: 20.1, iops: 5150.4, all: {latency: {p99_ns: 4500000}}}}
@@ -722,7 +702,7 @@ devices:
 - name: sdb
   disk: {class: usb}
   cells:
-  - {workload: seq-read, status: passed, result: {mib_per_s: 30.0, iops: 30.0}}
+  - {workload: seq-read, status: passed, result: {mib_per_s: 30.0, iops: 30.0, all: {latency: {p99_ns: 0}}}}
   - workload: rand-read
     status: failed
     result: {mib_per_s: 1.2, iops: 300.0, all: {latency: {p99_ns: 4500000}}}
@@ -730,7 +710,7 @@ devices:
   verdict: {pass: false, reasons: [{kind: device_failed, text: 'sdb: failed'}]}
 verdict: {pass: false}
 "#;
-        let m = MatrixView::new(&[("r.yaml".into(), view(yaml))]);
+        let m = MatrixTable::new(&[("r.yaml".into(), view(yaml))]);
         let t = render(&m, Style::Text);
         let sda = t.lines().find(|l| l.starts_with("sda")).unwrap();
         let sdb = t.lines().find(|l| l.starts_with("sdb")).unwrap();
@@ -767,7 +747,7 @@ verdict: {pass: false}
 
     #[test]
     fn links_as_the_disk_record_has_them() {
-        let disk = |y: &str| -> DiskView { serde_norway::from_str(y).unwrap() };
+        let disk = |y: &str| -> wire::Disk { serde_norway::from_str(y).unwrap() };
         // (disk record, link shown)
         let cases = [
             ("{usb: {port_path: 1-1, speed_mbps: 480.0}}", "usb 1-1 480M"),
@@ -788,7 +768,7 @@ verdict: {pass: false}
 
     #[test]
     fn cells_show_figures_or_their_status_word() {
-        let m = MatrixView::new(&[("r.yaml".into(), view(REPORT))]);
+        let m = MatrixTable::new(&[("r.yaml".into(), view(REPORT))]);
         let csv = render(&m, Style::Csv);
         let rows = csv_rows(&csv);
         let col = |name: &str| {
@@ -820,7 +800,7 @@ verdict: {pass: false}
             (3, "read-buffered status", "pending"),
             (3, "seq-write status", "interrupted"),
             (3, "rand-read status", "passed"),
-            (3, "rand-read p99 ms", ""),
+            (3, "rand-read p99 ms", "8"),
             (3, "verify status", "new-word"),
             (3, "verify bad blocks", ""),
             (3, "label", "-"),
@@ -839,7 +819,7 @@ verdict: {pass: false}
 
     #[test]
     fn text_aligns_marks_failed_figures_and_lists_reasons() {
-        let m = MatrixView::new(&[("r.yaml".into(), view(REPORT))]);
+        let m = MatrixTable::new(&[("r.yaml".into(), view(REPORT))]);
         let t = render(&m, Style::Text);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(
@@ -894,7 +874,7 @@ verdict: {pass: false}
 
     #[test]
     fn markdown_is_a_pipe_table_with_numeric_columns_right_aligned() {
-        let m = MatrixView::new(&[("r.yaml".into(), view(REPORT))]);
+        let m = MatrixTable::new(&[("r.yaml".into(), view(REPORT))]);
         let md = render(&m, Style::Markdown);
         let table: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
         assert_eq!(table.len(), 2 + 3, "{md}");
@@ -915,14 +895,17 @@ verdict: {pass: false}
     #[test]
     fn pipes_in_cells_are_escaped_in_markdown() {
         let y = REPORT.replace("label: on-module eMMC", "label: 'a|b'");
-        let md = render(&MatrixView::new(&[("r".into(), view(&y))]), Style::Markdown);
+        let md = render(
+            &MatrixTable::new(&[("r".into(), view(&y))]),
+            Style::Markdown,
+        );
         assert!(md.contains("| a\\|b |"), "{md}");
     }
 
     #[test]
     fn unfinished_runs_show_their_status() {
         let running = REPORT.replace("status: complete", "status: running");
-        let m = MatrixView::new(&[("r.yaml".into(), view(&running))]);
+        let m = MatrixTable::new(&[("r.yaml".into(), view(&running))]);
         let t = render(&m, Style::Text);
         assert!(t.contains("run still running"), "{t}");
         assert!(
@@ -940,7 +923,7 @@ verdict: {pass: false}
             "status: interrupted\ninterrupted_by: SIGTERM",
         );
         let t = render(
-            &MatrixView::new(&[("r.yaml".into(), view(&interrupted))]),
+            &MatrixTable::new(&[("r.yaml".into(), view(&interrupted))]),
             Style::Text,
         );
         assert!(t.contains("run interrupted by SIGTERM"), "{t}");
@@ -953,7 +936,7 @@ verdict: {pass: false}
             "- {workload: verify}\n",
             "- {workload: verify}\n  - {workload: seq-write}\n",
         );
-        let m = MatrixView::new(&[
+        let m = MatrixTable::new(&[
             ("a.yaml".into(), view(REPORT)),
             ("b.yaml".into(), view(&other)),
         ]);
@@ -980,15 +963,16 @@ verdict: {pass: false}
 
     #[test]
     fn a_matrix_without_tests_says_so() {
-        let y = "schema_version: 1\nstatus: complete\nconfig: {tests: []}\ndevices:\n\
+        let y = "schema_version: 1\nstarted_at: 2026-11-30T10:23:45Z\nstatus: complete\n\
+                 config: {tests: []}\ndevices:\n\
                  - {name: loop0, cells: [], verdict: {pass: true}}\nverdict: {pass: true}\n";
-        let t = render(&MatrixView::new(&[("r".into(), view(y))]), Style::Text);
+        let t = render(&MatrixTable::new(&[("r".into(), view(y))]), Style::Text);
         assert!(t.contains("loop0") && t.contains("has no tests"), "{t}");
     }
 
     #[test]
     fn a_single_report_has_no_unit_or_report_column() {
-        let m = MatrixView::new(&[("r.yaml".into(), view(REPORT))]);
+        let m = MatrixTable::new(&[("r.yaml".into(), view(REPORT))]);
         let csv = render(&m, Style::Csv);
         assert!(csv.starts_with("device,label,class,link,"), "{csv}");
     }

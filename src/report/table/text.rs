@@ -7,7 +7,7 @@ use super::*;
 /// Aligned columns: identity columns left-aligned, figures right-aligned under a two-line
 /// header (the test over its group of figures, each figure's unit under it), which keeps a
 /// matrix of eight tests within a wide console.
-pub(super) fn render(v: &MatrixView) -> String {
+pub(super) fn render(v: &MatrixTable) -> String {
     let lead = lead_headers(v);
     let nl = lead.len();
     // In a column with a marked figure every other cell gets a space where the mark would
