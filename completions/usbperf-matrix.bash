@@ -581,7 +581,7 @@ _usbperf-matrix() {
             return 0
             ;;
         usbperf__matrix__power__cut__verify)
-            opts="-h -V --state --target --format --out --keep --help --version"
+            opts="-h -V --state --target --format --out --report-dir --keep --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -600,6 +600,10 @@ _usbperf-matrix() {
                     return 0
                     ;;
                 --out)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --report-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -176,6 +176,7 @@ complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut;
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from verify" -l format -r -f -a "text\t'A few lines for people'
 json\t'The verdict as one JSON object'"
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from verify" -l out -d 'Also write the verdict as JSON to this new file (never replaces one)' -r -F
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from verify" -l report-dir -d 'Also write the verdict as a usbperf report (JSON: the unit, the disk that holds the region, the verdict) into this directory, for `upload` and `fleet`' -r -F
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from verify" -l keep -d 'Keep the state file and the test file after the verdict'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from verify" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand power-cut; and __fish_seen_subcommand_from verify" -s V -l version -d 'Print version'

@@ -113,6 +113,20 @@ pub const MISMATCHED_BLOCKS: Metric = Metric {
     said_as: "",
 };
 
+/// Acknowledged blocks a power cut did not keep: lost, torn, misplaced or unreadable after
+/// the cut (`power-cut verify`).
+pub const CUT_LOST_BLOCKS: Metric = Metric {
+    id: "lost_blocks",
+    unit: "blocks",
+    label: "lost",
+    better: Better::Lower,
+    workloads: &["power-cut"],
+    max: 1e15,
+    limit: None,
+    decimals: 0,
+    said_as: "",
+};
+
 /// I/Os that took longer than a second (any workload's cells count them).
 pub const STALLS_OVER_1S: Metric = Metric {
     id: "stalls_over_1s",
@@ -344,11 +358,12 @@ pub const CPU_BUSY_PERCENT: Metric = Metric {
 };
 
 /// Every metric, in the order the fleet lists a workload's figures.
-pub const ALL: [&Metric; 19] = [
+pub const ALL: [&Metric; 20] = [
     &MIB_PER_S,
     &IOPS,
     &P99_LATENCY_MS,
     &MISMATCHED_BLOCKS,
+    &CUT_LOST_BLOCKS,
     &STALLS_OVER_1S,
     &LINK_MBPS,
     &SATA_GBPS,

@@ -317,3 +317,95 @@ fn a_hostile_or_empty_state_removes_nothing_it_names_and_a_gone_file_is_not_retr
     assert!(v["reason"].as_str().unwrap().contains("is gone"), "{v}");
     assert!(!s.exists());
 }
+
+/// A verdict leaves the unit as a report: `--report-dir` writes one per verify, valid
+/// against docs/report.schema.json, that `show` puts in a `power-cut` column and `fleet`
+/// counts per board and part (a pass and a fail here: one of two kept every block).
+#[test]
+fn each_verdict_is_a_report_that_show_and_the_fleet_count_per_board_and_part() {
+    let d = TempDir::new("pc-report");
+    let t = d.path().join("pc.bin");
+    let s = d.path().join("pc.state");
+    let reports = d.path().join("reports");
+    std::fs::create_dir(&reports).unwrap();
+    let dir = reports.to_str().unwrap();
+    let out = write(&t, &s, &["--size", "1M"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let (code, v) = verify_json(&s, &["--keep", "--report-dir", dir]);
+    assert_eq!(
+        (code, v["verdict"].as_str()),
+        (Some(0), Some("pass")),
+        "{v}"
+    );
+    let f = std::fs::OpenOptions::new().write(true).open(&t).unwrap();
+    f.write_all_at(&vec![0u8; 5 * 4096], 7 * 4096).unwrap();
+    drop(f);
+    let (code, v) = verify_json(&s, &["--report-dir", dir]);
+    assert_eq!(
+        (code, v["verdict"].as_str()),
+        (Some(1), Some("fail")),
+        "{v}"
+    );
+
+    let mut files: Vec<_> = std::fs::read_dir(&reports)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    common::validate_reports(&files);
+    let verdicts: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap())
+        .collect();
+    let lost: Vec<u64> = verdicts
+        .iter()
+        .map(|r| n(&r["devices"][0]["power_cut"], "lost"))
+        .collect();
+    assert!(lost.contains(&0) && lost.contains(&5), "{lost:?}");
+    for r in &verdicts {
+        let pass = n(&r["devices"][0]["power_cut"], "lost") == 0;
+        assert_eq!(r["verdict"]["pass"], pass, "{r}");
+        assert_eq!(r["exit_code"], if pass { 0 } else { 1 }, "{r}");
+        assert!(r["unit"]["machine_id"].is_string(), "{r}");
+    }
+
+    let out = run_bin(
+        None,
+        &["show", "--format", "csv", files[0].to_str().unwrap()],
+    );
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        csv.starts_with("device,label,class,link,power-cut status,power-cut lost,"),
+        "{csv}"
+    );
+
+    let out = run_bin(
+        None,
+        &[
+            "fleet",
+            "--format",
+            "json",
+            "--group-by",
+            "board,device-model",
+            dir,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(f["reports"], 2, "{f}");
+    let groups = f["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "one board and part: {f}");
+    let m = groups[0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "power-cut.lost_blocks")
+        .unwrap_or_else(|| panic!("no power-cut figure: {f}"));
+    assert_eq!(
+        (m["count"].as_u64(), m["pass_rate"].as_f64()),
+        (Some(2), Some(0.5)),
+        "{m}"
+    );
+    assert_eq!(m["max"], 5.0, "{m}");
+}

@@ -380,3 +380,94 @@ fn wear_per_part_from_sqlite_and_postgres_is_the_wear_from_a_directory() {
         assert!(text.contains("    fast: emmc 0x000015 "), "{text}");
     }
 }
+
+/// Runs the power-cut test's two phases on a file in `work` and writes each verdict's report
+/// into `reports`: one that kept every block, then one with five acknowledged blocks zeroed.
+fn power_cut_reports(work: &Path, reports: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileExt;
+    std::fs::create_dir_all(reports).unwrap();
+    let (t, s) = (work.join("pc.bin"), work.join("pc.state"));
+    let run = |args: &[&str]| {
+        let out = Command::new(matrix_bin())
+            .args(args)
+            .env("COLUMNS", "1000")
+            .output()
+            .unwrap();
+        out.status.code()
+    };
+    let (t_s, s_s, r_s) = (
+        t.to_str().unwrap(),
+        s.to_str().unwrap(),
+        reports.to_str().unwrap(),
+    );
+    let write = ["power-cut", "write", "--target", t_s, "--state", s_s];
+    assert_eq!(run(&[&write[..], &["--size", "1M"]].concat()), Some(0));
+    let verify = ["power-cut", "verify", "--state", s_s, "--report-dir", r_s];
+    assert_eq!(run(&[&verify[..], &["--keep"]].concat()), Some(0));
+    let f = std::fs::OpenOptions::new().write(true).open(&t).unwrap();
+    f.write_all_at(&vec![0u8; 5 * 4096], 3 * 4096).unwrap();
+    drop(f);
+    assert_eq!(run(&verify), Some(1), "the zeroed blocks fail the verify");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(reports)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    files
+}
+
+/// A power-cut verdict leaves the unit like a factory report: `usbperf-matrix upload` sends
+/// it, the collector stores it, and the fleet from the database counts its passes and
+/// failures per board and part exactly as the fleet from a directory of the same files.
+#[test]
+fn power_cut_verdicts_uploaded_are_counted_by_the_fleet_from_the_database_as_from_files() {
+    let tmp = TempDir::new("fleetdb-pc");
+    let mut reports = gen(5, 31, 2, "json", &tmp.path().join("gen"));
+    let cuts = power_cut_reports(tmp.path(), &tmp.path().join("cuts"));
+    let pg = Pg::start();
+    let sqlite = format!("sqlite:{}", tmp.path().join("r.db").display());
+    let named = tmp.path().join("named");
+    for (i, db) in [sqlite.clone(), pg.url()].iter().enumerate() {
+        let c = Collector::start_with(db, &[]);
+        upload_all(&c.url(), &reports, &tmp.path().join(format!("named{i}")));
+        let out = upload_cmd(&c.url(), &c.tokens, &tmp.path().join(format!("spool{i}")))
+            .args(&cuts)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+    // The directory run reads the same files, named as the database's export names them.
+    for p in &cuts {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        let id = v["report_id"].as_str().unwrap();
+        std::fs::copy(p, tmp.path().join(format!("named0/{id}.json"))).unwrap();
+    }
+    reports.extend(cuts);
+    std::fs::rename(tmp.path().join("named0"), &named).unwrap();
+
+    let args = ["--format", "json", "--group-by", "board,device-model"];
+    let (code, dir_json, err) = dir_fleet(&named, &args);
+    assert_eq!(code, 0, "usbperf-matrix fleet: {err}");
+    let v: serde_json::Value = serde_json::from_str(&dir_json).unwrap();
+    assert_eq!(v["reports"], 7, "{v}");
+    let cut: Vec<&serde_json::Value> = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["metrics"].as_array().unwrap())
+        .filter(|m| m["metric"] == "power-cut.lost_blocks")
+        .collect();
+    assert_eq!(cut.len(), 1, "one board and part ran the power cut: {v}");
+    assert_eq!(
+        (cut[0]["count"].as_u64(), cut[0]["pass_rate"].as_f64()),
+        (Some(2), Some(0.5)),
+        "{}",
+        cut[0]
+    );
+    for db in [&sqlite, &pg.url()] {
+        let (code, json, err) = db_fleet(db, &args);
+        assert_eq!(code, 0, "usbperf-collect fleet --db {db}: {err}");
+        same(&json, &dir_json, &format!("{db}: fleet with power cuts"));
+    }
+}

@@ -189,6 +189,19 @@ def pc(a):
        "pc: the whole region was acknowledged (or the write said it ended): the cut came too late")
     ok(v["acknowledged"] >= n_cut,
        f"pc: {v['acknowledged']} acknowledged after the cut, fewer than the {n_cut} the console showed before it")
+    # The verdict's report beside it: the same judgement on the disk holding the region,
+    # a device with no cells that the unit's verdict follows.
+    reports = sorted(glob.glob(os.path.join(a.boot_service, "usbperf-power-cut-*.json")))
+    if ok(len(reports) == 1, f"pc: {len(reports)} usbperf-power-cut-*.json reports in {a.boot_service}, expected 1"):
+        with open(reports[0]) as f:
+            r = json.load(f)
+        d = r["devices"][0] if r.get("devices") else {}
+        ok(d.get("power_cut") == v, "pc: the report's power_cut is not the verdict written beside it")
+        ok(d.get("cells") == [] and r["verdict"]["pass"] == (v["verdict"] == "pass"),
+           f"pc: the report's device has cells or its verdict is not the power cut's: {r['verdict']}")
+        ok(d.get("disk", {}).get("name") not in (None, "", "t.bin"),
+           f"pc: the report names no disk for the region: {d.get('disk', {}).get('name')!r}")
+        print(f"  {os.path.basename(reports[0])}: device {d.get('disk', {}).get('name')}, verdict pass={r['verdict']['pass']}")
     ok("usbperf-boot: power-cut verify: pass" in log, "pc: the boot service did not log 'usbperf-boot: power-cut verify: pass'")
     i_verify = log.find("usbperf-boot: power-cut verify:")
     i_write = log.find("usbperf-boot: power-cut: write phase (")

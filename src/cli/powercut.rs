@@ -1,12 +1,13 @@
 //! Owns `usbperf-matrix power-cut`: `write` (the phase a power cut interrupts) and `verify`
 //! (the next boot's judgement), printed as text or JSON.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
 use super::UsageError;
+use crate::config;
 use crate::exit::Exit;
 use crate::report::write;
 use crate::safety::signals;
@@ -105,6 +106,10 @@ pub struct VerifyArgs {
     /// Also write the verdict as JSON to this new file (never replaces one).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Also write the verdict as a usbperf report (JSON: the unit, the disk that holds the
+    /// region, the verdict) into this directory, for `upload` and `fleet`.
+    #[arg(long, value_name = "DIR")]
+    pub report_dir: Option<PathBuf>,
     /// Keep the state file and the test file after the verdict.
     #[arg(long)]
     pub keep: bool,
@@ -233,6 +238,18 @@ fn verify_phase(args: &VerifyArgs) -> anyhow::Result<Exit> {
             )
         })?;
     }
+    if let Some(dir) = &args.report_dir {
+        let target = args.target.as_deref().unwrap_or(&state.target);
+        let path = save_report(&verdict, target, state.target_kind, dir).with_context(|| {
+            format!(
+                "the verdict ({}) is printed above but its report could not be written to {}; \
+                 the state is kept",
+                verdict_word(verdict.verdict),
+                dir.display()
+            )
+        })?;
+        crate::errln!("usbperf-matrix: power-cut: report {}", path.display());
+    }
     let file_gone = state.target_kind == TargetKind::File
         && std::fs::symlink_metadata(args.target.as_deref().unwrap_or(&state.target)).is_err();
     if !powercut::keep_state(&verdict, args.keep, file_gone) {
@@ -241,6 +258,41 @@ fn verify_phase(args: &VerifyArgs) -> anyhow::Result<Exit> {
         }
     }
     Ok(verdict.verdict.exit())
+}
+
+/// Writes the verdict's report (`report::powercut`) as a new JSON file in `dir`.
+fn save_report(
+    verdict: &powercut::Verdict,
+    target: &Path,
+    kind: TargetKind,
+    dir: &Path,
+) -> anyhow::Result<PathBuf> {
+    let sys = crate::sysfs::SysfsRoot::live();
+    let inventory = crate::discover::discover(&sys, crate::discover::Backend::Auto)
+        .map_err(super::discover_error)?;
+    let cfg = crate::report::powercut::config(dir, |k| std::env::var(k).ok())?;
+    let facts = crate::report::powercut::Facts {
+        unit: crate::report::unit::identify(&Default::default()),
+        inventory_backend: inventory.backend.clone(),
+        inventory: &inventory,
+        mounts: &crate::safety::SystemFacts::live().mounts,
+        target_devnum: crate::safety::devnum_of(target),
+        target_is_file: kind == TargetKind::File,
+        config: cfg,
+        finished_at: chrono::Utc::now(),
+    };
+    let report = crate::report::powercut::report(verdict, facts);
+    let id = report.report_id.clone().unwrap_or_default();
+    let name = crate::matrix::run::report_file_name(
+        &report.unit,
+        report.started_at,
+        &id,
+        config::ReportFormat::Json,
+    );
+    let path = dir.join(name.replacen("usbperf-", "usbperf-power-cut-", 1));
+    let bytes = report.encode(true).map_err(anyhow::Error::msg)?;
+    write::atomic_create(&path, &bytes)?;
+    Ok(path)
 }
 
 fn verdict_word(j: Judgement) -> &'static str {

@@ -736,7 +736,7 @@ fn ranked(map: HashMap<String, (u32, String)>) -> Vec<ReasonCount> {
 
 /// The workloads in the factory matrix's order, then any other metric by name.
 fn metric_rank(m: &str) -> (usize, String) {
-    const ORDER: [&str; 8] = [
+    const ORDER: [&str; 9] = [
         "read-buffered",
         "seq-write",
         "seq-read",
@@ -745,6 +745,7 @@ fn metric_rank(m: &str) -> (usize, String) {
         "mixed",
         "write-curve",
         "verify",
+        "power-cut",
     ];
     let (w, fig) = m.split_once('.').unwrap_or((m, ""));
     let fig_rank = super::extract::WORKLOAD_METRICS

@@ -37,6 +37,8 @@ pub const WORKLOAD_METRICS: [&str; 3] = [
     metric::IOPS.id,
     metric::P99_LATENCY_MS.id,
 ];
+/// The power-cut test's figure: acknowledged blocks not kept.
+pub const POWER_CUT_METRIC: &str = "power-cut.lost_blocks";
 /// Device-level metrics.
 pub const LINK_METRIC: &str = metric::LINK_MBPS.id;
 pub const CAPACITY_METRIC: &str = metric::CAPACITY_BYTES.id;
@@ -416,6 +418,12 @@ pub fn extract(file: u32, path: &Path, r: wire::Report) -> UnitRecord {
                         Some((v, why)) => reject(&label, format!("{w}.curve"), v, why),
                     }
                 }
+            }
+            // A power-cut verdict: the blocks it did not keep, passed when it kept them all
+            // (an untested one proved nothing and gives no figure; its device fails).
+            if let Some(p) = d.power_cut.as_ref().filter(|p| p.verdict != "untested") {
+                let ok = p.verdict == "pass";
+                values.push((POWER_CUT_METRIC.to_string(), p.lost_blocks() as f64, ok));
             }
             let reasons: Vec<FleetReason> = d
                 .verdict

@@ -230,6 +230,7 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
                 .iter()
                 .map(|t| cell::pending(t.workload))
                 .collect(),
+            power_cut: None,
             verdict: Verdict::default(),
         });
     }

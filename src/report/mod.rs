@@ -6,6 +6,7 @@ pub mod bounds;
 pub mod decode;
 pub mod file;
 pub mod junit;
+pub mod powercut;
 pub mod schedule;
 pub mod schema;
 pub mod station;

@@ -136,6 +136,10 @@ pub struct DeviceReport {
         deserialize_with = "crate::report::decode::capped::<_, _, { crate::report::decode::MAX_CELLS }>"
     )]
     pub cells: Vec<Cell>,
+    /// The power-cut test's verdict on this device (a report `power-cut verify` wrote: it
+    /// has no cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_cut: Option<crate::workload::powercut::Verdict>,
     pub verdict: Verdict,
 }
 

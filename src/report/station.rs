@@ -297,6 +297,7 @@ pub(crate) mod tests {
             },
             link_checks: Vec::new(),
             cells,
+            power_cut: None,
             verdict: Verdict::from_reasons(reasons),
         }
     }

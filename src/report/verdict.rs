@@ -26,6 +26,8 @@ pub enum ReasonKind {
     Health,
     /// Blocks read back wrong (`verify`): fake capacity or failing flash.
     Verify,
+    /// Writes the medium acknowledged before a power cut and did not keep (`power-cut`).
+    PowerCut,
     /// The test could not run to its end: an I/O error, ENOSPC, EROFS, a refused open.
     IoError,
     /// A fatal kernel line attributed to the device (`event`: its kind).
@@ -66,6 +68,7 @@ impl ReasonKind {
             ReasonKind::Part => "part",
             ReasonKind::Health => "health",
             ReasonKind::Verify => "verify",
+            ReasonKind::PowerCut => "power_cut",
             ReasonKind::IoError => "io_error",
             ReasonKind::KernelEvent => "kernel_event",
             ReasonKind::KernelLog => "kernel_log",

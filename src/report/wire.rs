@@ -286,7 +286,37 @@ pub struct Device {
     pub disk: Disk,
     #[serde(default, deserialize_with = "capped::<_, _, MAX_CELLS>")]
     pub cells: Vec<Cell>,
+    /// A power-cut test's verdict on the device (a report `power-cut verify` wrote).
+    #[serde(default)]
+    pub power_cut: Option<PowerCut>,
     pub verdict: Verdict,
+}
+
+/// A power-cut verdict's judgement and the counts of the acknowledged blocks.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PowerCut {
+    /// `pass`, `fail`, `untested`, or a newer word.
+    pub verdict: String,
+    #[serde(default)]
+    pub acknowledged: u64,
+    #[serde(default)]
+    pub lost: u64,
+    #[serde(default)]
+    pub torn: u64,
+    #[serde(default)]
+    pub misplaced: u64,
+    #[serde(default)]
+    pub unreadable: u64,
+}
+
+impl PowerCut {
+    /// Acknowledged blocks the medium did not keep.
+    pub fn lost_blocks(&self) -> u64 {
+        self.lost
+            .saturating_add(self.torn)
+            .saturating_add(self.misplaced)
+            .saturating_add(self.unreadable)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -68,8 +68,9 @@ pub fn swap_devices(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// `major:minor` of a block device node, or of the device holding a swap file.
-fn devnum_of(p: &Path) -> Option<String> {
+/// `major:minor` of a block device node, or of the device holding a file's filesystem (a
+/// swap file, a test file).
+pub fn devnum_of(p: &Path) -> Option<String> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let md = std::fs::metadata(p).ok()?;
     let dev = if md.file_type().is_block_device() {

@@ -195,10 +195,10 @@ mod tests {
     #[test]
     fn report_ids_are_read_from_yaml_and_json() {
         let table: &[(bool, &[u8], Option<&str>)] = &[
-            (false, b"schema_version: 1\nreport_id: ab12\ntool: {name: usbperf-matrix}\nstarted_at: 2026-11-30T10:23:45Z\n", Some("ab12")),
+            (false, b"schema_version: 1\nreport_id: ab12\ntool: {name: usbperf-matrix}\nstarted_at: 2026-11-30T10:23:45Z\nverdict: {pass: true}\n", Some("ab12")),
             (
                 true,
-                b"{\"schema_version\": 2, \"report_id\": \"cd34\", \"tool\": {\"name\": \"usbperf-matrix\"}, \"started_at\": \"2026-11-30T10:23:45Z\"}",
+                b"{\"schema_version\": 2, \"report_id\": \"cd34\", \"tool\": {\"name\": \"usbperf-matrix\"}, \"started_at\": \"2026-11-30T10:23:45Z\", \"verdict\": {}}",
                 Some("cd34"),
             ),
             (false, b"schema_version: 1\n", None),

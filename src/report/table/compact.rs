@@ -27,7 +27,7 @@ fn figures(values: &[(&Value, Metric)]) -> String {
         match m {
             Metric::MibPerS | Metric::Iops => format!("{s} {}{ci}", m.def().unit),
             Metric::P99Ms => format!("p99 {s} {}", m.def().unit),
-            Metric::BadBlocks => format!("{} {s}", m.def().label),
+            Metric::BadBlocks | Metric::LostBlocks => format!("{} {s}", m.def().label),
         }
     };
     // A test that gave no figure says its word once, not once per figure.

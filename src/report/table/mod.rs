@@ -57,14 +57,17 @@ enum Metric {
     Iops,
     P99Ms,
     BadBlocks,
+    /// Acknowledged blocks a power cut did not keep (a `power-cut verify` report).
+    LostBlocks,
 }
 
 impl Metric {
-    const ALL: [Metric; 4] = [
+    const ALL: [Metric; 5] = [
         Metric::MibPerS,
         Metric::Iops,
         Metric::P99Ms,
         Metric::BadBlocks,
+        Metric::LostBlocks,
     ];
 
     /// Its row of the report's metric table.
@@ -74,6 +77,7 @@ impl Metric {
             Metric::Iops => &metric::IOPS,
             Metric::P99Ms => &metric::P99_LATENCY_MS,
             Metric::BadBlocks => &metric::MISMATCHED_BLOCKS,
+            Metric::LostBlocks => &metric::CUT_LOST_BLOCKS,
         }
     }
 
@@ -111,13 +115,15 @@ impl Metric {
                 .as_ref()
                 .and_then(|v| v.mismatched_blocks)
                 .map(|n| n as f64),
+            // A device's power-cut verdict, not a cell's result: see `power_cut_value`.
+            Metric::LostBlocks => None,
         }
     }
 
-    /// For people: about three significant digits, like the fleet's table; bad blocks as a
-    /// count with `ok` for none.
+    /// For people: about three significant digits, like the fleet's table; bad or lost
+    /// blocks as a count with `ok` for none.
     fn people(self, v: f64) -> String {
-        if self == Metric::BadBlocks {
+        if matches!(self, Metric::BadBlocks | Metric::LostBlocks) {
             return if v == 0.0 {
                 "ok".into()
             } else {
@@ -132,7 +138,7 @@ impl Metric {
     fn machine(self, v: f64) -> String {
         let step = match self {
             Metric::Iops => 10.0,
-            Metric::BadBlocks => 1.0,
+            Metric::BadBlocks | Metric::LostBlocks => 1.0,
             Metric::MibPerS | Metric::P99Ms => 1000.0,
         };
         format!("{}", (v * step).round() / step)
@@ -159,6 +165,37 @@ enum Value {
     },
     /// The cell gave no figure: its status word, or why not.
     Word(String),
+}
+
+/// The power-cut test's column, from a device's `power_cut` verdict.
+const POWER_CUT: &str = crate::report::powercut::WORKLOAD;
+
+/// A power-cut verdict as the table shows it (the blocks not kept; the word when the test
+/// proved nothing) and as CSV carries it (status, figure).
+fn power_cut_value(p: Option<&wire::PowerCut>) -> (Value, (String, Option<f64>)) {
+    let Some(p) = p else {
+        return (
+            Value::Word(NOT_IN_MATRIX.into()),
+            (NOT_IN_MATRIX.into(), None),
+        );
+    };
+    match p.verdict.as_str() {
+        "pass" | "fail" => {
+            let v = p.lost_blocks() as f64;
+            let failed = p.verdict == "fail";
+            let status = if failed { "failed" } else { "passed" };
+            (
+                Value::Figure {
+                    v,
+                    failed,
+                    ci: None,
+                    burst: None,
+                },
+                (status.into(), Some(v)),
+            )
+        }
+        word => (Value::Word(word.into()), (word.into(), None)),
+    }
 }
 
 /// A test the device has no cell for (several reports with different matrices).
@@ -345,6 +382,9 @@ impl MatrixTable {
             add(keys(r.config.tests.iter().map(|t| t.workload.as_str())));
             for d in &r.devices {
                 add(keys(d.cells.iter().map(|c| c.workload.as_str())));
+                if d.power_cut.is_some() {
+                    add(keys([POWER_CUT].into_iter()));
+                }
             }
         }
         let columns: Vec<Column> = tests
@@ -432,11 +472,15 @@ fn row(ri: usize, d: &wire::Device, columns: &[Column], judged: bool, status: &s
         link: link(&d.disk),
         values: columns
             .iter()
-            .map(|c| value(cells.get(&c.test).copied(), c.metric))
+            .map(|c| match c.metric {
+                Metric::LostBlocks => power_cut_value(d.power_cut.as_ref()).0,
+                _ => value(cells.get(&c.test).copied(), c.metric),
+            })
             .collect(),
         raw: columns
             .iter()
             .map(|c| match cells.get(&c.test) {
+                _ if c.metric == Metric::LostBlocks => power_cut_value(d.power_cut.as_ref()).1,
                 Some(cell) => (
                     cell.status.clone(),
                     cell.result
