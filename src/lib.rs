@@ -11,7 +11,8 @@
 pub mod units;
 
 // each figure of a report: its unit, direction, plausible range and the key that limits it
-pub mod metric;
+// (the report crate's table)
+pub use usbperf_report::metric;
 
 // text from elsewhere made safe for a terminal and a spreadsheet
 pub mod untrusted;

@@ -460,21 +460,9 @@ fn lag1(x: &[f64]) -> f64 {
         / var
 }
 
-/// The rate and IOPS a limit judges, one rule for the report, its tables and the fleet: the
-/// sustained rate after a drop, else the steady rate after the warm-up, else the whole test's
-/// `mib_per_s`; IOPS follow the rate (a test's I/Os have one size). `None` for a rate means
-/// the whole test's figures stand.
-pub fn judged_figures(
-    mib_per_s: f64,
-    iops: f64,
-    sustained: Option<f64>,
-    steady: Option<f64>,
-) -> (f64, f64) {
-    match sustained.or(steady) {
-        Some(m) if mib_per_s > 0.0 => (m, iops * m / mib_per_s),
-        _ => (mib_per_s, iops),
-    }
-}
+/// The rate and IOPS a limit judges, one rule for the report, its tables and the fleet (it
+/// lives with the report as read).
+pub use usbperf_report::judged_figures;
 
 /// Half the 95 % confidence interval of the rates' mean, in % of it (Student's t).
 fn ci95(rates: &[f64]) -> Option<f64> {

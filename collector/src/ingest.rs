@@ -1,7 +1,7 @@
-//! Owns what the collector accepts: the body, within `usbperf::report::decode`'s limits
+//! Owns what the collector accepts: the body, within `usbperf_report::decode`'s limits
 //! (checked before any parser runs), must decode as a usbperf report of a schema version the
 //! unit's build writes, through the one report reader every reader uses
-//! (`usbperf::report::wire`, unknown fields ignored, so later additions decode here
+//! (`usbperf_report::wire`, unknown fields ignored, so later additions decode here
 //! unchanged; the version number alone decides what is refused).
 //! That one decoding gives both the indexed columns (a `Record`) and the fleet record stored
 //! beside them; the raw bytes are stored as sent.
@@ -11,12 +11,12 @@ use std::path::Path;
 use chrono::{DateTime, FixedOffset};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use usbperf::fleet::records::parse_report;
+use usbperf::fleet::parse_report;
 use usbperf::fleet::records::{extract_bytes, extract_report, Extracted};
 use usbperf::fleet::FleetError;
-use usbperf::metric;
-use usbperf::report::decode::{self, Limits};
-use usbperf::report::wire;
+use usbperf_report::decode::{self, Limits};
+use usbperf_report::metric;
+use usbperf_report::wire;
 
 /// The schema versions this collector stores.
 pub const SCHEMA_VERSIONS: std::ops::RangeInclusive<u32> = wire::READABLE;
@@ -40,7 +40,7 @@ pub enum IngestError {
     Implausible(String),
     /// Refused by a limit before any parser ran.
     #[error("refused before decoding: {0} (send the YAML or JSON file usbperf-matrix run wrote)")]
-    Limit(usbperf::report::decode::Refusal),
+    Limit(usbperf_report::decode::Refusal),
 }
 
 /// The lowercase hex SHA-256 of a body, as stored in `reports.body_sha256`: the unit's own

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use usbperf::fleet::extract::{DeviceRecord, FleetReason, PartSample, RejectedFigure, UnitRecord};
-use usbperf::report::wire::{Curve, Knee, Sample, Select, Threshold};
+use usbperf_report::wire::{Curve, Knee, Sample, Select, Threshold};
 
 /// The first byte of every encoded record: a different layout gets a different byte.
 pub const FORMAT: u8 = 4;

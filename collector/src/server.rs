@@ -664,9 +664,9 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
     let json = ingest::is_json(header_str(h, "content-type"), &bytes);
     let header_id = header_str(h, REPORT_ID_HEADER).map(|s| s.trim().to_string());
     let store = app.store.clone();
-    let limits = usbperf::report::decode::Limits {
+    let limits = usbperf_report::decode::Limits {
         max_bytes: usize::try_from(app.max_body_bytes).unwrap_or(usize::MAX),
-        ..usbperf::report::decode::LIMITS
+        ..usbperf_report::decode::LIMITS
     };
     // Decoding and the committing transaction block: off the async workers. A re-send under
     // a stored id is answered from the index before anything is decoded.
@@ -714,7 +714,7 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
             }
         },
         Ok(Err(Failure::Ingest(IngestError::Limit(
-            r @ usbperf::report::decode::Refusal::TooLarge { .. },
+            r @ usbperf_report::decode::Refusal::TooLarge { .. },
         )))) => refuse(StatusCode::PAYLOAD_TOO_LARGE, r.to_string()),
         Ok(Err(Failure::Ingest(e @ IngestError::Implausible(_)))) => {
             refuse(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
@@ -764,7 +764,7 @@ mod tests {
         let db = format!("sqlite:{}", dir.join("r.db").display());
         let store = crate::store::open(&db, 1, None).unwrap();
         let body = crate::ingest::tests::V1.as_bytes();
-        let rec = crate::ingest::parse(body, false, None, &usbperf::report::decode::LIMITS);
+        let rec = crate::ingest::parse(body, false, None, &usbperf_report::decode::LIMITS);
         store.insert(&rec.unwrap(), body).unwrap();
         let page = Page::new(30);
         let t0 = chrono::DateTime::parse_from_rfc3339("2026-11-01T00:00:00Z").unwrap();

@@ -85,6 +85,10 @@ def verdict(blocks, acked, intact, lost=0, first_lost=None, wu=0):
             "lost_ranges": [[first_lost, first_lost + lost - 1]] if lost else [], "torn_ranges": [], "reason": ""}
 
 
+# The report the boot service's verify writes beside its verdict.
+REPORT = "bs/usbperf-power-cut-U1-20260101T000000Z-0a1b2c3d.json"
+
+
 def good_run():
     """A run shaped as a passing one: {relative path: content}."""
     pts = [{"name": "at25", "upto": 185, "flush": 24, "flushes": 98}, {"name": "at50", "upto": 379, "flush": 49, "flushes": 98},
@@ -98,7 +102,10 @@ def good_run():
                                     "usbperf-boot: power-cut verify: pass (/x.json)\n"
                                     "usbperf-boot: power-cut: write phase (--target /mnt/pc/t.bin)\n"
                                     "usbperf-boot: power-cut: write phase ended (exit 0)\n",
-             "bs/power-cut-20260101T000000Z-1.json": verdict(12288, 576, 576, wu=64)}
+             "bs/power-cut-20260101T000000Z-1.json": verdict(12288, 576, 576, wu=64),
+             REPORT: {"devices": [{"name": "vdc", "disk": {"name": "vdc"}, "cells": [],
+                                   "power_cut": verdict(12288, 576, 576, wu=64), "verdict": {"pass": True}}],
+                      "verdict": {"pass": True}}}
     for name, acked in (("at25", 448), ("at50", 960), ("at75", 1472), ("end", 2048)):
         files[f"b2/lw-{name}.rc"] = "0"
         files[f"b2/lw-{name}.json"] = verdict(2048, acked, acked)
@@ -143,6 +150,10 @@ def test_check(tmp):
     planted("a cut after the whole region was acknowledged",
             lambda f: f.update({"bs/power-cut-20260101T000000Z-1.json": verdict(12288, 12288, 12288)}))
     planted("a boot service that left no verdict", lambda f: f.pop("bs/power-cut-20260101T000000Z-1.json"))
+    planted("a boot service that left no report of its verdict", lambda f: f.pop(REPORT))
+    planted("a report whose power cut is not the verdict beside it",
+            lambda f: f[REPORT]["devices"][0].update({"power_cut": verdict(12288, 448, 448)}))
+    planted("a report naming no disk", lambda f: f[REPORT]["devices"][0].update({"disk": {"name": "t.bin"}}))
     planted("a verdict outside its schema",
             lambda f: f["b2/lw-at25.json"].update({"surprise": 1}))
     planted("a boot service that wrote before it verified",

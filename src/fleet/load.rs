@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use chrono::{DateTime, Utc};
 
 use super::extract::{extract, report_identity, with_figures, UnitRecord};
-use super::records::parse_report;
+use super::parse_report;
 use super::FleetError;
 
 /// Larger files are refused unread. A two-device factory report is about 50 KiB and the

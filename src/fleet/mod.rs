@@ -22,7 +22,9 @@ pub mod text;
 pub mod thresholds;
 pub mod wear;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use crate::report::wire::{self, Newer, ReadError};
 
 pub use aggregate::{Dimension, FleetOptions, FleetSummary};
 
@@ -131,6 +133,24 @@ pub fn learning_groups(asked: &[Dimension]) -> Vec<Dimension> {
         g.push(Dimension::Port);
     }
     g
+}
+
+/// Reads one report's bytes for the fleet: a newer schema version is refused, since a fleet's
+/// figures must mean the same in every report it adds up.
+pub fn parse_report(path: &Path, bytes: &[u8]) -> Result<wire::Report, FleetError> {
+    wire::read(path, bytes, Newer::Refuse).map_err(|e| match e {
+        ReadError::NotAReport { path, msg } => FleetError::Malformed { path, msg },
+        ReadError::TooNew {
+            path,
+            version,
+            supported,
+            ..
+        } => FleetError::SchemaTooNew {
+            path,
+            version,
+            supported,
+        },
+    })
 }
 
 #[cfg(test)]

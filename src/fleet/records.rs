@@ -13,8 +13,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::aggregate::{Accumulator, FleetOptions};
 use super::extract::{extract, report_identity, with_figures, UnitRecord};
 use super::load::{Outcome, Skip};
-use super::FleetError;
-use crate::report::wire::{self, Newer, ReadError};
+use super::{parse_report, FleetError};
+use crate::report::wire;
 
 /// What one report becomes for the fleet, before any filter.
 #[derive(Debug, Clone)]
@@ -24,24 +24,6 @@ pub enum Extracted {
     Unfinished {
         status: String,
     },
-}
-
-/// Reads one report's bytes for the fleet: a newer schema version is refused, since a fleet's
-/// figures must mean the same in every report it adds up.
-pub fn parse_report(path: &Path, bytes: &[u8]) -> Result<wire::Report, FleetError> {
-    wire::read(path, bytes, Newer::Refuse).map_err(|e| match e {
-        ReadError::NotAReport { path, msg } => FleetError::Malformed { path, msg },
-        ReadError::TooNew {
-            path,
-            version,
-            supported,
-            ..
-        } => FleetError::SchemaTooNew {
-            path,
-            version,
-            supported,
-        },
-    })
 }
 
 /// Reduces one report's bytes as `usbperf-matrix fleet` reduces the file `path` holding

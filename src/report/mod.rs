@@ -2,8 +2,6 @@
 //! (atomic) writing after every finished cell, reading a report back as a table, and what a
 //! test station reads of it (the result line, LAVA signals, JUnit XML).
 
-pub mod bounds;
-pub mod decode;
 pub mod file;
 pub mod junit;
 pub mod powercut;
@@ -13,5 +11,7 @@ pub mod station;
 pub mod table;
 pub mod unit;
 pub mod verdict;
-pub mod wire;
 pub mod write;
+
+// The report as read from elsewhere, its bounds and its decoder: the report crate's.
+pub use usbperf_report::{bounds, decode, wire};

@@ -15,10 +15,8 @@ use crate::events::KernelEvent;
 use crate::safety::FileTarget;
 use crate::workload::{BenchResult, WorkloadKind, WorkloadParams};
 
-/// Bump on any change a reader must know about; readers accept every version up to theirs.
-/// 2: every reason is a record (`report::verdict::Reason`), `report_id` is a UUID and
-/// always present. 1: reasons are sentences, `report_id` 16 hex digits or absent.
-pub const SCHEMA_VERSION: u32 = 2;
+/// The newest schema, written by this build (the report crate says what each version is).
+pub use usbperf_report::SCHEMA_VERSION;
 
 /// The state of the run as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -295,6 +293,15 @@ fn uuid_v4(mut b: [u8; 16]) -> String {
 }
 
 impl Report {
+    /// The report as it reads from the file this build writes of it: the factory run prints
+    /// at its end exactly what `show` prints of that file.
+    pub fn as_read(&self) -> super::wire::Report {
+        // The JSON form is lossless for every figure (float_roundtrip); the value was made by
+        // this build, so it is within every bound and decodes.
+        let bytes = serde_json::to_vec(self).expect("a report serialises");
+        super::decode::parse(true, &bytes).expect("a report this build writes reads back")
+    }
+
     /// YAML or JSON bytes of the report.
     pub fn encode(&self, json: bool) -> Result<Vec<u8>, String> {
         if json {

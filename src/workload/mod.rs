@@ -945,6 +945,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_workload_is_judged_by_a_metric_of_the_table() {
+        for w in [
+            WorkloadKind::ReadBuffered,
+            WorkloadKind::SeqWrite,
+            WorkloadKind::SeqRead,
+            WorkloadKind::RandRead,
+            WorkloadKind::RandWrite,
+            WorkloadKind::Mixed,
+            WorkloadKind::WriteCurve,
+            WorkloadKind::Verify,
+        ] {
+            assert!(
+                crate::metric::ALL.iter().any(|m| m.of_workload(w.as_str())),
+                "{} is judged by no metric",
+                w.as_str()
+            );
+        }
+    }
+
+    #[test]
     fn sequential_jobs_get_disjoint_slices() {
         let mut p = WorkloadParams::defaults(WorkloadKind::SeqRead, "x".into());
         p.jobs = 3;

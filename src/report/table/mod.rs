@@ -363,7 +363,7 @@ impl MatrixTable {
     /// The table of an in-memory report: what the factory run prints at its end without
     /// reading the file back.
     pub fn from_report(report: &Report) -> MatrixTable {
-        let view = wire::Report::from_written(report);
+        let view = report.as_read();
         Self::build(&[(None, &view)])
     }
 

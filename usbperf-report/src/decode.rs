@@ -31,7 +31,7 @@ pub struct Probe {
     pub schema_version: Option<u32>,
 }
 
-pub use super::bounds::{Limits, Refusal, LIMITS, MAX_CELLS, MAX_DEVICES};
+pub use crate::bounds::{Limits, Refusal, LIMITS, MAX_CELLS, MAX_DEVICES};
 
 /// Why a report could not be decoded.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -69,7 +69,7 @@ pub fn check(json: bool, bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
     // LF is the only line break of JSON outside strings, and YAML's others are refused
     // first: lines are the same for every reader.
     if !json {
-        super::bounds::line_breaks(bytes)?;
+        crate::bounds::line_breaks(bytes)?;
     }
     for (n, l) in bytes.split(|&b| b == b'\n').enumerate() {
         if l.len() > limits.max_line {
@@ -80,9 +80,9 @@ pub fn check(json: bool, bytes: &[u8], limits: &Limits) -> Result<(), Refusal> {
         }
     }
     if json {
-        super::bounds::walk_json(bytes, limits)
+        crate::bounds::walk_json(bytes, limits)
     } else {
-        super::bounds::walk_yaml(bytes, limits)
+        crate::bounds::walk_yaml(bytes, limits)
     }
 }
 

@@ -9,7 +9,7 @@
 //! field and a reader needs it: the start time, the verdicts (written last, so a file cut
 //! short fails instead of reading with devices silently missing), a result's figures.
 //!
-//! The strict [`super::schema::Report`] is what this build writes; it cannot read a newer
+//! The unit's strict `report::schema::Report` is what its build writes; it cannot read a newer
 //! build's report (its `config` denies unknown keys and its enums refuse names they do not
 //! know), so it is never used to read a report from elsewhere.
 
@@ -19,9 +19,9 @@ use chrono::{DateTime, Utc};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-use super::decode::{self, capped, is_json, parse, Probe, MAX_CELLS, MAX_DEVICES};
-use super::schema::SCHEMA_VERSION;
+use crate::decode::{self, capped, is_json, parse, Probe, MAX_CELLS, MAX_DEVICES};
 use crate::metric::{self, Metric};
+use crate::SCHEMA_VERSION;
 
 /// Why bytes could not be read as a report; the path names the file (or the upload).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -450,7 +450,7 @@ impl Figures {
     /// cache that filled) the sustained ones, else the steady ones after the warm-up.
     pub fn judged(&self) -> (f64, f64) {
         let p = self.precision.as_ref();
-        crate::stats::judged_figures(
+        crate::judged_figures(
             self.mib_per_s,
             self.iops,
             p.and_then(|p| Some(p.drop.as_ref()?.sustained_mib_per_s)),
@@ -532,15 +532,6 @@ impl Report {
             self.status.as_deref(),
             Some("complete") | Some("interrupted") | None
         )
-    }
-
-    /// The same report as it reads from the file this build writes of it: the factory run
-    /// prints at its end exactly what `show` prints of that file.
-    pub fn from_written(r: &super::schema::Report) -> Report {
-        // The JSON form is lossless for every figure (float_roundtrip); the value was made
-        // by this build, so it is within every bound and decodes.
-        let bytes = serde_json::to_vec(r).expect("a report serialises");
-        parse(true, &bytes).expect("a report this build writes reads back")
     }
 }
 

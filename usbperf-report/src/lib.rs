@@ -1,0 +1,41 @@
+//! usbperf-report: a usbperf report as every reader takes it from elsewhere (the unit's
+//! `show`, `fleet` and `upload`, the collector's ingest), in one crate that both depend on.
+//!
+//! Layers, bottom up; each imports only those above it:
+
+// each figure of a report: its unit, direction, plausible range and the key that limits it
+pub mod metric;
+
+// serde's decoding errors in the user's words
+pub mod words;
+
+// the bounds a report from elsewhere is walked against before it is decoded
+pub mod bounds;
+
+// how a report's bytes are decoded: JSON or YAML, bounded, the version probed
+pub mod decode;
+
+// the report as read, and the one entry point that reads it
+pub mod wire;
+
+/// The newest report schema this build writes and reads. Bump on any change a reader must
+/// know about; readers accept every version up to theirs. 2: every reason is a record,
+/// `report_id` is a UUID and always present. 1: reasons are sentences, `report_id` 16 hex
+/// digits or absent.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The figure a limit judges (as the unit's `BenchResult::judged`): the sustained rate after
+/// a drop, else the steady rate after the warm-up, else the whole test's `mib_per_s`; IOPS
+/// follow the rate (a test's I/Os have one size). `None` for a rate means the whole test's
+/// figures stand.
+pub fn judged_figures(
+    mib_per_s: f64,
+    iops: f64,
+    sustained: Option<f64>,
+    steady: Option<f64>,
+) -> (f64, f64) {
+    match sustained.or(steady) {
+        Some(m) if mib_per_s > 0.0 => (m, iops * m / mib_per_s),
+        _ => (mib_per_s, iops),
+    }
+}
