@@ -408,4 +408,53 @@ fn each_verdict_is_a_report_that_show_and_the_fleet_count_per_board_and_part() {
         "{m}"
     );
     assert_eq!(m["max"], 5.0, "{m}");
+    assert_eq!(
+        (f["units"].as_u64(), f["devices"].as_u64()),
+        (Some(0), Some(0)),
+        "{f}"
+    );
+
+    // A power-cut verdict is no run: a later passing one of a unit whose factory run failed
+    // leaves the unit failed, its device tests as they were, and adds its figure.
+    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/vm/x86_64-6.1/out/usbperf-VMUNIT0001-20261202T072325Z-749bf791.yaml");
+    let both = d.path().join("both");
+    std::fs::create_dir(&both).unwrap();
+    std::fs::copy(&run, both.join("run.yaml")).unwrap();
+    let alone = fleet_of(&both);
+    let mut same_unit = verdicts
+        .iter()
+        .find(|r| r["verdict"]["pass"] == true)
+        .unwrap()
+        .clone();
+    same_unit["unit"]["serial"] = "VMUNIT0001".into();
+    same_unit["started_at"] = "2026-12-03T00:00:00Z".into();
+    std::fs::write(both.join("cut.json"), same_unit.to_string()).unwrap();
+    let with_cut = fleet_of(&both);
+    assert_eq!(alone["unit_pass_rate"], 0.0, "{alone}");
+    for k in [
+        "units",
+        "unit_pass_rate",
+        "devices",
+        "device_pass_rate",
+        "yields",
+    ] {
+        assert_eq!(with_cut[k], alone[k], "{k}");
+    }
+    assert_eq!(with_cut["reports"], 2);
+    let cut: Vec<&serde_json::Value> = with_cut["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["metrics"].as_array().unwrap())
+        .filter(|m| m["metric"] == "power-cut.lost_blocks")
+        .collect();
+    assert_eq!(cut.len(), 1, "{with_cut}");
+    assert_eq!(cut[0]["pass_rate"], 1.0);
+}
+
+fn fleet_of(dir: &Path) -> serde_json::Value {
+    let out = run_bin(None, &["fleet", "--format", "json", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
 }

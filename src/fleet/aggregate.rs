@@ -10,7 +10,9 @@ use std::path::PathBuf;
 
 #[cfg(test)]
 use super::extract::WORKLOAD_METRICS;
-use super::extract::{FleetReason, RejectedFigure, UnitRecord, CAPACITY_METRIC, LINK_METRIC};
+use super::extract::{
+    DeviceRecord, FleetReason, RejectedFigure, UnitRecord, CAPACITY_METRIC, LINK_METRIC,
+};
 use super::load::{self, LoadOptions, Outcome, Skip};
 use super::parallel::parallel_map;
 use super::stats::{self, OUTLIER_Z};
@@ -53,6 +55,9 @@ struct DevRef {
     file: u32,
     day: i32,
     pass: bool,
+    /// A device test of a run (factory or field); false for a power-cut verdict's device,
+    /// whose figure is kept beside the runs' and never counted as a device test.
+    tested: bool,
 }
 
 #[derive(Debug, Default)]
@@ -170,7 +175,8 @@ pub struct Accumulator {
     unit_ids: HashMap<String, u32>,
     unit_names: Vec<String>,
     /// Per unit: did its latest report (by start time) pass.
-    unit_latest: Vec<(chrono::DateTime<chrono::Utc>, bool)>,
+    /// Each unit's latest run verdict; `None` for a unit seen only in power-cut reports.
+    unit_latest: Vec<Option<(chrono::DateTime<chrono::Utc>, bool)>>,
     devs: Vec<DevRef>,
     reports: u32,
     boards: BTreeSet<String>,
@@ -410,14 +416,20 @@ impl Accumulator {
             }
             None => {}
         }
+        // A power-cut verdict is no run of the unit: its figure joins the fleet's, its verdict
+        // replaces no run's, and its device is no device test of the yields.
+        let run = r.phase != super::extract::POWER_CUT_PHASE;
         if unit == next_id {
             self.unit_names.push(std::mem::take(&mut r.unit));
-            self.unit_latest.push((r.started_at, r.pass));
-        } else if self.unit_latest[unit as usize].0 <= r.started_at {
-            // A retest replaces the unit's earlier verdict.
-            self.unit_latest[unit as usize] = (r.started_at, r.pass);
+            self.unit_latest.push(None);
         }
-        if let Some(b) = &mut self.builds {
+        match &mut self.unit_latest[unit as usize] {
+            _ if !run => {}
+            Some((t, _)) if *t > r.started_at => {}
+            // A retest replaces the unit's earlier verdict.
+            latest => *latest = Some((r.started_at, r.pass)),
+        }
+        if let Some(b) = self.builds.as_mut().filter(|_| run) {
             b.report(&r.board, &r.build, r.started_at);
             for d in &r.devices {
                 for (metric, v, _) in &d.values {
@@ -441,42 +453,18 @@ impl Accumulator {
                 file: r.file,
                 day,
                 pass: d.pass,
+                tested: run,
             });
             let g = &mut self.groups[gi].1;
-            g.units.insert(unit);
-            g.devices += 1;
-            g.passed += u32::from(d.pass);
+            if run {
+                g.units.insert(unit);
+                g.devices += 1;
+                g.passed += u32::from(d.pass);
+                self.count_test(gi, &r.board, &r.station, &d);
+            }
+            let g = &mut self.groups[gi].1;
             if !g.classes.contains(&d.class) {
                 g.classes.insert(d.class.clone());
-            }
-            for reason in &d.reasons {
-                bump(&mut g.reasons, reason);
-                bump(&mut self.reasons, reason);
-            }
-            for key in [
-                ("board", &r.board),
-                ("station", &r.station),
-                ("port", &d.port),
-                ("device-class", &d.class),
-            ] {
-                let e = match self.yields.get_mut(&(key.0, key.1.clone())) {
-                    Some(e) => e,
-                    None => self.yields.entry((key.0, key.1.clone())).or_default(),
-                };
-                e[0] += 1;
-                e[1] += u32::from(d.pass && d.retests == 0);
-                e[2] += u32::from(d.pass && d.retests > 0);
-                e[3] += u32::from(d.retests > 0);
-                e[4] += u32::from(d.marginal);
-            }
-            if d.port.starts_with("usb:") {
-                let link_fail = d.reasons.iter().any(|r| r.link);
-                let e = match self.ports.get_mut(&d.port) {
-                    Some(e) => e,
-                    None => self.ports.entry(d.port.clone()).or_insert((0, 0)),
-                };
-                e.0 += 1;
-                e.1 += u32::from(link_fail);
             }
             for (n, (metric, v, ok)) in d.values.into_iter().enumerate() {
                 if !v.is_finite() {
@@ -531,6 +519,41 @@ impl Accumulator {
     /// The index in `groups` of the group whose key is `part` of each dimension, made if
     /// new. Found by the borrowed parts: a key cloned for each device test was hundreds of
     /// thousands of allocations over a large fleet.
+    /// Counts one device test of a run: its group's and the fleet's failure reasons, the
+    /// yields by board, station, port and class, and a USB port's link failures.
+    fn count_test(&mut self, gi: usize, board: &str, station: &str, d: &DeviceRecord) {
+        let g = &mut self.groups[gi].1;
+        for reason in &d.reasons {
+            bump(&mut g.reasons, reason);
+            bump(&mut self.reasons, reason);
+        }
+        for key in [
+            ("board", board),
+            ("station", station),
+            ("port", d.port.as_str()),
+            ("device-class", d.class.as_str()),
+        ] {
+            let e = match self.yields.get_mut(&(key.0, key.1.to_string())) {
+                Some(e) => e,
+                None => self.yields.entry((key.0, key.1.to_string())).or_default(),
+            };
+            e[0] += 1;
+            e[1] += u32::from(d.pass && d.retests == 0);
+            e[2] += u32::from(d.pass && d.retests > 0);
+            e[3] += u32::from(d.retests > 0);
+            e[4] += u32::from(d.marginal);
+        }
+        if d.port.starts_with("usb:") {
+            let link_fail = d.reasons.iter().any(|r| r.link);
+            let e = match self.ports.get_mut(&d.port) {
+                Some(e) => e,
+                None => self.ports.entry(d.port.clone()).or_insert((0, 0)),
+            };
+            e.0 += 1;
+            e.1 += u32::from(link_fail);
+        }
+    }
+
     fn group_index<'a>(&mut self, part: impl Fn(Dimension) -> &'a str) -> usize {
         let dims = &self.opts.group_by;
         let mut h = self.group_hasher.build_hasher();
@@ -635,9 +658,10 @@ impl Accumulator {
             })
             .collect();
         groups.sort_by(|a, b| a.key.cmp(&b.key));
-        let devices = self.devs.len();
-        let passed_devices = self.devs.iter().filter(|d| d.pass).count();
-        let units_passed = self.unit_latest.iter().filter(|u| u.1).count();
+        let devices = self.devs.iter().filter(|d| d.tested).count();
+        let passed_devices = self.devs.iter().filter(|d| d.tested && d.pass).count();
+        let units = self.unit_latest.iter().flatten().count();
+        let units_passed = self.unit_latest.iter().flatten().filter(|u| u.1).count();
         let mut ports: Vec<PortLinks> = self
             .ports
             .into_iter()
@@ -665,8 +689,8 @@ impl Accumulator {
         FleetSummary {
             files: self.files.len() + self.not_regular,
             reports: self.reports as usize,
-            units: self.unit_names.len(),
-            unit_pass_rate: ratio(units_passed, self.unit_names.len()),
+            units,
+            unit_pass_rate: ratio(units_passed, units),
             devices,
             device_pass_rate: ratio(passed_devices, devices),
             group_by: self.opts.group_by.clone(),

@@ -39,6 +39,10 @@ pub const WORKLOAD_METRICS: [&str; 3] = [
 ];
 /// The power-cut test's figure: acknowledged blocks not kept.
 pub const POWER_CUT_METRIC: &str = "power-cut.lost_blocks";
+/// The phase of a power-cut verdict's report (`power-cut verify --report-dir`): no run of the
+/// unit, so the fleet counts its figure and leaves its verdict out of the units' and the
+/// yields'.
+pub const POWER_CUT_PHASE: &str = "power-cut";
 /// Device-level metrics.
 pub const LINK_METRIC: &str = metric::LINK_MBPS.id;
 pub const CAPACITY_METRIC: &str = metric::CAPACITY_BYTES.id;
@@ -372,6 +376,10 @@ pub fn extract(file: u32, path: &Path, r: wire::Report) -> UnitRecord {
             why,
         })
     };
+    let power_cut = !r.devices.is_empty()
+        && r.devices
+            .iter()
+            .all(|d| d.power_cut.is_some() && d.cells.is_empty());
     let devices = r
         .devices
         .into_iter()
@@ -494,7 +502,11 @@ pub fn extract(file: u32, path: &Path, r: wire::Report) -> UnitRecord {
     let station = clean(&r.config.station).unwrap_or_else(|| "unknown station".into());
     let build = clean(&r.unit.image.as_ref().and_then(|i| i.build()))
         .unwrap_or_else(|| UNKNOWN_BUILD.into());
-    let phase = clean(&r.config.phase).unwrap_or_else(factory);
+    let phase = match clean(&r.config.phase) {
+        _ if power_cut => POWER_CUT_PHASE.to_string(),
+        Some(p) => p,
+        None => factory(),
+    };
     UnitRecord {
         file,
         unit,
