@@ -166,6 +166,14 @@ fn reason(spool: &Path, name: &str, u: &Upload) -> String {
 }
 
 /// The spool entry's name for these bytes.
+/// What `upload` queues and sends of the report file `path`: its wire form, JSON.
+fn wire_form(path: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(path).unwrap();
+    usbperf_report::wire::to_store_as_json(path, &bytes)
+        .unwrap()
+        .1
+}
+
 fn entry_name(bytes: &[u8], json: bool) -> String {
     format!("{}.{}", sha_hex(bytes), if json { "json" } else { "yaml" })
 }
@@ -257,7 +265,8 @@ fn same_id_other_content(db: &str, tag: &str) {
         !u.stderr.contains(&format!("delivered {id}")),
         "the edited copy was taken for delivered: {u}"
     );
-    let name = entry_name(edited.as_bytes(), false);
+    let sent_edited = wire_form(&edited_file);
+    let name = entry_name(&sent_edited, true);
     let why = reason(&spool, &name, &u);
     assert!(why.contains("409"), "reason: {why}");
     assert!(
@@ -266,7 +275,7 @@ fn same_id_other_content(db: &str, tag: &str) {
     );
     assert_eq!(
         std::fs::read(spool.join("rejected").join(&name)).unwrap(),
-        edited.as_bytes(),
+        sent_edited,
         "the rejected entry is the edited copy, as sent"
     );
     assert_eq!(queued(&spool), Vec::<String>::new(), "{u}");
@@ -276,7 +285,8 @@ fn same_id_other_content(db: &str, tag: &str) {
     // The database still has the first version, once.
     assert_eq!(count(db, "reports"), 1);
     let (raw, status, pass) = stored_row(db, &id).expect("the first version is stored");
-    assert!(raw == first.as_bytes(), "the stored bytes were replaced");
+    let sent_first = wire_form(&reports[0]);
+    assert!(raw == sent_first, "the stored bytes were replaced");
     assert_eq!(status, "complete");
     let first_pass = first.contains("\nverdict:\n  pass: true");
     assert_eq!(pass, first_pass, "the stored verdict was replaced");
@@ -287,11 +297,7 @@ fn same_id_other_content(db: &str, tag: &str) {
     let v: serde_json::Value = serde_json::from_str(&b).unwrap();
     assert_eq!(v["report_id"], id.as_str(), "{b}");
     assert_eq!(v["sha256"], sha_hex(edited.as_bytes()).as_str(), "{b}");
-    assert_eq!(
-        v["stored_sha256"],
-        sha_hex(first.as_bytes()).as_str(),
-        "{b}"
-    );
+    assert_eq!(v["stored_sha256"], sha_hex(&sent_first).as_str(), "{b}");
 
     // A later drain does not send the rejected copy again.
     let u = upload(&c.url(), &c.tokens, &spool, &[]);
@@ -338,8 +344,8 @@ fn same_name_no_id(db: &str, tag: &str) {
         let f = dir.path().join(sub).join("report.yaml");
         std::fs::create_dir_all(f.parent().unwrap()).unwrap();
         std::fs::write(&f, &without).unwrap();
-        // The collector keys such a report by its bytes.
-        ids.push(format!("sha256-{}", &sha_hex(without.as_bytes())[..32]));
+        // The collector keys such a report by the bytes it was sent: the wire form.
+        ids.push(format!("sha256-{}", &sha_hex(&wire_form(&f))[..32]));
         files.push(f);
     }
     ids.sort();
@@ -505,8 +511,8 @@ fn http_answer(status: &str, extra_headers: &str, body: &str) -> String {
 fn redirect_is_not_followed_and_the_report_stays_queued() {
     let dir = TempDir::new("redirect");
     let reports = fleet(1, 23, "yaml", &dir.path().join("fleet"));
-    let bytes = std::fs::read(&reports[0]).unwrap();
-    let id = yaml_report_id(&String::from_utf8(bytes.clone()).unwrap());
+    let id = yaml_report_id(&std::fs::read_to_string(&reports[0]).unwrap());
+    let bytes = wire_form(&reports[0]);
     let sha = sha_hex(&bytes);
     // Where the redirect points: a server that acknowledges anything, as a collector would
     // acknowledge these very bytes.
@@ -535,7 +541,7 @@ fn redirect_is_not_followed_and_the_report_stays_queued() {
         let u = upload(&proxy.url(), &tokens, &spool, &[&reports[0]]);
         assert_eq!(
             queued(&spool),
-            vec![entry_name(&bytes, false)],
+            vec![entry_name(&bytes, true)],
             "{status}: the entry left the spool: {u}"
         );
         let followed = target.seen();

@@ -249,10 +249,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     }
     // Queue the report and hand it to the collector, within `upload.timeout`; never changes
     // the verdict or the exit code.
+    // The report leaves in its wire form, JSON, whatever form the file has.
     if let Some(up) = &cfg.upload {
-        let json = cfg.report_format == ReportFormat::Json;
-        let said = match done.report.encode(json) {
-            Ok(bytes) => crate::upload::hand_off(up, json, &bytes),
+        let said = match done.report.encode(true) {
+            Ok(bytes) => crate::upload::hand_off(up, true, &bytes),
             Err(e) => format!("cannot encode the report ({e}); the report file is kept"),
         };
         let msg = format!("usbperf-matrix: upload: {said}");

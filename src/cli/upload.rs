@@ -184,7 +184,7 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
     })
 }
 
-/// A report file's bytes (and whether they are JSON), or why it is not one.
+/// A report file as it is queued (JSON, and that it is JSON), or why it is not one.
 fn read_report(path: &Path) -> anyhow::Result<(bool, Vec<u8>)> {
     let limit = decode::LIMITS.max_bytes as u64;
     let md = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -205,13 +205,12 @@ fn read_report(path: &Path) -> anyhow::Result<(bool, Vec<u8>)> {
         .into());
     }
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let json = decode::is_json(path, &bytes);
     // Checked here, with the decoder the collector uses: a file that is not a report is
-    // said now, and never sits in the spool.
-    wire::read_to_store(path, &bytes).map_err(|e| {
+    // said now, and never sits in the spool. What is queued is the report's wire form, JSON.
+    let (_, json) = wire::to_store_as_json(path, &bytes).map_err(|e| {
         UsageError(format!(
             "{e}; it was not queued (give the YAML or JSON file `usbperf-matrix run` wrote)"
         ))
     })?;
-    Ok((json, bytes))
+    Ok((true, json))
 }

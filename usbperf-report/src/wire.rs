@@ -552,6 +552,28 @@ pub fn read_to_store(path: &Path, bytes: &[u8]) -> Result<Report, ReadError> {
     Ok(r)
 }
 
+/// A report to leave the unit in its canonical wire form, JSON, after [`read_to_store`]
+/// accepted it: JSON bytes as they are, a YAML report re-encoded field for field in its own
+/// order (every figure parses back to the same number). What the collector stores is then
+/// one form, whatever `report_format` the unit writes its files in.
+pub fn to_store_as_json(path: &Path, bytes: &[u8]) -> Result<(Report, Vec<u8>), ReadError> {
+    let report = read_to_store(path, bytes)?;
+    if is_json(path, bytes) {
+        return Ok((report, bytes.to_vec()));
+    }
+    // The bytes were bounded and decoded above: a YAML mapping of text keys, finite numbers,
+    // no anchors or tags.
+    let not_json = |e: String| ReadError::NotAReport {
+        path: path.to_path_buf(),
+        msg: format!("cannot be written as JSON: {e}"),
+    };
+    let value: serde_norway::Value =
+        serde_norway::from_slice(bytes).map_err(|e| not_json(e.to_string()))?;
+    let mut out = serde_json::to_vec_pretty(&value).map_err(|e| not_json(e.to_string()))?;
+    out.push(b'\n');
+    Ok((report, out))
+}
+
 /// Reads one report's bytes (YAML or JSON, told apart by [`is_json`]); `path` names it in
 /// errors. The bytes are bounded ([`decode::check`]) before anything is built from them.
 pub fn read(path: &Path, bytes: &[u8], newer: Newer) -> Result<Report, ReadError> {
@@ -937,6 +959,26 @@ mod tests {
         let yaml = include_str!("../../tests/fixtures/reports/v1-4124e44.yaml");
         let r = show("v1.yaml", yaml).unwrap();
         assert!(!r.devices.is_empty());
+    }
+
+    /// A YAML report leaves as JSON that reads back to the same report, its fields in their
+    /// order; a JSON one leaves as it is.
+    #[test]
+    fn a_report_leaves_as_json_that_reads_back_the_same() {
+        let yaml = include_str!("../../tests/fixtures/reports/v1-4124e44.yaml");
+        let (r, json) = to_store_as_json(Path::new("r.yaml"), yaml.as_bytes()).unwrap();
+        let text = std::str::from_utf8(&json).unwrap();
+        assert!(
+            text.starts_with("{\n  \"schema_version\": 1,\n  \"tool\""),
+            "{text:.80}"
+        );
+        let back = read_to_store(Path::new("r.json"), &json).unwrap();
+        assert_eq!(back, r);
+        let full: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let orig: serde_json::Value = serde_norway::from_str(yaml).unwrap();
+        assert_eq!(full, orig, "every field, not only those read");
+        let (_, again) = to_store_as_json(Path::new("r.json"), &json).unwrap();
+        assert_eq!(again, json);
     }
 
     #[test]
