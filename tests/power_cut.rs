@@ -413,6 +413,17 @@ fn each_verdict_is_a_report_that_show_and_the_fleet_count_per_board_and_part() {
         (Some(0), Some(0)),
         "{f}"
     );
+    // The verdict itself beside its reports (as the boot service keeps them) is skipped as
+    // what it is, not an unreadable report.
+    std::fs::write(
+        reports.join("power-cut-20261205T000000Z-1.json"),
+        v.to_string(),
+    )
+    .unwrap();
+    let f = fleet_of(&reports);
+    assert_eq!(f["reports"], 2, "{f}");
+    assert_eq!(f["errors"], serde_json::json!([]), "{f}");
+    assert_eq!(f["skipped"][0]["kind"], "power-cut-verdict", "{f}");
 
     // A power-cut verdict is no run: a later passing one of a unit whose factory run failed
     // leaves the unit failed, its device tests as they were, and adds its figure.

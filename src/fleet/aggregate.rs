@@ -89,6 +89,7 @@ fn skip_kind(s: &Skip) -> &'static str {
         Skip::Unfinished { .. } => "unfinished",
         Skip::BeforeSince { .. } => "before-since",
         Skip::OtherBoard { .. } => "other-board",
+        Skip::PowerCutVerdict => "power-cut-verdict",
     }
 }
 
@@ -259,7 +260,7 @@ impl Accumulator {
             Outcome::Skipped { path, why } => {
                 match &why {
                     Skip::NotRegular { .. } => self.not_regular += 1,
-                    Skip::Unfinished { .. } => {}
+                    Skip::Unfinished { .. } | Skip::PowerCutVerdict => {}
                     Skip::BeforeSince { started_at, board } => {
                         *self.filtered_boards.entry(board.clone()).or_default() += 1;
                         if self.latest_before_since.map_or(true, |t| t < *started_at) {

@@ -51,6 +51,9 @@ pub enum Skip {
     },
     /// Another board than `--board`.
     OtherBoard { board: String },
+    /// A power-cut verify's verdict (`--out`), which sits beside its report in the boot
+    /// service's verdict directory: the report is what counts.
+    PowerCutVerdict,
 }
 
 impl fmt::Display for Skip {
@@ -67,6 +70,11 @@ impl fmt::Display for Skip {
                 write!(f, "started {started_at} (before --since)")
             }
             Skip::OtherBoard { board } => write!(f, "another board (--board): {board:?}"),
+            Skip::PowerCutVerdict => write!(
+                f,
+                "a power-cut verdict, not a report: the fleet counts its report \
+                 (usbperf-power-cut-*.json, written by `power-cut verify --report-dir`)"
+            ),
         }
     }
 }
@@ -245,19 +253,34 @@ fn read_report(path: &Path, buf: &mut Vec<u8>) -> Result<(), FleetError> {
     Ok(())
 }
 
+/// Whether bytes that are no report are a power-cut verdict (`format: usbperf-power-cut`),
+/// read through the same bounds as a report.
+fn power_cut_verdict(path: &Path, bytes: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Format {
+        format: Option<String>,
+    }
+    let json = crate::report::decode::is_json(path, bytes);
+    matches!(
+        crate::report::decode::decode::<Format>(json, bytes),
+        Ok(Format { format: Some(f) }) if f == crate::workload::powercut::VERDICT_FORMAT
+    )
+}
+
 /// Parses and filters one file.
 fn process(idx: usize, path: &Path, buf: &mut Vec<u8>, opts: &LoadOptions) -> Outcome {
     buf.clear();
     if let Err(e) = read_report(path, buf) {
         return Outcome::Error(e);
     }
-    let r = match parse_report(path, buf) {
-        Ok(r) => r,
-        Err(e) => return Outcome::Error(e),
-    };
     let skipped = |why: Skip| Outcome::Skipped {
         path: path.to_path_buf(),
         why,
+    };
+    let r = match parse_report(path, buf) {
+        Ok(r) => r,
+        Err(_) if power_cut_verdict(path, buf) => return skipped(Skip::PowerCutVerdict),
+        Err(e) => return Outcome::Error(e),
     };
     match r.status.as_deref() {
         Some("complete") | None => {}
