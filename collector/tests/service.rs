@@ -828,7 +828,12 @@ fn access_log_names_each_request() {
     let (code, err, _) = upload(&c, &dir.path().join("spool"), &reports[1..], &[]);
     assert_eq!(code, Some(0), "{err}");
     let id2 = report_id(&reports[1]);
-    let len2 = std::fs::metadata(&reports[1]).unwrap().len();
+    // `upload` sends the report's wire form, JSON.
+    let len2 =
+        usbperf_report::wire::to_store_as_json(&reports[1], &std::fs::read(&reports[1]).unwrap())
+            .unwrap()
+            .1
+            .len();
 
     let log = c.access_log();
     let access: Vec<Vec<&str>> = log.iter().map(|l| l.split_whitespace().collect()).collect();
