@@ -168,12 +168,6 @@ fn width_from(columns: Option<&str>, terminal: Option<u16>) -> usize {
         .unwrap_or(80)
 }
 
-/// Writes `text` to standard error wrapped to `width` columns, continuation lines indented:
-/// the console's form of a progress or error line.
-pub fn err_wrapped(text: &str, width: usize) {
-    err(&wrap(text, width, "    "));
-}
-
 /// `text` broken at spaces into lines of at most `width` characters; every line after the
 /// first starts with `indent`. A line that fits is kept as it is (its alignment too); a word
 /// longer than the width (a path) keeps a line to itself, unindented.

@@ -200,8 +200,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Exit> {
         ..options
     };
     check_command(&params)?;
-    let width = crate::out::console_width();
-    let say = |line: String| crate::out::err_wrapped(&line, width);
+    let say = |line: String| crate::out::err(&line);
     let selected = engine::select(params.engine)?;
     say(format!("usbperf-matrix: engine: {}", selected.reason));
     let name = params.workload.as_str().to_string();
@@ -263,7 +262,6 @@ fn with_progress<T: Send>(params: &WorkloadParams, f: impl FnOnce() -> T + Send)
         b.enable_steady_tick(Duration::from_millis(200));
         b
     });
-    let width = crate::out::console_width();
     let out = watch(
         counter,
         Duration::from_secs(10),
@@ -271,7 +269,7 @@ fn with_progress<T: Send>(params: &WorkloadParams, f: impl FnOnce() -> T + Send)
             Some(b) => b.set_message(format!("{what}: {}", t.words())),
             None if t.line_due => {
                 let line = format!("usbperf-matrix: {what}: running {}", t.words());
-                crate::out::err_wrapped(&line, width);
+                crate::out::err(&line);
             }
             None => {}
         },

@@ -119,7 +119,7 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<Exit> {
     let progress = Progress::new(width);
     let backend = args.backend.live();
     let mut unit = String::from("this unit");
-    let said = |line: &str| crate::out::err_wrapped(line, width);
+    let said = |line: &str| crate::out::err(line);
     if let Some(n) = args.study {
         let mut reports = Vec::new();
         for round in 1..=n {

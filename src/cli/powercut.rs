@@ -149,8 +149,7 @@ fn write_phase(args: &WriteArgs) -> anyhow::Result<Exit> {
         allow_write_device: args.allow_write_device,
         stop: &flag.stop,
     };
-    let width = crate::out::console_width();
-    let say = |line: String| crate::out::err_wrapped(&line, width);
+    let say = |line: String| crate::out::err(&line);
     // A line at most every second, and the last: a factory cuts the power on seeing one.
     let mut last: Option<Instant> = None;
     let mut progress = |done: u64, blocks: u64| {

@@ -239,7 +239,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
                  holds the results",
                 file.display()
             );
-            crate::out::err_wrapped(&msg, width);
+            crate::out::err(&msg);
         }
     }
     if args.lava {
@@ -256,7 +256,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             Err(e) => format!("cannot encode the report ({e}); the report file is kept"),
         };
         let msg = format!("usbperf-matrix: upload: {said}");
-        crate::out::err_wrapped(&msg, width);
+        crate::out::err(&msg);
     }
     // The station's line comes last, so `tail -n 1` finds it.
     crate::out::data(&format!(
