@@ -247,12 +247,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
             crate::out::data(&format!("{line}\n"));
         }
     }
-    // Queue the report and hand it to the collector, within `upload.timeout`; never changes
-    // the verdict or the exit code.
-    // The report leaves in its wire form, JSON, whatever form the file has.
+    // Queue the report in its wire form (JSON, whatever form the file has) and hand it to
+    // the collector, within `upload.timeout`; never changes the verdict or the exit code.
     if let Some(up) = &cfg.upload {
         let said = match done.report.encode(true) {
-            Ok(bytes) => crate::upload::hand_off(up, true, &bytes),
+            Ok(bytes) => crate::upload::hand_off(up, &bytes),
             Err(e) => format!("cannot encode the report ({e}); the report file is kept"),
         };
         let msg = format!("usbperf-matrix: upload: {said}");

@@ -134,8 +134,8 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
     let mut refused = Vec::new();
     for p in &args.reports {
         match read_report(p) {
-            Ok((json, bytes)) => {
-                spool.enqueue(json, &bytes)?;
+            Ok(json) => {
+                spool.enqueue(true, &json)?;
             }
             Err(e) if e.is::<UsageError>() => {
                 crate::errln!("usbperf-matrix upload: {e}");
@@ -184,8 +184,8 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
     })
 }
 
-/// A report file as it is queued (JSON, and that it is JSON), or why it is not one.
-fn read_report(path: &Path) -> anyhow::Result<(bool, Vec<u8>)> {
+/// A report file as it is queued (its wire form, JSON), or why it is not one.
+fn read_report(path: &Path) -> anyhow::Result<Vec<u8>> {
     let limit = decode::LIMITS.max_bytes as u64;
     let md = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
     if !md.is_file() {
@@ -212,5 +212,5 @@ fn read_report(path: &Path) -> anyhow::Result<(bool, Vec<u8>)> {
             "{e}; it was not queued (give the YAML or JSON file `usbperf-matrix run` wrote)"
         ))
     })?;
-    Ok((true, json))
+    Ok(json)
 }

@@ -456,8 +456,8 @@ impl Accumulator {
                 pass: d.pass,
                 tested: run,
             });
-            let g = &mut self.groups[gi].1;
             if run {
+                let g = &mut self.groups[gi].1;
                 g.units.insert(unit);
                 g.devices += 1;
                 g.passed += u32::from(d.pass);
@@ -517,9 +517,6 @@ impl Accumulator {
         }
     }
 
-    /// The index in `groups` of the group whose key is `part` of each dimension, made if
-    /// new. Found by the borrowed parts: a key cloned for each device test was hundreds of
-    /// thousands of allocations over a large fleet.
     /// Counts one device test of a run: its group's and the fleet's failure reasons, the
     /// yields by board, station, port and class, and a USB port's link failures.
     fn count_test(&mut self, gi: usize, board: &str, station: &str, d: &DeviceRecord) {
@@ -555,6 +552,9 @@ impl Accumulator {
         }
     }
 
+    /// The index in `groups` of the group whose key is `part` of each dimension, made if
+    /// new. Found by the borrowed parts: a key cloned for each device test was hundreds of
+    /// thousands of allocations over a large fleet.
     fn group_index<'a>(&mut self, part: impl Fn(Dimension) -> &'a str) -> usize {
         let dims = &self.opts.group_by;
         let mut h = self.group_hasher.build_hasher();

@@ -72,7 +72,7 @@ fn device_verdict(name: &str, v: &powercut::Verdict) -> Verdict {
     let reason = match v.verdict {
         Judgement::Pass => return Verdict::from_reasons(Vec::new()),
         Judgement::Fail => {
-            let lost = lost_blocks(v);
+            let lost = v.not_kept();
             Reason::new(
                 ReasonKind::PowerCut,
                 format!(
@@ -89,11 +89,6 @@ fn device_verdict(name: &str, v: &powercut::Verdict) -> Verdict {
         ),
     };
     Verdict::from_reasons(vec![reason.device(name)])
-}
-
-/// Acknowledged blocks the medium did not keep.
-pub fn lost_blocks(v: &powercut::Verdict) -> u64 {
-    v.lost + v.torn + v.misplaced + v.unreadable
 }
 
 /// The report of one verify phase.

@@ -26,12 +26,12 @@ pub use spool::{Entry, Spool, SpoolError};
 /// before reading the body.
 pub const REPORT_ID_HEADER: &str = "X-Usbperf-Report-Id";
 
-/// The end of `run`: queue the finished report's `bytes` and try to deliver the spool within
+/// The end of `run`: queue the finished report (its wire form, `json`) and try to deliver the spool within
 /// the section's `timeout`. What happened, in one sentence for standard error; the run's
 /// verdict and exit code are not this function's to change.
-pub fn hand_off(up: &UploadConfig, json: bool, bytes: &[u8]) -> String {
+pub fn hand_off(up: &UploadConfig, json: &[u8]) -> String {
     let spool = Spool::at(up.spool_dir());
-    if let Err(e) = spool.enqueue(json, bytes) {
+    if let Err(e) = spool.enqueue(true, json) {
         return e.to_string();
     }
     let token = match client::read_token(&up.token_file, up.allow_readable_token) {

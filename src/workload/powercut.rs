@@ -824,6 +824,13 @@ fn read_back(state: &State, path: &Path, found: &mut dyn FnMut(Found)) -> Result
     Ok(())
 }
 
+impl Verdict {
+    /// Acknowledged blocks the medium did not keep: lost, torn, misplaced or unreadable.
+    pub fn not_kept(&self) -> u64 {
+        self.lost + self.torn + self.misplaced + self.unreadable
+    }
+}
+
 impl Judgement {
     /// The verify's exit code: 0 pass, 1 fail, 4 untested (nothing proven is no pass).
     pub fn exit(self) -> crate::exit::Exit {

@@ -479,16 +479,16 @@ fn row(ri: usize, d: &wire::Device, columns: &[Column], judged: bool, status: &s
             .collect(),
         raw: columns
             .iter()
-            .map(|c| match cells.get(&c.test) {
-                _ if c.metric == Metric::LostBlocks => power_cut_value(d.power_cut.as_ref()).1,
-                Some(cell) => (
+            .map(|c| match (c.metric, cells.get(&c.test)) {
+                (Metric::LostBlocks, _) => power_cut_value(d.power_cut.as_ref()).1,
+                (_, Some(cell)) => (
                     cell.status.clone(),
                     cell.result
                         .as_ref()
                         .and_then(|r| c.metric.figure(r))
                         .filter(|v| v.is_finite()),
                 ),
-                None => (NOT_IN_MATRIX.to_string(), None),
+                (_, None) => (NOT_IN_MATRIX.to_string(), None),
             })
             .collect(),
         verdict: match (judged, d.verdict.pass) {
