@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
     Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum DeviceClass {
     Usb,
     Sata,
@@ -50,6 +51,7 @@ impl std::fmt::Display for DeviceClass {
 /// The hardware area of an eMMC a block device exposes. Only `user` may ever hold test data:
 /// boot areas hold the bootloader, RPMB holds keys and counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum EmmcArea {
     User,
@@ -75,6 +77,7 @@ impl EmmcArea {
 
 /// A field left empty and why (attribute absent, unreadable, malformed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Missing {
     pub field: String,
     pub reason: String,

@@ -12,6 +12,7 @@ pub const LONG_STALL_NS: u64 = 5_000_000_000;
 
 /// Completion latency, submit to completion, in ns.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LatencySummary {
     pub min_ns: u64,
     pub mean_ns: u64,
@@ -24,6 +25,7 @@ pub struct LatencySummary {
 
 /// I/Os slower than 1 s and 5 s, and the slowest.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Stalls {
     pub over_1s: u64,
     pub over_5s: u64,
@@ -32,6 +34,7 @@ pub struct Stalls {
 
 /// The figures of one direction (reads or writes), or of both merged.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OpFigures {
     pub ios: u64,
     pub bytes: u64,
@@ -43,6 +46,7 @@ pub struct OpFigures {
 
 /// CPU time of the threads that ran the jobs (getrusage RUSAGE_THREAD, summed), and per I/O.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CpuFigures {
     pub usr_s: f64,
     pub sys_s: f64,
@@ -177,6 +181,7 @@ mod tests {
 /// be slower than the batches, so the interval is a lower bound of the spread between runs;
 /// `calibrate`'s repeated runs measure that.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Precision {
     /// The windows' length.
     pub window_ms: u64,
@@ -212,6 +217,7 @@ pub struct Precision {
 /// [`DROP_RATIO`] of the earlier and the split explaining at least [`DROP_FIT`] of the
 /// windows' variance (one slow window in a steady run is noise, not a drop).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Drop {
     /// Seconds from the first kept window to the drop.
     pub at_s: f64,

@@ -26,6 +26,7 @@ use crate::workload::{
     Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
 )]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ScheduleMode {
     /// One device after another, one cell at a time.
     #[default]
@@ -45,6 +46,7 @@ impl ScheduleMode {
 
 /// A lane key as a config names it (`shared_lanes:`), checked when the file is read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct LaneKey(pub String);
 
@@ -138,6 +140,62 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
+/// How the writer spells a size, a duration and a target (strings with units, a keyword or a
+/// one-key map), for the report's JSON Schema.
+#[cfg(feature = "schema")]
+mod json_schema {
+    use schemars::gen::SchemaGenerator;
+    use schemars::schema::Schema;
+    use schemars::JsonSchema;
+    use serde_json::json;
+
+    fn schema(v: serde_json::Value) -> Schema {
+        serde_json::from_value(v).expect("a schema literal")
+    }
+
+    impl JsonSchema for super::Size {
+        fn schema_name() -> String {
+            "Size".into()
+        }
+        fn json_schema(_: &mut SchemaGenerator) -> Schema {
+            schema(json!({
+                "description": "a byte count with its unit as the writer spells it (64M, 1G, 4k, 512)",
+                "type": "string",
+                "pattern": "^[0-9]+[kMGTP]?$"
+            }))
+        }
+    }
+
+    impl JsonSchema for super::Dur {
+        fn schema_name() -> String {
+            "Duration".into()
+        }
+        fn json_schema(_: &mut SchemaGenerator) -> Schema {
+            schema(json!({
+                "description": "a duration with its unit (500ms, 5s, 2m, 1h; under a millisecond in us)",
+                "type": "string",
+                "pattern": "^[0-9]+(us|ms|s|m|h)$"
+            }))
+        }
+    }
+
+    impl JsonSchema for super::TargetSpec {
+        fn schema_name() -> String {
+            "TargetSpec".into()
+        }
+        fn json_schema(_: &mut SchemaGenerator) -> Schema {
+            schema(json!({
+                "description": "where a selected disk's write tests go: auto, read-only, raw, or a directory",
+                "oneOf": [
+                    {"enum": ["auto", "read-only", "raw"]},
+                    {"type": "object", "required": ["dir"], "additionalProperties": false,
+                     "properties": {"dir": {"type": "string", "pattern": "^/"}}}
+                ]
+            }))
+        }
+    }
+}
+
 impl Serialize for Dur {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&units::format_duration(self.0))
@@ -147,6 +205,7 @@ impl Serialize for Dur {
 /// Which disks a rule applies to. Every given field must match; an empty selector matches
 /// nothing (a typo must not select every disk).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, try_from = "SelectorRaw")]
 pub struct Selector {
     /// Every disk that is not a system disk (root, boot, swap, RAID/LVM members, eMMC boot
@@ -324,6 +383,7 @@ impl<'de> Deserialize<'de> for TargetSpec {
 
 /// One device rule: which disks, how to test them, what link they must have.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DeviceRule {
     pub select: Selector,
@@ -343,6 +403,7 @@ pub struct DeviceRule {
 /// device. Each key is declared here once: serde derives the decoding as an inherent
 /// function (`remote = "Self"`), and the `Deserialize` impl below runs it, then the check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct TestSpec {
     pub workload: WorkloadKind,
@@ -451,6 +512,7 @@ impl TestSpec {
 /// Limits a device must meet. Applies to the disks its `select` matches (class, port, name,
 /// serial) and, when `workload` is set, only to that workload's figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Threshold {
     pub select: Selector,
@@ -568,6 +630,7 @@ impl Threshold {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ReportFormat {
     #[default]
@@ -578,6 +641,7 @@ pub enum ReportFormat {
 /// The grammar of the station's `USBPERF-RESULT` line. `v2` is `v1` with two keys appended
 /// (`marginal`, `retests`); a station written for `v1` pins it until it reads them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ResultLine {
     V1,
@@ -594,6 +658,7 @@ impl ResultLine {
 /// Which moment of a unit's life a run records: the run on the production line, or a later
 /// boot in the field (the boot service's field mode), followed by the fleet's wear view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
     #[default]
@@ -704,6 +769,7 @@ pub struct ConfigFile {
 /// The parts a board may carry in one device class (on one board revision when
 /// `board_revision` is set): a disk of that class must match one `allowed` identity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PartRule {
     pub class: crate::device::DeviceClass,
@@ -715,6 +781,7 @@ pub struct PartRule {
 /// One approved identity: every field given must match the disk's (text compared without
 /// case or surrounding blanks; `manfid` and `oemid` as numbers, so `0x15` is `0x000015`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PartId {
     /// eMMC/SD CID manufacturer id (`0x000015`).
@@ -971,6 +1038,7 @@ fn headroom<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
 
 /// The configuration a run uses, every value decided; recorded in the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Config {
     /// Where each layer came from, lowest first (`builtin:quick`, `/etc/usbperf/usbperf.yaml`).
     pub sources: Vec<String>,

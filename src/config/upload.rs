@@ -17,6 +17,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `upload: {url: …, token_file: …, spool: …, timeout: …}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UploadConfig {
     /// The collector's endpoint, e.g. `http://collector.line3:8080/api/v1/reports`.

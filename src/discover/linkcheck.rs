@@ -72,6 +72,7 @@ pub fn is_usb_port_path(p: &str) -> bool {
 
 /// The outcome for one expected port.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LinkFinding {
     pub port: String,
     /// Disks found behind the port (several for a multi-LUN card reader).
@@ -85,7 +86,7 @@ pub struct LinkFinding {
     pub min_chain_speed_mbps: Option<f64>,
     pub pass: bool,
     /// Why it failed, and what usually causes that; empty when it passed.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cause: String,
     /// Which end is at fault, as data; absent when it passed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -148,6 +149,7 @@ pub fn check_links(disks: &[Disk], expect: &[PortExpectation]) -> Vec<LinkFindin
 
 /// Which end of a slow USB link is at fault, as data (the reason's `cause`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum LinkCause {
     /// A SuperSpeed device came up on the USB 2 lines of a port that has SuperSpeed lanes.

@@ -21,6 +21,7 @@ pub struct Inventory {
 
 /// One whole block device (not a partition).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Disk {
     /// Kernel name (`sda`, `mmcblk0`).
     pub name: String,
@@ -81,6 +82,7 @@ pub struct Disk {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Mount {
     pub mountpoint: String,
     pub fstype: String,
@@ -88,6 +90,7 @@ pub struct Mount {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Partition {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +109,7 @@ pub struct Partition {
 
 /// One USB device on the way from the disk to the root hub.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UsbHop {
     /// Kernel name: `1-1.2` for a device, `usb1` for a root hub.
     pub port_path: String,
@@ -127,6 +131,7 @@ pub struct UsbHop {
 
 /// The USB link of a disk: the storage device, its interface driver and the hub chain.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UsbLink {
     /// Bus number (`lsusb -t` "Bus 01").
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -191,6 +196,7 @@ pub struct UsbLink {
 
 /// The libata link of a SATA disk.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SataLink {
     /// libata port (`ata1`).
     pub port: String,
@@ -212,6 +218,7 @@ pub struct SataLink {
 
 /// The MMC card behind an `mmcblk` device.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MmcInfo {
     /// Card device (`mmc0:0001`).
     pub card: String,

@@ -230,6 +230,7 @@ pub fn bos_caps(bytes: &[u8]) -> Option<BosCaps> {
 /// The write speed an SD card claims in its SD Status Register (the `ssr` attribute, 512 bits
 /// as hex, SD Physical Layer 4.11): its Speed Class, UHS Speed Grade and Video Speed Class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SdSpeedClaims {
     /// Speed Class 2, 4, 6 or 10 (0: none claimed).
     pub speed_class: u8,

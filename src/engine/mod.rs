@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 /// The engines, by the name `--engine` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum EngineKind {
     /// io_uring: one ring per job, queue kept full, registered buffers and files.
@@ -49,6 +50,7 @@ impl fmt::Display for EngineKind {
 /// What the user asked for: a named engine, or `auto` (io_uring when the kernel lets us,
 /// the thread pool otherwise).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum EngineRequest {
     Auto,
@@ -76,6 +78,7 @@ impl fmt::Display for OpKind {
 
 /// Why a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum StopReason {
     /// Every job did all the I/O its size bound allows.

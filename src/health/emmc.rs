@@ -34,6 +34,7 @@ pub const EXT_CSD_LEN: usize = 512;
 
 /// The decoded EXT_CSD fields the factory cares about.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExtCsd {
     /// Where the bytes came from: `ioctl` (MMC_IOC_CMD) or `debugfs`.
     pub source: String,
@@ -74,6 +75,7 @@ pub struct ExtCsd {
 
 /// What discovery reports about an eMMC's health.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EmmcHealth {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub life_time_a: Option<LifeTime>,
@@ -445,6 +447,7 @@ pub fn read_emmc(
 
 /// An SD card's speed grades (SD Status register, `ssr`) and bus mode.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SdHealth {
     /// SPEED_CLASS: `C2`, `C4`, `C6`, `C10`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -61,6 +61,7 @@ pub enum HealthError {
 
 /// End-of-life state as eMMC PRE_EOL_INFO and UFS bPreEOLInfo both encode it (1..3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum PreEol {
     /// 0x01: reserved blocks consumed normally.
@@ -98,6 +99,7 @@ impl PreEol {
 /// bDeviceLifeTimeEstA/B share the encoding): 0x01 = 0-10 % used .. 0x0A = 90-100 %,
 /// 0x0B = the estimate is exceeded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LifeTime {
     pub raw: u8,
     pub used_percent_min: u16,
@@ -132,6 +134,7 @@ impl LifeTime {
 /// The health of one disk. The flat fields at the top are the summary a threshold reads
 /// (worst of the sources below); the per-source records carry the detail.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Health {
     /// Worst life used: eMMC/UFS type A/B band tops, NVMe percent used (above 100 = past the
     /// rated endurance).

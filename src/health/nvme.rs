@@ -11,6 +11,7 @@ pub const SMART_LOG_LEN: usize = 512;
 
 /// The SMART / health log, units in the names.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NvmeSmart {
     /// Bit 0 spare below threshold, 1 temperature, 2 reliability degraded, 3 read-only,
     /// 4 volatile backup failed, 5 persistent memory region read-only.

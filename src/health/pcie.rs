@@ -8,6 +8,7 @@ use super::{Gaps, HealthError};
 use crate::sysfs::SysfsRoot;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PcieLink {
     /// The PCI function's devpath (`/devices/pci0000:00/0000:00:1c.0/0000:01:00.0`).
     pub function_devpath: String,

@@ -37,6 +37,7 @@ const KEPT: [u8; 7] = [
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SmartAttribute {
     pub id: u8,
     pub name: String,
@@ -48,6 +49,7 @@ pub struct SmartAttribute {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SataSmart {
     pub revision: u16,
     pub attributes: Vec<SmartAttribute>,

@@ -8,6 +8,7 @@ use super::{parse_hex_u8, Gaps, HealthError, LifeTime, PreEol};
 use crate::sysfs::SysfsRoot;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UfsHealth {
     /// The UFS host device the descriptor was read from.
     pub host: String,

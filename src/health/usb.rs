@@ -7,6 +7,7 @@ use super::Gaps;
 use crate::sysfs::SysfsRoot;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UsbHealth {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rx_lanes: Option<u32>,

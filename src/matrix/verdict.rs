@@ -761,7 +761,7 @@ mod tests {
         let schema: serde_json::Value =
             serde_json::from_str(include_str!("../../docs/report.schema.json")).unwrap();
         let allowed = |k: &str| -> Vec<String> {
-            schema["$defs"]["reason"]["properties"][k]["enum"]
+            schema["definitions"]["Reason"]["properties"][k]["enum"]
                 .as_array()
                 .unwrap()
                 .iter()

@@ -3,6 +3,8 @@
 //! test station reads of it (the result line, LAVA signals, JUnit XML).
 
 pub mod file;
+#[cfg(feature = "schema")]
+pub mod json_schema;
 pub mod junit;
 pub mod powercut;
 pub mod schedule;

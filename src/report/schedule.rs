@@ -8,6 +8,7 @@ pub use crate::config::ScheduleMode;
 
 /// Why a cell of an `auto` run ran alone: a record in the report's `schedule.alone`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AloneRule {
     /// Blocks under `matrix::schedule::SMALL_BLOCK` on a device class whose I/O rate a core may not keep up
@@ -29,6 +30,7 @@ pub enum AloneRule {
 
 /// A cell that ran alone in an `auto` run, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AloneCell {
     pub device: String,
     /// Its index in the device's `cells` (a matrix may list a workload twice).
@@ -43,6 +45,7 @@ pub struct AloneCell {
 
 /// Disks that share what limits their throughput, in the order the run meets them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Lane {
     /// What they share: `usb:usb3` (a root hub), `mmc:mmc0`, `ata:ata1`, `nvme:nvme-subsys0`,
     /// `host:/devices/.../0000:00:07.0` (a SCSI host adapter), `disk:vda` (nothing shared).

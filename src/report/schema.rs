@@ -20,6 +20,7 @@ pub use usbperf_report::SCHEMA_VERSION;
 
 /// The state of the run as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStatus {
     /// Still running: this is a partial report written after a finished cell.
@@ -42,6 +43,7 @@ impl RunStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Tool {
     pub name: String,
     pub version: String,
@@ -68,6 +70,7 @@ impl Tool {
 
 /// One factory run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Report {
     pub schema_version: u32,
     /// This run's identity, unique per run (a random UUID, RFC 9562 version 4): its first 8
@@ -107,6 +110,7 @@ pub struct Report {
 /// The run's schedule: the lanes of the tested devices (what each shares that limits its
 /// throughput, matrix::schedule) and the mode they ran in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Schedule {
     /// `serial` (one device after another) or `auto` (lanes at the same time).
     pub mode: ScheduleMode,
@@ -118,6 +122,7 @@ pub struct Schedule {
 
 /// One tested device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceReport {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +147,7 @@ pub struct DeviceReport {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum CellStatus {
     /// Not run (yet, or ever: the run was interrupted).
@@ -173,6 +179,7 @@ impl CellStatus {
 
 /// One (device, test) cell of the matrix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Cell {
     pub workload: WorkloadKind,
     pub status: CellStatus,
@@ -207,6 +214,7 @@ pub struct Cell {
 
 /// One earlier attempt of a retested cell: how it went and what it measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Attempt {
     pub status: CellStatus,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -321,6 +329,7 @@ impl Report {
 
 /// Where a disk's tests go.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "mode", rename_all = "kebab-case")]
 pub enum Placement {
     /// Test files in a directory of the disk's filesystem.

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 /// Who produced a report. Every field is best effort: a board without a device tree or DMI
 /// still gets a report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UnitIdentity {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
@@ -39,6 +40,7 @@ pub struct UnitIdentity {
 /// `VERSION_ID` (the distro's version) and `PRETTY_NAME` by default, and `BUILD_ID` (the
 /// build's date and time) or `IMAGE_VERSION` where a distro adds them to `OS_RELEASE_FIELDS`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ImageIdentity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,

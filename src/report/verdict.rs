@@ -10,6 +10,7 @@ use crate::metric::Metric;
 use crate::workload::WorkloadKind;
 /// What kind of failure (or note) a reason is: the key a program groups reasons by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReasonKind {
     /// A measured figure beyond a threshold (`metric`, `measured`, `limit`, `unit`).
@@ -89,6 +90,7 @@ impl ReasonKind {
 
 /// One reason of a verdict or a cell, as data with its sentence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(from = "ReasonRepr")]
 pub struct Reason {
     pub kind: ReasonKind,
@@ -255,6 +257,7 @@ pub fn texts(reasons: &[Reason]) -> Vec<String> {
 
 /// Pass or fail, with every reason for a failure.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Verdict {
     pub pass: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

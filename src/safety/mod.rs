@@ -290,6 +290,7 @@ pub fn check_device_write(
 
 /// Where a file-based test may write, once the directory passed every check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileTarget {
     pub dir: PathBuf,
     /// The disk holding the filesystem, when it is in the inventory.

@@ -11,6 +11,7 @@ use crate::engine::Access;
 
 /// One sample: the interval ending at `t_s` seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CurveSample {
     pub t_s: f64,
     pub cumulative_mib: f64,
@@ -19,6 +20,7 @@ pub struct CurveSample {
 
 /// The point where throughput drops for good.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Knee {
     /// Time from the start of the write to the knee.
     pub t_s: f64,
@@ -31,6 +33,7 @@ pub struct Knee {
 
 /// The curve and its knee, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CurveReport {
     pub interval_ms: u64,
     pub samples: Vec<CurveSample>,

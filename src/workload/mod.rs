@@ -28,6 +28,7 @@ use verify::{VerifyMode, VerifyPhase, VerifyReport};
 
 /// The workloads, by the name `--workload` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkloadKind {
     /// hdparm -t: sequential large reads (O_DIRECT) for a few seconds; read-only.
@@ -78,6 +79,7 @@ impl WorkloadKind {
 
 /// How writes reach the medium and how reads avoid the page cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum CacheMode {
     /// O_DIRECT (dd oflag=direct / iflag=direct).
@@ -92,6 +94,7 @@ pub enum CacheMode {
 
 /// Every parameter of one test, resolved (defaults filled in); part of every result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WorkloadParams {
     pub workload: WorkloadKind,
     pub target: PathBuf,
@@ -217,6 +220,7 @@ impl Default for RunOptions {
 
 /// The target as reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TargetReport {
     pub path: PathBuf,
     pub kind: TargetKind,
@@ -228,6 +232,7 @@ pub struct TargetReport {
 
 /// One test's result: every figure, the engine used and every parameter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BenchResult {
     pub workload: WorkloadKind,
     pub engine: EngineKind,

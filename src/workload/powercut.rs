@@ -322,6 +322,7 @@ pub fn classify(run_id: u64, index: u64, read: &[u8], scratch: &mut [u8]) -> Fou
 
 /// The judgement of the verify phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Judgement {
     /// Every acknowledged block is intact.
@@ -334,6 +335,8 @@ pub enum Judgement {
 
 /// The verify phase's verdict, as printed with `--format json` and written with `--out`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "PowerCutVerdict"))]
 pub struct Verdict {
     pub format: String,
     pub version: u32,

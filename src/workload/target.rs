@@ -14,6 +14,7 @@ use super::WorkloadError;
 
 /// What the path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum TargetKind {
     File,
@@ -22,6 +23,7 @@ pub enum TargetKind {
 
 /// The block queue settings that shape sequential figures (read from sysfs, best-effort).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct QueueInfo {
     /// The sysfs device the settings come from (the whole disk for a partition).
     pub device: String,

@@ -20,6 +20,7 @@ const KEEP_MISMATCHES: usize = 100;
 
 /// What is wrong with a block read back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum MismatchKind {
     /// No header: never written, or overwritten by something else.
@@ -37,6 +38,7 @@ pub enum MismatchKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Mismatch {
     pub offset: u64,
     #[serde(flatten)]
@@ -45,6 +47,7 @@ pub struct Mismatch {
 
 /// Which verify passes to run: both, or only one (write, unplug/replug, then read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum VerifyPhase {
     Both,
@@ -54,6 +57,7 @@ pub enum VerifyPhase {
 
 /// Full: every block of the region. Quick: `points` blocks spread over the region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum VerifyMode {
     Full,
@@ -62,6 +66,7 @@ pub enum VerifyMode {
 
 /// The verify outcome, as reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VerifyReport {
     pub mode: VerifyMode,
     pub phase: VerifyPhase,
@@ -78,6 +83,7 @@ pub struct VerifyReport {
 
 /// How a medium fails to keep what was written, as f3probe names the kinds of fake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum DamageKind {
     /// Writes past the real size vanish (reads there give zeros or old data).
@@ -109,6 +115,7 @@ impl DamageKind {
 /// one full write then read-back: blocks whose data shows up at another offset share storage,
 /// so a prefix is usable only while it holds at most one block of each such group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Capacity {
     pub usable_bytes: u64,
     /// The probe's resolution: the true usable size is at most `usable_bytes` and above

@@ -28,6 +28,7 @@ pub use usb::enumerated_speed;
 
 /// What a kernel line reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// Block layer or buffer cache I/O error (block/blk-mq.c, fs/buffer.c, loop).
@@ -102,6 +103,7 @@ impl fmt::Display for EventKind {
 
 /// Whether an event attributed to the device under test fails it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Fatal,
@@ -129,6 +131,22 @@ pub enum EventKey {
     NvmeController(String),
     /// Block device number `major:minor` from the record's ` DEVICE=b8:0` dictionary.
     Devnum(String),
+}
+
+/// The report spells a key `kind:name`, one kind for each variant.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for EventKey {
+    fn schema_name() -> String {
+        "EventKey".into()
+    }
+    fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        serde_json::from_value(serde_json::json!({
+            "description": "a device a kernel line names, as kind:name (disk:sda, usb:1-1.2, scsi:0:0:0:0, scsi_host:host0, mmc_host:mmc0, ata:ata1, nvme:nvme0, devnum:8:0)",
+            "type": "string",
+            "pattern": "^(disk|usb|scsi|scsi_host|mmc_host|ata|nvme|devnum):."
+        }))
+        .expect("a schema literal")
+    }
 }
 
 impl EventKey {
@@ -194,6 +212,7 @@ impl From<EventKey> for String {
 
 /// A kernel line that matters, with the devices it names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KernelEvent {
     pub kind: EventKind,
     pub severity: Severity,
