@@ -211,7 +211,9 @@ fn write_curve_samples_until_its_time_bound() {
 
 /// The `sync` engine's I/O runs on its pool's threads, one per queue slot: their CPU is the
 /// test's. Buffered 4 KiB reads of a cached file keep every slot busy on the CPU, so the
-/// figure is most of a CPU; counting only the job's own thread (which waits) gave ~0 %.
+/// figure is most of a CPU on a quiet machine; counting only the job's own thread (which
+/// waits) gave ~0 %. The bound is 10 %: on a machine busy with other builds the pool got
+/// 38.9 % of a CPU, and the test is about which threads count, not how fast they are.
 #[test]
 fn the_sync_pools_threads_count_in_the_cpu_figure() {
     let scratch = Scratch::new("sync-cpu");
@@ -226,6 +228,6 @@ fn the_sync_pools_threads_count_in_the_cpu_figure() {
     p.runtime_ms = Some(300);
     let r = run(&p, EngineRequest::Sync).unwrap();
     let cpu = r.cpu.usr_percent + r.cpu.sys_percent;
-    assert!(cpu > 40.0, "CPU {cpu:.1} % of one CPU over {} I/Os", r.ios);
+    assert!(cpu > 10.0, "CPU {cpu:.1} % of one CPU over {} I/Os", r.ios);
     assert!(r.cpu.cpu_ns_per_io > 0.0);
 }
