@@ -73,6 +73,9 @@ pub struct Record {
     pub fleet: FleetColumns,
     /// The name of the token that stored it (its line of the token file), set by the server.
     pub token: Option<String>,
+    /// The unit key (hex) whose signature of the body the collector verified; `None` for an
+    /// unsigned report.
+    pub signer_key: Option<String>,
 }
 
 /// The report as the fleet reads it, extracted once at ingest so `usbperf-collect fleet`
@@ -429,7 +432,7 @@ pub fn parse(
         u.machine_id.as_deref(),
         u.hostname.as_deref(),
     )
-    .unwrap_or_else(|| "unknown unit".into());
+    .unwrap_or_else(|| crate::store::NO_UNIT.into());
     let devices = lite
         .devices
         .iter()
@@ -493,6 +496,7 @@ pub fn parse(
         devices,
         fleet,
         token: None,
+        signer_key: None,
     })
 }
 

@@ -661,6 +661,16 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
             );
         }
     };
+    let signer_key = match verify_signature(h, &bytes) {
+        Ok(k) => k,
+        Err(why) => {
+            eprintln!(
+                "usbperf-collect: a report from {} (token {holder}) refused with 403: {why}",
+                peer.map_or_else(|| "?".to_string(), |p| p.to_string())
+            );
+            return refuse(StatusCode::FORBIDDEN, why);
+        }
+    };
     let json = ingest::is_json(header_str(h, "content-type"), &bytes);
     let header_id = header_str(h, REPORT_ID_HEADER).map(|s| s.trim().to_string());
     let store = app.store.clone();
@@ -674,17 +684,33 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
         let sha256 = crate::ingest::sha256_hex(&bytes);
         if let Some(id) = header_id.as_deref().filter(|h| !h.is_empty()) {
             if let Some(stored) = store.lookup(id, &sha256).map_err(Failure::Store)? {
-                return Ok::<_, Failure>((id.to_string(), sha256, stored));
+                return Ok::<_, Failure>((id.to_string(), sha256, stored, String::new()));
             }
         }
         let mut rec = ingest::parse(&bytes, json, header_id.as_deref(), &limits)?;
         rec.token = Some(holder);
+        rec.signer_key = signer_key;
+        let unit = rec.unit.clone();
         let stored = store.insert(&rec, &bytes).map_err(Failure::Store)?;
-        Ok((rec.report_id, sha256, stored))
+        Ok((rec.report_id, sha256, stored, unit))
     })
     .await;
     match res {
-        Ok(Ok((id, sha256, stored))) => match stored {
+        Ok(Ok((id, sha256, stored, unit))) => match stored {
+            Stored::Forged { enrolled } => {
+                eprintln!(
+                    "usbperf-collect: report {id} claims unit {unit:?}, whose key is {enrolled}, \
+                     and is not signed by it: refused with 403"
+                );
+                refuse(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "unit {unit:?} has another signing key enrolled: a report in its name \
+                         must be signed with that key (if the unit's key was replaced, remove \
+                         the old one from the collector's unit_keys table)"
+                    ),
+                )
+            }
             Stored::New => answer(
                 StatusCode::CREATED,
                 serde_json::json!({ "report_id": id, "sha256": sha256, "stored": "new" }),
@@ -738,6 +764,33 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
             format!("internal error: {e}"),
         ),
     }
+}
+
+/// The unit key (hex) whose signature of `body` the headers carry, verified; `None` when the
+/// report is unsigned (whether an unsigned report may be stored is the store's to decide, by
+/// the unit's enrolled key). A signature that does not hold, or half of the pair, is refused.
+fn verify_signature(h: &header::HeaderMap, body: &[u8]) -> Result<Option<String>, String> {
+    use usbperf::upload::key::{parse_hex, KEY_HEADER, SIGNATURE_HEADER};
+    let (key, sig) = (header_str(h, KEY_HEADER), header_str(h, SIGNATURE_HEADER));
+    let (key, sig) = match (key, sig) {
+        (None, None) => return Ok(None),
+        (Some(k), Some(s)) => (k.trim(), s.trim()),
+        _ => {
+            return Err(format!(
+                "{KEY_HEADER} and {SIGNATURE_HEADER} come together: send both or neither"
+            ))
+        }
+    };
+    let public = parse_hex::<32>(key)
+        .and_then(|k| ed25519_dalek::VerifyingKey::from_bytes(&k).ok())
+        .ok_or_else(|| format!("{KEY_HEADER} is not an Ed25519 public key (64 hex digits)"))?;
+    let sig = parse_hex::<64>(sig)
+        .map(|s| ed25519_dalek::Signature::from_bytes(&s))
+        .ok_or_else(|| format!("{SIGNATURE_HEADER} is not a signature (128 hex digits)"))?;
+    public.verify_strict(body, &sig).map_err(|_| {
+        "the signature does not hold for these bytes under the key sent".to_string()
+    })?;
+    Ok(Some(key.to_ascii_lowercase()))
 }
 
 enum Failure {

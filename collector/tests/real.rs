@@ -461,9 +461,12 @@ fn wait_all(procs: Vec<(std::process::Child, std::thread::JoinHandle<()>)>) {
 }
 
 fn empty_spools(spools: &Path) -> usize {
+    // The uploaders' spools, not the signing key they keep beside them (`unit.key`).
     std::fs::read_dir(spools)
         .unwrap()
-        .map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count())
+        .map(|d| d.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| std::fs::read_dir(p).unwrap().count())
         .sum()
 }
 

@@ -144,10 +144,23 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
             Err(e) => return Err(e),
         }
     }
+    // The unit's key signs this unit's reports; it lives beside the spool unless the section
+    // names it, and is made on first use (nothing queued: nothing to sign).
+    let key = if spool_dir.is_dir() {
+        let path = section
+            .as_ref()
+            .and_then(|s| s.key_file.clone())
+            .unwrap_or_else(|| upload::key::default_path(&spool_dir));
+        Some(std::sync::Arc::new(upload::UnitKey::load_or_create(&path)?))
+    } else {
+        None
+    };
     let client = Client {
         url,
         token,
         timeout: args.timeout,
+        key,
+        unit: upload::this_unit(),
     };
     let opts = DrainOptions {
         attempts: args.attempts,

@@ -37,6 +37,10 @@ pub struct UploadConfig {
     /// token may store reports as this unit).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_readable_token: bool,
+    /// The unit's signing key (default: `unit.key` beside the spool, in its parent
+    /// directory), created on first use, mode 0600; a factory may provision it there instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// Why `url` is not a collector's endpoint, if it is not: the scheme and a host are needed
@@ -111,6 +115,13 @@ impl UploadConfig {
         self.spool
             .clone()
             .unwrap_or_else(|| PathBuf::from(DEFAULT_SPOOL_DIR))
+    }
+
+    /// Where the unit's signing key is kept.
+    pub fn key_file(&self) -> PathBuf {
+        self.key_file
+            .clone()
+            .unwrap_or_else(|| crate::upload::key::default_path(&self.spool_dir()))
     }
 
     pub fn timeout(&self) -> Duration {

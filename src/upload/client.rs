@@ -141,6 +141,24 @@ pub struct Client {
     pub token: String,
     /// The whole request (connect, send, answer) is bounded by this.
     pub timeout: Duration,
+    /// The unit's key, which signs the reports of this unit (`None`: every report is sent
+    /// unsigned, which a collector refuses for a unit whose key it knows).
+    pub key: Option<std::sync::Arc<super::UnitKey>>,
+    /// This unit's name (`report::unit::unit_name`): only a report in its name is signed. A
+    /// report of another unit (a station forwarding it) goes unsigned: no unit vouches for
+    /// another's figures.
+    pub unit: Option<String>,
+}
+
+/// The unit name a report claims, when it decodes.
+#[cfg(feature = "upload")]
+fn unit_of(json: bool, bytes: &[u8]) -> Option<String> {
+    let r: crate::report::wire::Report = crate::report::decode::parse(json, bytes).ok()?;
+    crate::report::unit::unit_name(
+        r.unit.serial.as_deref(),
+        r.unit.machine_id.as_deref(),
+        r.unit.hostname.as_deref(),
+    )
 }
 
 #[derive(Deserialize)]
@@ -270,6 +288,13 @@ impl Client {
             );
         if let Some(id) = id {
             req = req.set(super::REPORT_ID_HEADER, id);
+        }
+        if let (Some(key), Some(unit)) = (&self.key, &self.unit) {
+            if unit_of(json, bytes).as_ref() == Some(unit) {
+                req = req
+                    .set(super::key::KEY_HEADER, &key.public_hex())
+                    .set(super::key::SIGNATURE_HEADER, &key.sign_hex(bytes));
+            }
         }
         let resp = match req.send_bytes(bytes) {
             Ok(r) => r,
@@ -404,6 +429,8 @@ mod tests {
             url,
             token: "t".into(),
             timeout: Duration::from_millis(800),
+            key: None,
+            unit: None,
         };
         let e = c
             .send(Some("ab12"), false, b"schema_version: 2\n")

@@ -225,6 +225,8 @@ mod tests {
             url: "http://127.0.0.1:1/api/v1/reports".into(),
             token: "t".into(),
             timeout: Duration::from_secs(2),
+            key: None,
+            unit: None,
         };
         let mut slept = Vec::new();
         let out = drain(
@@ -274,6 +276,8 @@ mod tests {
             url: "http://127.0.0.1:1/api/v1/reports".into(),
             token: "t".into(),
             timeout: Duration::from_secs(2),
+            key: None,
+            unit: None,
         };
         let out = drain(
             &spool,

@@ -12,6 +12,7 @@
 pub mod backoff;
 pub mod client;
 pub mod drain;
+pub mod key;
 pub mod spool;
 
 use std::time::Instant;
@@ -20,11 +21,17 @@ pub use crate::config::upload::{UploadConfig, DEFAULT_SPOOL_DIR};
 pub use backoff::Backoff;
 pub use client::{Ack, Client, SendError};
 pub use drain::{drain, DrainOptions, DrainOutcome};
+pub use key::UnitKey;
 pub use spool::{Entry, Spool, SpoolError};
 
 /// The header that carries the report's id, so the collector (and a proxy's log) sees it
 /// before reading the body.
 pub const REPORT_ID_HEADER: &str = "X-Usbperf-Report-Id";
+
+/// This unit's name, as its reports give it (`report::unit::unit_name`).
+pub fn this_unit() -> Option<String> {
+    crate::report::unit::name_of(&crate::report::unit::identify(&Default::default()))
+}
 
 /// The end of `run`: queue the finished report (its wire form, `json`) and try to deliver the spool within
 /// the section's `timeout`. What happened, in one sentence for standard error; the run's
@@ -38,6 +45,10 @@ pub fn hand_off(up: &UploadConfig, json: &[u8]) -> String {
         Ok(t) => t,
         Err(e) => return format!("{e}; the report is queued in {}", spool.dir().display()),
     };
+    let key = match UnitKey::load_or_create(&up.key_file()) {
+        Ok(k) => k,
+        Err(e) => return format!("{e}; the report is queued in {}", spool.dir().display()),
+    };
     // Half the budget per request, the other half bounds the retries: the whole hand-off
     // ends within `timeout`.
     let budget = up.timeout();
@@ -45,6 +56,8 @@ pub fn hand_off(up: &UploadConfig, json: &[u8]) -> String {
         url: up.url.clone(),
         token,
         timeout: budget / 2,
+        key: Some(std::sync::Arc::new(key)),
+        unit: this_unit(),
     };
     let opts = DrainOptions {
         attempts: 3,

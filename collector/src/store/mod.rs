@@ -29,7 +29,14 @@ pub enum Stored {
     /// The report_id was already stored with other bytes (SHA-256 of the stored body):
     /// nothing was written, and the sender must not take this for an acknowledgement.
     Conflict { stored_sha256: String },
+    /// The unit named by the report has another key enrolled (or the report is unsigned and
+    /// the unit has one): nothing was written.
+    Forged { enrolled: String },
 }
+
+/// The unit name of a report that names none (no serial, machine id or hostname): no key is
+/// enrolled under it, as it is no one's.
+pub const NO_UNIT: &str = "unknown unit";
 
 /// What a re-sent report is, given what is stored under its id.
 pub fn compare(stored_sha256: Option<String>, stored_raw: &[u8], sha256: &str) -> Stored {

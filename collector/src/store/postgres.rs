@@ -36,6 +36,15 @@ CREATE TABLE IF NOT EXISTS reports (
 ALTER TABLE reports ADD COLUMN IF NOT EXISTS body_sha256 text;
 -- A table from before tokens were named: its rows name none.
 ALTER TABLE reports ADD COLUMN IF NOT EXISTS token text;
+-- The unit key that signed it (hex), verified on receipt; none for an unsigned report.
+ALTER TABLE reports ADD COLUMN IF NOT EXISTS signer_key text;
+-- Each unit's key, enrolled by its first signed report.
+CREATE TABLE IF NOT EXISTS unit_keys (
+    unit text PRIMARY KEY,
+    key text NOT NULL,
+    report_id text NOT NULL,
+    enrolled_at timestamptz NOT NULL DEFAULT now()
+);
 CREATE INDEX IF NOT EXISTS reports_unit ON reports (unit);
 CREATE INDEX IF NOT EXISTS reports_board_time ON reports (board, started_at);
 CREATE INDEX IF NOT EXISTS reports_time ON reports (started_at);
@@ -181,12 +190,30 @@ impl Store for Postgres {
     fn insert(&self, r: &Record, raw: &[u8]) -> Result<Stored, StoreError> {
         self.with_session(|c| {
             let mut tx = c.transaction()?;
+            // The unit's key first: its first signed report enrolls it (a concurrent one waits
+            // on the key's index entry and then reads it), and a report under another key or
+            // none is not stored.
+            if r.unit != super::NO_UNIT {
+                if let Some(key) = &r.signer_key {
+                    tx.execute(
+                        "INSERT INTO unit_keys (unit, key, report_id) VALUES ($1, $2, $3)                          ON CONFLICT (unit) DO NOTHING",
+                        &[&r.unit, key, &r.report_id],
+                    )?;
+                }
+                let enrolled: Option<String> = tx
+                    .query_opt("SELECT key FROM unit_keys WHERE unit = $1", &[&r.unit])?
+                    .map(|row| row.get(0));
+                if let Some(enrolled) = enrolled.filter(|k| Some(k) != r.signer_key.as_ref()) {
+                    tx.rollback()?;
+                    return Ok(Stored::Forged { enrolled });
+                }
+            }
             let schema_version = r.schema_version as i32;
             let n = tx.execute(
                 "INSERT INTO reports (report_id, schema_version, unit, board, hostname, \
                  started_at, finished_at, status, pass, exit_code, format, raw, body_sha256, \
-                 token) VALUES ($1, $2, $3, $4, $5, CAST($6::text AS timestamptz), \
-                 CAST($7::text AS timestamptz), $8, $9, $10, $11, $12, $13, $14) \
+                 token, signer_key) VALUES ($1, $2, $3, $4, $5, CAST($6::text AS timestamptz), \
+                 CAST($7::text AS timestamptz), $8, $9, $10, $11, $12, $13, $14, $15) \
                  ON CONFLICT (report_id) DO NOTHING",
                 &[
                     &r.report_id,
@@ -203,6 +230,7 @@ impl Store for Postgres {
                     &raw,
                     &r.sha256,
                     &r.token,
+                    &r.signer_key,
                 ],
             )?;
             if n == 0 {

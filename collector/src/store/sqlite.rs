@@ -5,7 +5,7 @@
 
 use std::sync::Mutex;
 
-use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{FleetFilter, FleetRow, Pending, Store, StoreError, Stored, BACKFILL_BATCH};
 use crate::ingest::{rfc3339_ns, Record, FLEET_RECORD_VERSION};
@@ -27,7 +27,16 @@ CREATE TABLE IF NOT EXISTS reports (
     body_sha256 TEXT,
     -- The name of the token that stored it (the token file's NAME, or line-N).
     token TEXT,
+    -- The unit key that signed it (hex), verified on receipt; none for an unsigned report.
+    signer_key TEXT,
     received_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+-- Each unit's key, enrolled by its first signed report.
+CREATE TABLE IF NOT EXISTS unit_keys (
+    unit TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    report_id TEXT NOT NULL,
+    enrolled_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE INDEX IF NOT EXISTS reports_unit ON reports (unit);
 CREATE INDEX IF NOT EXISTS reports_board_time ON reports (board, started_at);
@@ -117,11 +126,13 @@ impl Sqlite {
         // - fleet_records.record (the binary record): rows without it are extracted again by
         //   the next fleet query, as their version is older;
         // - reports.body_sha256: rows without it compare by their raw bytes;
-        // - reports.token (the name of the token that stored it): older rows name none.
+        // - reports.token (the name of the token that stored it): older rows name none;
+        // - reports.signer_key (the unit key that signed it): older rows name none.
         for (table, column, kind) in [
             ("fleet_records", "record", "BLOB"),
             ("reports", "body_sha256", "TEXT"),
             ("reports", "token", "TEXT"),
+            ("reports", "signer_key", "TEXT"),
         ] {
             let has: bool = conn
                 .query_row(
@@ -157,11 +168,35 @@ impl Store for Sqlite {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.err(e))?;
+        // The unit's key first: its first signed report enrolls it, and a report under another
+        // key or none is not stored.
+        if r.unit != super::NO_UNIT {
+            if let Some(key) = &r.signer_key {
+                tx.execute(
+                    "INSERT INTO unit_keys (unit, key, report_id) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (unit) DO NOTHING",
+                    params![r.unit, key, r.report_id],
+                )
+                .map_err(|e| self.err(e))?;
+            }
+            let enrolled: Option<String> = tx
+                .query_row(
+                    "SELECT key FROM unit_keys WHERE unit = ?1",
+                    params![r.unit],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            if let Some(enrolled) = enrolled.filter(|k| Some(k) != r.signer_key.as_ref()) {
+                return Ok(Stored::Forged { enrolled });
+            }
+        }
         let n = tx
             .execute(
                 "INSERT INTO reports (report_id, schema_version, unit, board, hostname, \
                  started_at, finished_at, status, pass, exit_code, format, raw, body_sha256, \
-                 token) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
+                 token, signer_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, \
+                 ?13, ?14, ?15) \
                  ON CONFLICT (report_id) DO NOTHING",
                 params![
                     r.report_id,
@@ -177,7 +212,8 @@ impl Store for Sqlite {
                     r.format,
                     raw,
                     r.sha256,
-                    r.token
+                    r.token,
+                    r.signer_key
                 ],
             )
             .map_err(|e| self.err(e))?;
@@ -354,7 +390,6 @@ impl Store for Sqlite {
     }
 
     fn raw(&self, report_id: &str) -> Result<Option<(String, Vec<u8>)>, StoreError> {
-        use rusqlite::OptionalExtension;
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         conn.query_row(
             "SELECT format, raw FROM reports WHERE report_id = ?1",

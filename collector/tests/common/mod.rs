@@ -96,11 +96,24 @@ pub fn fleet(n: usize, seed: u32, format: &str, dir: &Path) -> Vec<PathBuf> {
 
 /// As [`fleet`], with more of fleet-gen's options (`--schema 2`, `--start`, ...).
 pub fn fleet_with(n: usize, seed: u32, format: &str, dir: &Path, extra: &[&str]) -> Vec<PathBuf> {
+    let mut args = vec!["--units".to_string(), n.to_string(), "--seed".into()];
+    args.extend([
+        seed.to_string(),
+        "--format".into(),
+        format.into(),
+        "--report-ids".into(),
+    ]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let v = fleet_gen(&args, dir);
+    assert_eq!(v.len(), n, "fleet-gen wrote {} reports, not {n}", v.len());
+    v
+}
+
+/// The reports scripts/fleet-gen writes into `dir` with `args`, sorted.
+pub fn fleet_gen(args: &[String], dir: &Path) -> Vec<PathBuf> {
     let out = Command::new("python3")
         .arg(repo().join("scripts/fleet-gen"))
-        .args(["--units", &n.to_string(), "--seed", &seed.to_string()])
-        .args(["--format", format, "--report-ids"])
-        .args(extra)
+        .args(args)
         .arg("--out")
         .arg(dir)
         .output()
@@ -115,7 +128,6 @@ pub fn fleet_with(n: usize, seed: u32, format: &str, dir: &Path, extra: &[&str])
         .map(|e| e.unwrap().path())
         .collect();
     v.sort();
-    assert_eq!(v.len(), n, "fleet-gen wrote {} reports, not {n}", v.len());
     v
 }
 

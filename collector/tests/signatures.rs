@@ -1,0 +1,154 @@
+//! Signed reports, on both databases: the real `usbperf-matrix upload` signs this unit's
+//! reports with its key (created on first use, mode 0600, beside the spool) and forwards
+//! other units' unsigned; the collector enrolls the key with the unit's first signed report
+//! and refuses, with 403, a report in that unit's name under another key, unsigned, or whose
+//! signature does not hold for its bytes. Nothing is stored of a refused report; the honest
+//! unit's later reports are still stored, and other units' unsigned ones too.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use usbperf::upload::key::{UnitKey, KEY_FILE, KEY_HEADER, SIGNATURE_HEADER};
+
+/// Two reports of one unit (schema 2, distinct ids): its factory report and a field report
+/// a month later, from the fleet generator.
+fn two_reports_of_one_unit(dir: &Path) -> (PathBuf, PathBuf) {
+    let args = "--units 1 --seed 7 --format json --schema 2 --field-months 1";
+    let files = fleet_gen(&args.split(' ').map(String::from).collect::<Vec<_>>(), dir);
+    assert_eq!(files.len(), 2, "{files:?}");
+    (files[0].clone(), files[1].clone())
+}
+
+/// `usbperf-matrix upload` of `report` through `spool`, which must deliver it.
+fn uploaded(c: &Collector, spool: &Path, report: &Path) {
+    let out = upload_cmd(&c.url(), &c.tokens, spool)
+        .arg(report)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The report at `path` as this machine's own: its unit identity replaced by the one `run`
+/// would record here (so `upload` signs it).
+fn as_this_unit(path: &Path) -> Vec<u8> {
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let me = usbperf::report::unit::identify(&Default::default());
+    let unit = v["unit"].as_object_mut().unwrap();
+    for (k, x) in [
+        ("serial", me.serial),
+        ("machine_id", me.machine_id),
+        ("hostname", me.hostname),
+    ] {
+        match x {
+            Some(x) => unit.insert(k.into(), x.into()),
+            None => unit.remove(k),
+        };
+    }
+    serde_json::to_vec_pretty(&v).unwrap()
+}
+
+/// POSTs `body` with this collector's token, signed by `key` when given (or with the
+/// headers as given); the status and the answer.
+fn post(url: &str, body: &[u8], headers: &[(&str, String)]) -> (u16, String) {
+    let mut req = authorized_post(url, true, std::time::Duration::from_secs(10));
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    match req.send_bytes(body) {
+        Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+        Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap_or_default()),
+        Err(e) => panic!("POST {url}: {e}"),
+    }
+}
+
+fn signed(key: &UnitKey, body: &[u8]) -> Vec<(&'static str, String)> {
+    vec![
+        (KEY_HEADER, key.public_hex()),
+        (SIGNATURE_HEADER, key.sign_hex(body)),
+    ]
+}
+
+fn forged_reports_are_refused(db: &str) {
+    let c = Collector::start(db);
+    let dir = TempDir::new("signatures");
+    let (first, second) = two_reports_of_one_unit(&dir.path().join("fleet"));
+    let spool = dir.path().join("spool");
+
+    // Another unit's report, forwarded (as a station would): sent unsigned, stored, and no
+    // key enrolled for it.
+    let other_unit = fleet_with(1, 8, "json", &dir.path().join("other"), &["--schema", "2"]);
+    uploaded(&c, &spool, &other_unit[0]);
+    assert_eq!(count(&c.db, "reports"), 1);
+    assert_eq!(
+        count(&c.db, "unit_keys"),
+        0,
+        "a forwarded report enrolls no key"
+    );
+
+    // The unit's own report: signed with a key made on first use, root-only, beside the spool.
+    let own = dir.path().join("own.json");
+    std::fs::write(&own, as_this_unit(&first)).unwrap();
+    uploaded(&c, &spool, &own);
+    let key_path = usbperf::upload::key::default_path(&spool);
+    assert_eq!(
+        key_path,
+        dir.path().join(KEY_FILE),
+        "beside the spool, not in it"
+    );
+    let mode = std::fs::metadata(&key_path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the unit's key is root-only");
+    let unit_key = UnitKey::load_or_create(&key_path).unwrap();
+    assert_eq!(count(&c.db, "reports"), 2);
+    assert_eq!(count(&c.db, "unit_keys"), 1);
+
+    let body = as_this_unit(&second);
+    // Another key claiming the same unit (a token holder writing in its name): 403, and
+    // nothing stored.
+    let other = UnitKey::load_or_create(&dir.path().join("other.key")).unwrap();
+    let (status, answer) = post(&c.url(), &body, &signed(&other, &body));
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("another signing key"), "{answer}");
+    // Unsigned, in a unit's name whose key is known: 403.
+    let (status, answer) = post(&c.url(), &body, &[]);
+    assert_eq!(status, 403, "{answer}");
+    // The unit's own key over other bytes: the signature does not hold.
+    let mut tampered = body.clone();
+    let at = tampered.len() / 2;
+    tampered[at] ^= 0x01;
+    let (status, answer) = post(&c.url(), &tampered, &signed(&unit_key, &body));
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("does not hold"), "{answer}");
+    // Half of the pair: refused, not taken as unsigned.
+    let half = vec![(KEY_HEADER, unit_key.public_hex())];
+    assert_eq!(post(&c.url(), &body, &half).0, 403);
+    assert_eq!(count(&c.db, "reports"), 2, "no refused report is stored");
+
+    // The unit itself, with its key: stored, and the key it was signed with recorded.
+    let (status, answer) = post(&c.url(), &body, &signed(&unit_key, &body));
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(count(&c.db, "reports"), 3);
+    assert!(
+        c.stderr().contains("refused with 403"),
+        "the refusals are logged: {}",
+        c.stderr()
+    );
+}
+
+#[test]
+fn forged_reports_are_refused_on_sqlite() {
+    let dir = TempDir::new("signatures-db");
+    forged_reports_are_refused(&format!("sqlite:{}", dir.path().join("r.db").display()));
+}
+
+#[test]
+fn forged_reports_are_refused_on_postgres() {
+    let pg = Pg::start();
+    forged_reports_are_refused(&pg.url());
+}
