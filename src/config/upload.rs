@@ -2,7 +2,7 @@
 //! writing it locally (the sending is `crate::upload`'s). Strict like the rest of the config (unknown keys are errors with the
 //! file's line and column); recorded in the report without the token itself.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -110,6 +110,19 @@ fn endpoint<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> 
     Ok(url)
 }
 
+/// The unit's signing key's file name beside the spool directory (in its parent: the spool
+/// holds only its entries), unless `key_file` names one.
+pub const KEY_FILE: &str = "unit.key";
+
+/// Where the unit's signing key is kept for a spool in `spool_dir`, when no file is named.
+pub fn default_key_path(spool_dir: &Path) -> PathBuf {
+    spool_dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(spool_dir)
+        .join(KEY_FILE)
+}
+
 impl UploadConfig {
     pub fn spool_dir(&self) -> PathBuf {
         self.spool
@@ -121,7 +134,7 @@ impl UploadConfig {
     pub fn key_file(&self) -> PathBuf {
         self.key_file
             .clone()
-            .unwrap_or_else(|| crate::upload::key::default_path(&self.spool_dir()))
+            .unwrap_or_else(|| default_key_path(&self.spool_dir()))
     }
 
     pub fn timeout(&self) -> Duration {

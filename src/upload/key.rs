@@ -18,18 +18,8 @@ use ed25519_dalek::{Signer, SigningKey};
 pub const KEY_HEADER: &str = "X-Usbperf-Key";
 /// The header with the signature of the body's bytes (128 hex digits).
 pub const SIGNATURE_HEADER: &str = "X-Usbperf-Signature";
-/// The key file's name beside the spool directory (in its parent: the spool holds only its
-/// entries), unless `upload: {key_file: ...}` names one.
-pub const KEY_FILE: &str = "unit.key";
-
-/// Where the key is kept for a spool in `spool_dir`, when no file is named.
-pub fn default_path(spool_dir: &Path) -> PathBuf {
-    spool_dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(spool_dir)
-        .join(KEY_FILE)
-}
+/// Where the key is kept when the config names no file (the config's rule).
+pub use crate::config::upload::{default_key_path as default_path, KEY_FILE};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
