@@ -47,6 +47,10 @@ pub enum IngestError {
 /// function, which names its spool entries and checks acknowledgements by the same hash.
 pub use usbperf::upload::client::sha256_hex;
 
+/// The unit name of a report that names none (no serial, machine id or hostname): no key is
+/// enrolled under it, as it is no one's.
+pub const NO_UNIT: &str = "unknown unit";
+
 /// The indexed columns of one report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
@@ -432,7 +436,7 @@ pub fn parse(
         u.machine_id.as_deref(),
         u.hostname.as_deref(),
     )
-    .unwrap_or_else(|| crate::store::NO_UNIT.into());
+    .unwrap_or_else(|| NO_UNIT.into());
     let devices = lite
         .devices
         .iter()

@@ -34,9 +34,7 @@ pub enum Stored {
     Forged { enrolled: String },
 }
 
-/// The unit name of a report that names none (no serial, machine id or hostname): no key is
-/// enrolled under it, as it is no one's.
-pub const NO_UNIT: &str = "unknown unit";
+pub use crate::ingest::NO_UNIT;
 
 /// What a re-sent report is, given what is stored under its id.
 pub fn compare(stored_sha256: Option<String>, stored_raw: &[u8], sha256: &str) -> Stored {
