@@ -524,6 +524,16 @@ fn refuse(status: StatusCode, msg: impl Into<String>) -> Response {
     answer(status, serde_json::json!({ "error": msg.into() }))
 }
 
+/// 403 for a report whose signature does not hold or is not its unit's: `"refused":
+/// "signature"` tells the unit it is this report that is refused, not its token, so the
+/// unit sets the report aside (with this reason) and sends the rest.
+fn refuse_signature(msg: impl Into<String>) -> Response {
+    answer(
+        StatusCode::FORBIDDEN,
+        serde_json::json!({ "error": msg.into(), "refused": "signature" }),
+    )
+}
+
 fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
@@ -668,9 +678,10 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
                 "usbperf-collect: a report from {} (token {holder}) refused with 403: {why}",
                 peer.map_or_else(|| "?".to_string(), |p| p.to_string())
             );
-            return refuse(StatusCode::FORBIDDEN, why);
+            return refuse_signature(why);
         }
     };
+    let token_name = holder.clone();
     let json = ingest::is_json(header_str(h, "content-type"), &bytes);
     let header_id = header_str(h, REPORT_ID_HEADER).map(|s| s.trim().to_string());
     let store = app.store.clone();
@@ -699,17 +710,16 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
         Ok(Ok((id, sha256, stored, unit))) => match stored {
             Stored::Forged { enrolled } => {
                 eprintln!(
-                    "usbperf-collect: report {id} claims unit {unit:?}, whose key is {enrolled}, \
-                     and is not signed by it: refused with 403"
+                    "usbperf-collect: report {id} from {} (token {}) claims unit {unit:?}, whose \
+                     key is {enrolled}, and is not signed by it: refused with 403",
+                    peer.map_or_else(|| "?".to_string(), |p| p.to_string()),
+                    token_name
                 );
-                refuse(
-                    StatusCode::FORBIDDEN,
-                    format!(
-                        "unit {unit:?} has another signing key enrolled: a report in its name \
+                refuse_signature(format!(
+                    "unit {unit:?} has another signing key enrolled: a report in its name \
                          must be signed with that key (if the unit's key was replaced, remove \
                          the old one from the collector's unit_keys table)"
-                    ),
-                )
+                ))
             }
             Stored::New => answer(
                 StatusCode::CREATED,

@@ -115,6 +115,7 @@ fn forged_reports_are_refused(db: &str) {
     let (status, answer) = post(&c.url(), &body, &signed(&other, &body));
     assert_eq!(status, 403, "{answer}");
     assert!(answer.contains("another signing key"), "{answer}");
+    assert!(answer.contains(r#""refused":"signature""#), "{answer}");
     // Unsigned, in a unit's name whose key is known: 403.
     let (status, answer) = post(&c.url(), &body, &[]);
     assert_eq!(status, 403, "{answer}");
@@ -130,10 +131,39 @@ fn forged_reports_are_refused(db: &str) {
     assert_eq!(post(&c.url(), &body, &half).0, 403);
     assert_eq!(count(&c.db, "reports"), 2, "no refused report is stored");
 
+    // The same unit's report through a spool whose key is another (a unit whose key was
+    // replaced): the collector refuses that report's signature, so `upload` sets it aside
+    // with the reason and still delivers the report queued behind it.
+    let replaced = dir.path().join("replaced").join("spool");
+    let own_again = dir.path().join("own-again.json");
+    std::fs::write(&own_again, &body).unwrap();
+    let forwarded = fleet_with(1, 9, "json", &dir.path().join("third"), &["--schema", "2"]);
+    let out = upload_cmd(&c.url(), &c.tokens, &replaced)
+        .arg(&own_again)
+        .arg(&forwarded[0])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        summary.contains("1 delivered") && summary.contains("1 rejected"),
+        "{summary}{err}"
+    );
+    let set_aside = std::fs::read_dir(replaced.join("rejected"))
+        .unwrap()
+        .count();
+    assert_eq!(set_aside, 2, "the report and its .reason: {err}");
+    assert_eq!(
+        count(&c.db, "reports"),
+        3,
+        "the forwarded report behind it is stored"
+    );
+
     // The unit itself, with its key: stored, and the key it was signed with recorded.
     let (status, answer) = post(&c.url(), &body, &signed(&unit_key, &body));
     assert_eq!(status, 201, "{answer}");
-    assert_eq!(count(&c.db, "reports"), 3);
+    assert_eq!(count(&c.db, "reports"), 4);
     assert!(
         c.stderr().contains("refused with 403"),
         "the refusals are logged: {}",

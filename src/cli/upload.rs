@@ -144,14 +144,21 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
             Err(e) => return Err(e),
         }
     }
-    // The unit's key signs this unit's reports; it lives beside the spool unless the section
-    // names it, and is made on first use (nothing queued: nothing to sign).
+    // The unit's key signs this unit's reports. It is the one `run` signs with: the
+    // section's (beside the section's spool, whatever --spool says), else beside --spool; made
+    // on first use (nothing queued: nothing to sign). A key that cannot be used holds nothing
+    // back: the reports go unsigned, and the collector judges them.
     let key = if spool_dir.is_dir() {
         let path = section
             .as_ref()
-            .and_then(|s| s.key_file.clone())
-            .unwrap_or_else(|| upload::key::default_path(&spool_dir));
-        Some(std::sync::Arc::new(upload::UnitKey::load_or_create(&path)?))
+            .map_or_else(|| upload::key::default_path(&spool_dir), |s| s.key_file());
+        match upload::UnitKey::load_or_create(&path) {
+            Ok(k) => Some(std::sync::Arc::new(k)),
+            Err(e) => {
+                crate::errln!("usbperf-matrix upload: {e}; the reports are sent unsigned");
+                None
+            }
+        }
     } else {
         None
     };

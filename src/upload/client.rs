@@ -150,6 +150,13 @@ pub struct Client {
     pub unit: Option<String>,
 }
 
+/// Whether a 403's body says the report's signature is refused (`"refused": "signature"`),
+/// not the token.
+fn refused_signature(body: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(body)
+        .is_ok_and(|v| v.get("refused").and_then(|r| r.as_str()) == Some("signature"))
+}
+
 /// The unit name a report claims, when it decodes.
 #[cfg(feature = "upload")]
 fn unit_of(json: bool, bytes: &[u8]) -> Option<String> {
@@ -217,6 +224,13 @@ pub fn judge(
             body: format!("a redirect to {}", location.unwrap_or("(no Location)")),
             hint: "reports are never sent on through a redirect: give the collector's own \
                    /api/v1/reports URL with --url or upload.url",
+        }),
+        // The collector refuses this report's signature (not its unit's key, or none where
+        // the unit has one): the report is set aside with the reason, the others still go.
+        403 if refused_signature(body) => Err(SendError::Rejected {
+            url: url.into(),
+            status,
+            body: short,
         }),
         401 | 403 => Err(SendError::Refused {
             url: url.into(),
@@ -367,6 +381,14 @@ mod tests {
             (302, "", Some("ab12"), Refused),
             (301, "", Some("ab12"), Refused),
             (401, "wrong token", Some("ab12"), Refused),
+            (403, r#"{"error": "x"}"#, Some("ab12"), Refused),
+            // a report whose signature is refused is set aside; the drain goes on
+            (
+                403,
+                r#"{"error": "x", "refused": "signature"}"#,
+                Some("ab12"),
+                Rejected,
+            ),
             (404, "", Some("ab12"), Refused),
             (400, "not a report", Some("ab12"), Rejected),
             (409, "other content", Some("ab12"), Rejected),

@@ -111,6 +111,10 @@ impl UnitKey {
         })
     }
 
+    /// Writes a new key whole before it has its name: a temporary file, fsynced, then
+    /// linked to `path` (atomic, and refused when `path` exists: another upload made it at
+    /// the same moment), then the directory fsynced. A power cut leaves no key or the whole
+    /// key, never an empty file every later upload would refuse.
     fn create(path: &Path) -> Result<UnitKey, KeyError> {
         let fail = |why: String| KeyError::Create {
             path: path.to_path_buf(),
@@ -126,17 +130,30 @@ impl UnitKey {
                 std::io::Error::last_os_error()
             )));
         }
-        let mut f = std::fs::OpenOptions::new()
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        // A leftover of this pid's earlier attempt (a power cut): never a key.
+        let _ = std::fs::remove_file(&tmp);
+        let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| fail(e.to_string()))?;
-        let text = format!("{}\n", hex(&seed));
-        f.write_all(text.as_bytes())
-            .and_then(|_| f.sync_all())
-            .map_err(|e| fail(e.to_string()))?;
+            .open(&tmp)
+            .and_then(|mut f| {
+                f.write_all(format!("{}\n", hex(&seed)).as_bytes())?;
+                f.sync_all()
+            })
+            .and_then(|_| std::fs::hard_link(&tmp, path));
+        let _ = std::fs::remove_file(&tmp);
+        written.map_err(|e| fail(e.to_string()))?;
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| fail(format!("the directory cannot be synced: {e}")))?;
         Ok(UnitKey {
             key: SigningKey::from_bytes(&seed),
         })

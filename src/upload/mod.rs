@@ -45,9 +45,11 @@ pub fn hand_off(up: &UploadConfig, json: &[u8]) -> String {
         Ok(t) => t,
         Err(e) => return format!("{e}; the report is queued in {}", spool.dir().display()),
     };
-    let key = match UnitKey::load_or_create(&up.key_file()) {
-        Ok(k) => k,
-        Err(e) => return format!("{e}; the report is queued in {}", spool.dir().display()),
+    // A key that cannot be used holds nothing back: the report goes unsigned, and the
+    // collector judges it.
+    let (key, unsigned) = match UnitKey::load_or_create(&up.key_file()) {
+        Ok(k) => (Some(std::sync::Arc::new(k)), String::new()),
+        Err(e) => (None, format!(" (sent unsigned: {e})")),
     };
     // Half the budget per request, the other half bounds the retries: the whole hand-off
     // ends within `timeout`.
@@ -56,7 +58,7 @@ pub fn hand_off(up: &UploadConfig, json: &[u8]) -> String {
         url: up.url.clone(),
         token,
         timeout: budget / 2,
-        key: Some(std::sync::Arc::new(key)),
+        key,
         unit: this_unit(),
     };
     let opts = DrainOptions {
@@ -64,7 +66,7 @@ pub fn hand_off(up: &UploadConfig, json: &[u8]) -> String {
         deadline: Some(Instant::now() + budget / 2),
         ..DrainOptions::default()
     };
-    match drain(&spool, &client, &opts, &mut std::thread::sleep, &mut |_| {}) {
+    let said = match drain(&spool, &client, &opts, &mut std::thread::sleep, &mut |_| {}) {
         Ok(out) if out.complete() => format!("{} report(s) delivered", out.delivered.len()),
         Ok(out) => {
             let (new, dup, rejected, queued) = out.counts();
@@ -84,5 +86,6 @@ pub fn hand_off(up: &UploadConfig, json: &[u8]) -> String {
             )
         }
         Err(e) => e.to_string(),
-    }
+    };
+    format!("{said}{unsigned}")
 }

@@ -196,7 +196,8 @@ impl Store for Postgres {
             if r.unit != super::NO_UNIT {
                 if let Some(key) = &r.signer_key {
                     tx.execute(
-                        "INSERT INTO unit_keys (unit, key, report_id) VALUES ($1, $2, $3)                          ON CONFLICT (unit) DO NOTHING",
+                        "INSERT INTO unit_keys (unit, key, report_id) VALUES ($1, $2, $3) \
+                         ON CONFLICT (unit) DO NOTHING",
                         &[&r.unit, key, &r.report_id],
                     )?;
                 }
