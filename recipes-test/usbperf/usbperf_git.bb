@@ -16,7 +16,7 @@ PV = "0.1.0+git"
 
 # destsuffix=${BP}: the checkout is the default S of both releases.
 SRC_URI = "git://github.com/usbperf/meta-usbperf.git;protocol=https;branch=main;destsuffix=${BP}"
-SRCREV = "7ca12243b2c7740dd62bdb202ecab1ca18e7e47f"
+SRCREV = "d490e41762bbf0a261b66d5c9b349cea43ab9790"
 # Releases are tagged v0.1.0, v0.2.0, ...
 UPSTREAM_CHECK_GITTAGREGEX = "v(?P<pver>\d+(\.\d+)+)"
 
