@@ -47,7 +47,7 @@ def validate(doc, schema):
         _check(doc, schema, schema, "$")
         return
     try:
-        jsonschema.Draft202012Validator(schema).validate(doc)
+        jsonschema.validators.validator_for(schema)(schema).validate(doc)
     except jsonschema.ValidationError as e:
         raise SchemaError("%s: %s" % ("/".join(str(p) for p in e.absolute_path) or "$", e.message))
 
@@ -96,6 +96,8 @@ def _check(v, s, root, at):
     if isinstance(v, list):
         if len(v) < s.get("minItems", 0):
             raise SchemaError("%s: fewer than %d items" % (at, s["minItems"]))
+        if "maxItems" in s and len(v) > s["maxItems"]:
+            raise SchemaError("%s: more than %d items" % (at, s["maxItems"]))
         if "items" in s:
             for i, item in enumerate(v):
                 _check(item, s["items"], root, "%s[%d]" % (at, i))
@@ -111,6 +113,17 @@ def _check(v, s, root, at):
                 _check(item, s["additionalProperties"], root, "%s.%s" % (at, key))
     for sub in s.get("allOf", []):
         _check(v, sub, root, at)
+    for key, want in (("oneOf", lambda n: n == 1), ("anyOf", lambda n: n >= 1)):
+        if key in s:
+            matched = 0
+            for sub in s[key]:
+                try:
+                    _check(v, sub, root, at)
+                    matched += 1
+                except SchemaError:
+                    pass
+            if not want(matched):
+                raise SchemaError("%s: %d of the %s alternatives match" % (at, matched, key))
     if "not" in s:
         try:
             _check(v, s["not"], root, at)
@@ -131,9 +144,12 @@ def _check(v, s, root, at):
         raise SchemaError("schema keyword %r at %s is not checked here: install jsonschema" % (key, at))
 
 
-_KNOWN = {"$schema", "$id", "$defs", "$ref", "title", "description", "type", "const", "enum",
-          "minimum", "maximum", "exclusiveMinimum", "minLength", "pattern", "minItems", "items",
-          "required", "properties", "additionalProperties", "allOf", "not", "if", "then", "else"}
+# "format" and "default" are annotations (jsonschema does not assert formats by default);
+# "definitions" and "$defs" hold what "$ref" points to.
+_KNOWN = {"$schema", "$id", "$defs", "definitions", "$ref", "title", "description", "default",
+          "format", "type", "const", "enum", "minimum", "maximum", "exclusiveMinimum",
+          "minLength", "pattern", "minItems", "maxItems", "items", "required", "properties",
+          "additionalProperties", "allOf", "anyOf", "oneOf", "not", "if", "then", "else"}
 
 
 class UsbperfTest(OERuntimeTestCase):
