@@ -187,7 +187,6 @@ pub(crate) fn exit_of(e: &anyhow::Error) -> Exit {
             safety::target::TargetError,
             workload::WorkloadError,
             workload::powercut::PowerCutError,
-            crate::upload::key::KeyError,
         );
     }
     Exit::Error

@@ -4,9 +4,10 @@
 //! claims a known unit under another key, or under none: a token holder on the line can no
 //! longer store reports in another unit's name.
 //!
-//! The file holds the 32-byte secret seed as 64 hex digits and a newline. It is created with
-//! `O_EXCL | O_NOFOLLOW` and mode 0600, and refused when others may read it or it is not a
-//! regular file.
+//! The file holds the 32-byte secret seed as 64 hex digits and a newline, mode 0600, written
+//! whole before it has its name (`UnitKey::create`). It is refused when group or others may
+//! read or write it, another user owns it, or it is not a regular file; the reports then go
+//! unsigned (the callers say why).
 
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -43,12 +44,6 @@ pub enum KeyError {
         path.display()
     )]
     Create { path: PathBuf, why: String },
-}
-
-impl crate::exit::Classify for KeyError {
-    fn exit(&self) -> crate::exit::Exit {
-        crate::exit::Exit::Error
-    }
 }
 
 /// The unit's signing key.
