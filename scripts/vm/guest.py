@@ -3,7 +3,8 @@
 watch the console for `E2E-UNPLUG <id>` (printed by the guest's init when a test it wants to
 break has started) and answer with QMP `device_del` of that disk's device, and for
 `E2E-REPLUG <id>`: the same image and serial plugged into the port its `replug` names (the
-guest's description, guests.py resolve). Exits with QEMU's status (124 on timeout).
+guest's description, guests.py resolve). Exits with QEMU's status (124 on timeout, 128 + N
+when a signal N killed it).
 Usage: guest.py --console FILE --qmp SOCK --guest FILE --img-dir DIR --timeout S -- QEMU ARGS..."""
 import argparse, json, os, re, socket, subprocess, sys, time
 
@@ -105,5 +106,10 @@ while p.poll() is None:
             except OSError as e:
                 log(f"QMP device_del {dev} failed: {e}")
     time.sleep(0.1)
+if p.returncode < 0:
+    # a signal (QEMU 7.2 has been seen to die of SIGSEGV on a usb-bot device_del with writes
+    # in flight): exit as a shell would, 128 + the signal, so the caller can tell it apart
+    log(f"QEMU killed by signal {-p.returncode}")
+    sys.exit(128 - p.returncode)
 log(f"QEMU exited {p.returncode}")
 sys.exit(p.returncode)

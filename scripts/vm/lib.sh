@@ -224,6 +224,23 @@ vm_boot() {
     echo "BOOT WALL TIME $ARCH kernel $KV: $((T1 - T0)) s (QEMU exit $QRC)"
 }
 
+# vm_boot_once_more_if_qemu_crashed TIMEOUT APPEND...: after vm_boot, when QEMU itself died of a
+# signal after the host hot-unplugged a disk over QMP (QEMU 7.2 has died of SIGSEGV in a usb-bot
+# device_del with writes in flight; the guest cannot cause that), boots once more on fresh disk
+# images. The crashed boot's console and host events are kept beside the new ones, and the
+# crash is printed; a second crash, or any other failure, is left for vm_read_out to fail on.
+vm_boot_once_more_if_qemu_crashed() {
+    [ "$QRC" -gt 128 ] && [ "$QRC" -lt 160 ] || return 0
+    grep -q 'QMP device_del' "$WORK/host-events.txt" 2>/dev/null || return 0
+    echo "QEMU crashed (signal $((QRC - 128))) after the host's QMP device_del: a QEMU fault, not" \
+         "the guest's; its console is kept in $WORK/crashed-console.txt. Booting once more on fresh images."
+    mv "$WORK/console.txt" "$WORK/crashed-console.txt"
+    mv "$WORK/host-events.txt" "$WORK/crashed-host-events.txt"
+    rm -f "$WORK/console.raw"
+    python3 scripts/vm/guests.py images --guest "$WORK/guest.json" --dir "$I"
+    vm_boot "$@"
+}
+
 fail() {
     echo
     echo "==================== guest console ($WORK/console.txt) ===================="
