@@ -13,6 +13,9 @@ pub mod record;
 // the token file
 pub mod tokens;
 
+// the certificate and key of the collector's own https://
+pub mod tls;
+
 // one body: bounded decode, checks, the row and the record
 pub mod ingest;
 

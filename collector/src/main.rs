@@ -17,7 +17,7 @@ use clap::Parser;
 
 use usbperf_collect::fleet::{self as fleetdb, FleetQuery, Format};
 use usbperf_collect::server::{self, App, Page};
-use usbperf_collect::{store, tokens::Tokens, DEFAULT_MAX_BODY_BYTES};
+use usbperf_collect::{store, tls, tokens::Tokens, DEFAULT_MAX_BODY_BYTES};
 
 /// Collector of usbperf factory reports: units POST to /api/v1/reports; each report is
 /// checked and stored once per report_id in SQLite or PostgreSQL before it is acknowledged.
@@ -91,10 +91,17 @@ struct FleetArgs {
 
 #[derive(Debug, clap::Args)]
 struct Serve {
-    /// Address to listen on (plain HTTP; put a TLS proxy in front, see docs/collector.md). Port 0
-    /// picks a free port; the address is printed on standard output.
+    /// Address to listen on: https with --tls-cert and --tls-key, else plain HTTP. Port 0
+    /// picks a free port; the URL is printed on standard output.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     listen: String,
+    /// Serve https with this certificate (PEM: the server's certificate, then its CA chain),
+    /// on --listen and --page-listen. Read again on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM; only its owner may read it).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Database: sqlite:PATH (embedded, one file) or postgres://USER@HOST/DB.
     #[arg(
         long,
@@ -238,6 +245,11 @@ fn run(args: Serve) -> anyhow::Result<()> {
         .clone()
         .context("--token-file is required")?;
     let tokens = Tokens::load(&token_file, args.allow_readable_token)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(Arc::new(tls::Tls::load(cert, key)?)),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let store: Arc<dyn store::Store> = Arc::from(
         store::open(
             &args.db,
@@ -278,7 +290,7 @@ fn run(args: Serve) -> anyhow::Result<()> {
         })?;
         let addr = listener.local_addr()?;
         println!(
-            "usbperf-collect: listening on http://{addr}{}",
+            "usbperf-collect: listening on {scheme}://{addr}{}",
             server::REPORTS_PATH
         );
         let page = match &args.page_listen {
@@ -287,23 +299,30 @@ fn run(args: Serve) -> anyhow::Result<()> {
                     .await
                     .with_context(|| format!("cannot listen on {a} (--page-listen)"))?;
                 println!(
-                    "usbperf-collect: fleet page on http://{}/fleet",
+                    "usbperf-collect: fleet page on {scheme}://{}/fleet",
                     l.local_addr()?
                 );
                 let router = server::page_router(app.clone());
-                Some(tokio::spawn(server::serve(l, router, limits, shutdown())))
+                Some(tokio::spawn(server::serve(
+                    l,
+                    router,
+                    limits,
+                    tls.clone(),
+                    shutdown(),
+                )))
             }
             None => None,
         };
         // SIGHUP reads the token file again: a removed token is refused from the next
         // request on, connections and requests under way are left alone. A file that cannot
         // be used keeps the tokens in force.
-        let reload = tokio::spawn(reload_tokens_on_hup(
+        let reload = tokio::spawn(reload_on_hup(
             app.clone(),
             token_file.clone(),
             args.allow_readable_token,
+            tls.clone(),
         ));
-        server::serve(listener, server::router(app), limits, shutdown()).await;
+        server::serve(listener, server::router(app), limits, tls, shutdown()).await;
         reload.abort();
         if let Some(p) = page {
             p.abort();
@@ -315,7 +334,15 @@ fn run(args: Serve) -> anyhow::Result<()> {
     served
 }
 
-async fn reload_tokens_on_hup(app: Arc<App>, path: PathBuf, allow_readable: bool) {
+/// SIGHUP reads the token file again, and the certificate and key when https is served (a
+/// renewed certificate is served from the next connection on). What cannot be used keeps
+/// what is in force.
+async fn reload_on_hup(
+    app: Arc<App>,
+    path: PathBuf,
+    allow_readable: bool,
+    tls: Option<Arc<tls::Tls>>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         return;
@@ -331,6 +358,17 @@ async fn reload_tokens_on_hup(app: Arc<App>, path: PathBuf, allow_readable: bool
                 );
             }
             Err(e) => eprintln!("usbperf-collect: SIGHUP: the tokens in force are kept: {e}"),
+        }
+        if let Some(tls) = &tls {
+            match tls.reload() {
+                Ok(()) => eprintln!(
+                    "usbperf-collect: SIGHUP: certificate read again from {}",
+                    tls.cert_path().display()
+                ),
+                Err(e) => {
+                    eprintln!("usbperf-collect: SIGHUP: the certificate in force is kept: {e}")
+                }
+            }
         }
     }
 }
@@ -348,7 +386,7 @@ fn db_password(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>>
         .mode();
     if mode & 0o077 != 0 {
         return Err(Usage(format!(
-            "--db-password-file {}: other users may read or change it (mode {:04o}): `chmod              0600 {}`",
+            "--db-password-file {}: other users may read or change it (mode {:04o}): `chmod 0600 {}`",
             file.display(),
             mode & 0o7777,
             file.display()

@@ -234,10 +234,15 @@ async fn access(
 /// timeout on every connection (slow headers and idle keep-alive connections are closed), and
 /// after `shutdown` the requests under way get `limits.shutdown_grace`, then the rest are
 /// dropped. Each request carries its peer's address (`ConnectInfo`).
+///
+/// With `tls`, every connection is https: the handshake must end within the header timeout,
+/// and a client that does not speak TLS (or does not trust the certificate) is closed
+/// before any request is read.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     limits: ServeLimits,
+    tls: Option<Arc<crate::tls::Tls>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
@@ -281,10 +286,32 @@ pub async fn serve(
         }
         let router = router.clone();
         let svc = hyper::service::service_fn(move |req| access(router.clone(), peer, req));
-        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
         let per_address = per_address.clone();
+        let (watcher, http, acceptor) = (
+            graceful.watcher(),
+            http.clone(),
+            tls.as_ref().map(|t| t.acceptor()),
+        );
+        let handshake = limits.header_timeout;
         tokio::spawn(async move {
-            let _ = conn.await;
+            match acceptor {
+                None => {
+                    let _ = watcher
+                        .watch(http.serve_connection(TokioIo::new(stream), svc))
+                        .await;
+                }
+                Some(acceptor) => {
+                    // Plain http, an untrusted certificate on the client's side, or a
+                    // stranger that never finishes: the connection is closed, nothing read.
+                    if let Ok(Ok(tls)) =
+                        tokio::time::timeout(handshake, acceptor.accept(stream)).await
+                    {
+                        let _ = watcher
+                            .watch(http.serve_connection(TokioIo::new(tls), svc))
+                            .await;
+                    }
+                }
+            }
             let mut open = per_address.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(n) = open.get_mut(&ip) {
                 *n -= 1;

@@ -52,6 +52,11 @@ pub struct UploadArgs {
     /// Attempts per report while the collector cannot be reached, with backoff in between.
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = |s: &str| super::whole_in::<u32>(s, 1, 100))]
     pub attempts: u32,
+    /// The factory CA's certificate (PEM) the https:// collector's certificate must chain to
+    /// (default: the config's `upload.ca_file`, else the public roots of a build with
+    /// `upload-tls`).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
     /// Use a token file that other users may read (refused by default).
     #[arg(long)]
     pub allow_readable_token: bool,
@@ -128,6 +133,15 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
         args.allow_readable_token || section.as_ref().is_some_and(|s| s.allow_readable_token);
     let token = upload::client::read_token(&token_file, allow_readable)
         .map_err(|e| UsageError(format!("{e}; nothing was queued")))?;
+    // The CA too: a CA file that cannot be trusted is the user's to fix, nothing queued.
+    let ca = args
+        .ca_file
+        .clone()
+        .or_else(|| section.as_ref().and_then(|s| s.ca_file.clone()))
+        .map(|p| upload::client::CaRoots::read(&p))
+        .transpose()
+        .map_err(|e| UsageError(format!("{e}; nothing was queued")))?
+        .map(std::sync::Arc::new);
     // Queue first: a report given here is on disk in the spool before the network is tried,
     // so nothing depends on this process surviving the attempt. A file that is not a report
     // is named and never queued; it does not hold back the reports given beside it.
@@ -168,6 +182,7 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
         timeout: args.timeout,
         key,
         unit: upload::this_unit(),
+        ca,
     };
     let opts = DrainOptions {
         attempts: args.attempts,

@@ -41,6 +41,10 @@ pub struct UploadConfig {
     /// directory), created on first use, mode 0600; a factory may provision it there instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_file: Option<PathBuf>,
+    /// The factory CA's certificate (PEM) that an https:// collector's certificate must chain
+    /// to; with it, the public web roots are not trusted. Needs a build with `upload-tls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// Why `url` is not a collector's endpoint, if it is not: the scheme and a host are needed

@@ -71,6 +71,13 @@ pub enum SendError {
          or point --url at an http:// address (a TLS proxy beside the collector)"
     )]
     NoTls { url: String },
+    /// The CA file named for https:// cannot be used: the report stays queued.
+    #[error("{url}: the CA file {path}: {why} (the report stays queued)")]
+    Ca {
+        url: String,
+        path: PathBuf,
+        why: String,
+    },
 }
 
 impl SendError {
@@ -124,6 +131,97 @@ pub fn read_token(path: &Path, allow_readable: bool) -> Result<String, TokenErro
     })
 }
 
+/// The largest CA file read: a factory CA and its intermediates are a few kilobytes.
+pub const MAX_CA_FILE_BYTES: u64 = 256 << 10;
+
+/// The most certificates a CA file may hold.
+pub const MAX_CA_CERTS: usize = 64;
+
+/// A CA file that cannot be trusted as given: the upload is refused before a report is sent
+/// (the reports stay queued).
+#[derive(Debug, thiserror::Error)]
+#[error("the CA file {path} cannot be used: {why}")]
+pub struct CaError {
+    pub path: PathBuf,
+    pub why: String,
+}
+
+/// The roots an https:// upload trusts when the config names a CA file (`upload: {ca_file:
+/// …}`, `--ca-file`): the factory's own CA, and no other. Without one, the public roots the
+/// build carries.
+#[derive(Debug, Clone)]
+pub struct CaRoots {
+    pub path: PathBuf,
+    // Read only to build the TLS configuration, which a build without TLS never does.
+    #[cfg_attr(not(feature = "upload-tls"), allow(dead_code))]
+    certs: Vec<Vec<u8>>,
+}
+
+impl CaRoots {
+    /// Reads the PEM certificates of `path` (bounded; a FIFO is refused) and checks each is a
+    /// usable trust anchor. A build without `upload-tls` refuses any CA file: it cannot
+    /// speak https://.
+    pub fn read(path: &Path) -> Result<CaRoots, CaError> {
+        let fail = |why: String| CaError {
+            path: path.to_path_buf(),
+            why,
+        };
+        #[cfg(not(feature = "upload-tls"))]
+        return Err(fail(
+            "this build has no https:// (rebuild with --features upload-tls, or leave \
+             ca_file out and give an http:// URL)"
+                .into(),
+        ));
+        #[cfg(feature = "upload-tls")]
+        {
+            use rustls_pki_types::pem::PemObject;
+            let pem = crate::untrusted::read_file(path, MAX_CA_FILE_BYTES)
+                .map_err(|e| fail(e.to_string()))?;
+            let mut certs = Vec::new();
+            for c in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
+                let c = c.map_err(|e| fail(format!("not a PEM certificate file ({e})")))?;
+                if certs.len() == MAX_CA_CERTS {
+                    return Err(fail(format!("more than {MAX_CA_CERTS} certificates")));
+                }
+                certs.push(c.as_ref().to_vec());
+            }
+            if certs.is_empty() {
+                return Err(fail(
+                    "it holds no CERTIFICATE block: give the factory CA's certificate in PEM"
+                        .into(),
+                ));
+            }
+            let roots = CaRoots {
+                path: path.to_path_buf(),
+                certs,
+            };
+            roots.client_config().map_err(fail)?;
+            Ok(roots)
+        }
+    }
+
+    /// The TLS client configuration that trusts these roots only.
+    #[cfg(feature = "upload-tls")]
+    fn client_config(&self) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+        let mut store = rustls::RootCertStore::empty();
+        for c in &self.certs {
+            store
+                .add(rustls_pki_types::CertificateDer::from(c.clone()))
+                .map_err(|e| format!("a certificate in it is not a CA's ({e})"))?;
+        }
+        // ring: the provider ureq's own rustls uses (aws-lc-rs would need cmake per target);
+        // deprecated since rustls 0.23.48 for lacking post-quantum key exchange.
+        #[allow(deprecated)]
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        Ok(std::sync::Arc::new(config))
+    }
+}
+
 fn parse_token(text: &str) -> Option<String> {
     text.lines()
         .map(str::trim)
@@ -148,6 +246,8 @@ pub struct Client {
     /// report of another unit (a station forwarding it) goes unsigned: no unit vouches for
     /// another's figures.
     pub unit: Option<String>,
+    /// The only roots an https:// upload trusts (`None`: the public roots of the build).
+    pub ca: Option<std::sync::Arc<CaRoots>>,
 }
 
 /// Whether a 403's body says the report's signature is refused (`"refused": "signature"`),
@@ -285,10 +385,19 @@ impl Client {
 
     #[cfg(feature = "upload")]
     fn post(&self, id: Option<&str>, json: bool, bytes: &[u8]) -> Result<Answer, SendError> {
-        let agent = ureq::AgentBuilder::new()
-            .timeout(self.timeout)
-            .redirects(0)
-            .build();
+        #[allow(unused_mut)]
+        let mut agent = ureq::AgentBuilder::new().timeout(self.timeout).redirects(0);
+        #[cfg(feature = "upload-tls")]
+        if let Some(ca) = &self.ca {
+            // Checked when it was read: a failure here is not expected, but is no panic.
+            let config = ca.client_config().map_err(|why| SendError::Ca {
+                url: self.url.clone(),
+                path: ca.path.clone(),
+                why,
+            })?;
+            agent = agent.tls_config(config);
+        }
+        let agent = agent.build();
         let mut req = agent
             .post(&self.url)
             .set("Authorization", &format!("Bearer {}", self.token))
@@ -453,6 +562,7 @@ mod tests {
             timeout: Duration::from_millis(800),
             key: None,
             unit: None,
+            ca: None,
         };
         let e = c
             .send(Some("ab12"), false, b"schema_version: 2\n")

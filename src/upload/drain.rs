@@ -227,6 +227,7 @@ mod tests {
             timeout: Duration::from_secs(2),
             key: None,
             unit: None,
+            ca: None,
         };
         let mut slept = Vec::new();
         let out = drain(
@@ -278,6 +279,7 @@ mod tests {
             timeout: Duration::from_secs(2),
             key: None,
             unit: None,
+            ca: None,
         };
         let out = drain(
             &spool,

@@ -45,6 +45,10 @@ pub fn hand_off(up: &UploadConfig, json: &[u8]) -> String {
         Ok(t) => t,
         Err(e) => return format!("{e}; the report is queued in {}", spool.dir().display()),
     };
+    let ca = match up.ca_file.as_deref().map(client::CaRoots::read).transpose() {
+        Ok(ca) => ca.map(std::sync::Arc::new),
+        Err(e) => return format!("{e}; the report is queued in {}", spool.dir().display()),
+    };
     // A key that cannot be used holds nothing back: the report goes unsigned, and the
     // collector judges it.
     let (key, unsigned) = match UnitKey::load_or_create(&up.key_file()) {
@@ -60,6 +64,7 @@ pub fn hand_off(up: &UploadConfig, json: &[u8]) -> String {
         timeout: budget / 2,
         key,
         unit: this_unit(),
+        ca,
     };
     let opts = DrainOptions {
         attempts: 3,
