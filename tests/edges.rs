@@ -540,7 +540,8 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
             "not a usbperf report",
         ),
         // upload refuses what it could never deliver before it queues anything: a token
-        // others may read, https:// on a build without TLS.
+        // others may read, https:// on a build without TLS (with TLS: a CA file that holds
+        // no certificate).
         (
             upload(&[
                 "--url",
@@ -552,11 +553,27 @@ fn bad_input_gives_the_documented_exit_code_in_every_subcommand() {
             2,
             "nothing was queued",
         ),
-        (
-            upload(&["--url", "https://127.0.0.1:1/", "--token-file", &token]),
-            2,
-            "upload-tls",
-        ),
+        if cfg!(feature = "upload-tls") {
+            (
+                upload(&[
+                    "--url",
+                    "https://127.0.0.1:1/",
+                    "--token-file",
+                    &token,
+                    "--ca-file",
+                    &not_report_file,
+                    &not_report_file,
+                ]),
+                2,
+                "no CERTIFICATE block",
+            )
+        } else {
+            (
+                upload(&["--url", "https://127.0.0.1:1/", "--token-file", &token]),
+                2,
+                "upload-tls",
+            )
+        },
     ];
     for (args, want, text) in table {
         let out = common::cmd().args(&args).output().unwrap();

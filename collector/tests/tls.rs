@@ -2,11 +2,11 @@
 //! made by `openssl` for this test: a client that trusts the factory CA stores a report; one
 //! that trusts only the public roots, and one that speaks plain http to the https port, are
 //! closed before any request is read and nothing is stored; a stranger that never starts the
-//! handshake is closed at the header timeout. SIGHUP serves a renewed
-//! certificate from the next connection on; a broken pair on SIGHUP keeps the one in force. A
-//! key others may read is refused at the start. The unit's own `upload` (built with
-//! `upload-tls`, as scripts/test-collect builds it) delivers with `--ca-file`, keeps the
-//! report queued without it, and queues nothing with a CA file that is not one.
+//! handshake is closed at the header timeout. SIGHUP serves a renewed certificate from the
+//! next connection on; a broken pair on SIGHUP keeps the one in force. A key others may read
+//! is refused at the start. The unit's own `upload` (its default build, with `upload-tls`, as
+//! scripts/test-collect builds it) delivers with `--ca-file`, keeps the report queued without
+//! it, and queues nothing with a CA file that is not one.
 
 mod common;
 
@@ -291,8 +291,8 @@ fn the_units_upload_delivers_over_https_with_the_factory_ca() {
         let err = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(
             !err.contains("upload-tls"),
-            "usbperf-matrix at {} has no https://: build it with --features upload-tls \
-             (scripts/test-collect does): {err}",
+            "usbperf-matrix at {} has no https://: build it with its default features \
+             (upload-tls is one; scripts/test-collect does): {err}",
             matrix_bin().display()
         );
         (out.status.code(), err)
