@@ -755,7 +755,7 @@ _usbperf-matrix() {
             return 0
             ;;
         usbperf__matrix__upload)
-            opts="-h -V --url --token-file --spool --config --timeout --attempts --allow-readable-token --if-configured --help --version [REPORT]..."
+            opts="-h -V --url --token-file --spool --config --timeout --attempts --ca-file --allow-readable-token --print-key --if-configured --help --version [REPORT]..."
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -782,6 +782,10 @@ _usbperf-matrix() {
                     return 0
                     ;;
                 --attempts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

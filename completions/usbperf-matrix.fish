@@ -189,7 +189,9 @@ complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l config -d 'Read the `upload:` section from this config (default /etc/usbperf/usbperf.yaml when it exists); flags override it' -r -F
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l timeout -d 'Bound on each request (connect, send, answer)' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l attempts -d 'Attempts per report while the collector cannot be reached, with backoff in between' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l ca-file -d 'The factory CA\'s certificate (PEM) the https:// collector\'s certificate must chain to (default: the config\'s `upload.ca_file`, else the public roots of a build with `upload-tls`)' -r -F
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l allow-readable-token -d 'Use a token file that other users may read (refused by default)'
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l print-key -d 'Print this unit\'s line for the collector\'s list of unit keys (`KEY UNIT`: the public half of the key its reports are signed with, made on first use, and the unit\'s name) and exit; nothing is sent'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -l if-configured -d 'Exit 0 quietly when no collector is configured (the boot service\'s drain, on images that do not upload)'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -s h -l help -d 'Print help'
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand upload" -s V -l version -d 'Print version'

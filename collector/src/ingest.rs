@@ -80,6 +80,10 @@ pub struct Record {
     /// The unit key (hex) whose signature of the body the collector verified; `None` for an
     /// unsigned report.
     pub signer_key: Option<String>,
+    /// The unit's key was checked against the factory's list (`--unit-keys`): the store
+    /// neither enrolls it nor compares it with an enrolled one (the list is the authority,
+    /// and a unit the factory gave a new key is not refused for its old one).
+    pub key_listed: bool,
 }
 
 /// The report as the fleet reads it, extracted once at ingest so `usbperf-collect fleet`
@@ -501,6 +505,7 @@ pub fn parse(
         fleet,
         token: None,
         signer_key: None,
+        key_listed: false,
     })
 }
 

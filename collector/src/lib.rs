@@ -13,6 +13,9 @@ pub mod record;
 // the token file
 pub mod tokens;
 
+// the factory's list of unit keys (instead of a key learnt from a unit's first report)
+pub mod unit_keys;
+
 // the certificate and key of the collector's own https://
 pub mod tls;
 

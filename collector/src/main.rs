@@ -17,7 +17,7 @@ use clap::Parser;
 
 use usbperf_collect::fleet::{self as fleetdb, FleetQuery, Format};
 use usbperf_collect::server::{self, App, Page};
-use usbperf_collect::{store, tls, tokens::Tokens, DEFAULT_MAX_BODY_BYTES};
+use usbperf_collect::{store, tls, tokens::Tokens, unit_keys::UnitKeys, DEFAULT_MAX_BODY_BYTES};
 
 /// Collector of usbperf factory reports: units POST to /api/v1/reports; each report is
 /// checked and stored once per report_id in SQLite or PostgreSQL before it is acknowledged.
@@ -130,6 +130,12 @@ struct Serve {
     /// Seconds between the page's reloads in the browser.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     page_refresh: u32,
+    /// The factory's list of unit keys (`KEY UNIT` a line, as `usbperf-matrix upload
+    /// --print-key` prints it): a report is stored only for a listed unit, signed with its
+    /// key. Without it, a unit's key is enrolled with its first signed report. Read again on
+    /// SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    unit_keys: Option<PathBuf>,
     /// Use a token file other users may read (refused by default, with a warning when used).
     #[arg(long)]
     allow_readable_token: bool,
@@ -250,6 +256,12 @@ fn run(args: Serve) -> anyhow::Result<()> {
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let unit_keys = args
+        .unit_keys
+        .as_deref()
+        .map(UnitKeys::load)
+        .transpose()?
+        .map(Arc::new);
     let store: Arc<dyn store::Store> = Arc::from(
         store::open(
             &args.db,
@@ -266,6 +278,7 @@ fn run(args: Serve) -> anyhow::Result<()> {
         ingest_slots: tokio::sync::Semaphore::new(args.ingest_slots as usize),
         body_timeout: std::time::Duration::from_secs(args.body_timeout),
         auth_failures: server::AuthFailures::default(),
+        unit_keys: std::sync::RwLock::new(unit_keys),
         ready: tokio::sync::Mutex::new(None),
     });
     let limits = server::ServeLimits {
@@ -321,6 +334,7 @@ fn run(args: Serve) -> anyhow::Result<()> {
             token_file.clone(),
             args.allow_readable_token,
             tls.clone(),
+            args.unit_keys.clone(),
         ));
         server::serve(listener, server::router(app), limits, tls, shutdown()).await;
         reload.abort();
@@ -334,14 +348,15 @@ fn run(args: Serve) -> anyhow::Result<()> {
     served
 }
 
-/// SIGHUP reads the token file again, and the certificate and key when https is served (a
-/// renewed certificate is served from the next connection on). What cannot be used keeps
-/// what is in force.
+/// SIGHUP reads the token file again, the unit key list when one is given, and the
+/// certificate and key when https is served (a renewed certificate is served from the next
+/// connection on). What cannot be used keeps what is in force.
 async fn reload_on_hup(
     app: Arc<App>,
     path: PathBuf,
     allow_readable: bool,
     tls: Option<Arc<tls::Tls>>,
+    unit_keys: Option<PathBuf>,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
@@ -358,6 +373,21 @@ async fn reload_on_hup(
                 );
             }
             Err(e) => eprintln!("usbperf-collect: SIGHUP: the tokens in force are kept: {e}"),
+        }
+        if let Some(path) = &unit_keys {
+            match UnitKeys::load(path) {
+                Ok(k) => {
+                    let n = k.len();
+                    *app.unit_keys.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(k));
+                    eprintln!(
+                        "usbperf-collect: SIGHUP: {n} unit key(s) read again from {}",
+                        path.display()
+                    );
+                }
+                Err(e) => {
+                    eprintln!("usbperf-collect: SIGHUP: the unit keys in force are kept: {e}")
+                }
+            }
         }
         if let Some(tls) = &tls {
             match tls.reload() {

@@ -51,6 +51,9 @@ pub struct App {
     /// How long a client may take to send its body.
     pub body_timeout: Duration,
     pub auth_failures: AuthFailures,
+    /// The factory's list of unit keys (`--unit-keys`), replaced whole on SIGHUP; `None`: a
+    /// unit's key is enrolled with its first signed report.
+    pub unit_keys: std::sync::RwLock<Option<Arc<crate::unit_keys::UnitKeys>>>,
     /// The last readiness probe's answer and when it was taken: probes within
     /// [`READY_FRESH`] of it are answered from it, so probing faster (anyone may) does not
     /// make the database commit faster.
@@ -709,6 +712,11 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
         }
     };
     let token_name = holder.clone();
+    let listed = app
+        .unit_keys
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let json = ingest::is_json(header_str(h, "content-type"), &bytes);
     let header_id = header_str(h, REPORT_ID_HEADER).map(|s| s.trim().to_string());
     let store = app.store.clone();
@@ -726,6 +734,11 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
             }
         }
         let mut rec = ingest::parse(&bytes, json, header_id.as_deref(), &limits)?;
+        if let Some(list) = &listed {
+            list.check(&rec.unit, signer_key.as_deref())
+                .map_err(|why| Failure::Unlisted(rec.report_id.clone(), why))?;
+            rec.key_listed = true;
+        }
         rec.token = Some(holder);
         rec.signer_key = signer_key;
         let unit = rec.unit.clone();
@@ -783,6 +796,14 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
             refuse(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
         }
         Ok(Err(Failure::Ingest(e))) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
+        Ok(Err(Failure::Unlisted(id, why))) => {
+            eprintln!(
+                "usbperf-collect: report {id} from {} (token {token_name}) refused with 403: \
+                 {why}",
+                peer.map_or_else(|| "?".to_string(), |p| p.to_string()),
+            );
+            refuse_signature(why)
+        }
         Ok(Err(Failure::Store(e))) => {
             eprintln!("usbperf-collect: store: {e}");
             // The next readiness probe asks the database again instead of repeating an `ok`
@@ -833,6 +854,8 @@ fn verify_signature(h: &header::HeaderMap, body: &[u8]) -> Result<Option<String>
 enum Failure {
     Ingest(IngestError),
     Store(crate::store::StoreError),
+    /// Refused by the factory's list of unit keys: the report's id and why.
+    Unlisted(String, String),
 }
 
 impl From<IngestError> for Failure {

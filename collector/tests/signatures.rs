@@ -182,3 +182,93 @@ fn forged_reports_are_refused_on_postgres() {
     let pg = Pg::start();
     forged_reports_are_refused(&pg.url());
 }
+
+/// With the factory's list of unit keys (`--unit-keys`), no key is learnt from a first report:
+/// a listed unit's report signed with its listed key is stored; unlisted units, other keys
+/// and unsigned reports in a listed unit's name get 403 and nothing is stored. The unit's line
+/// comes from the unit itself (`upload --print-key`); SIGHUP reads a longer list.
+#[test]
+fn with_the_factorys_list_only_listed_units_signed_by_their_key_are_stored() {
+    let dir = TempDir::new("unit-keys");
+    let db = format!("sqlite:{}", dir.path().join("r.db").display());
+    let spool = dir.path().join("spool");
+    let out = std::process::Command::new(matrix_bin())
+        .args(["upload", "--print-key", "--spool"])
+        .arg(&spool)
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unit_key = UnitKey::load_or_create(&usbperf::upload::key::default_path(&spool)).unwrap();
+    let me = usbperf::upload::this_unit().unwrap();
+    assert_eq!(line, format!("{} {me}", unit_key.public_hex()));
+
+    let (first, second) = two_reports_of_one_unit(&dir.path().join("fleet"));
+    let other = UnitKey::load_or_create(&dir.path().join("other.key")).unwrap();
+    // Before the list, a token holder enrolled a key of their own for this unit (first use).
+    let body = as_this_unit(&second);
+    {
+        let before = Collector::start(&db);
+        let (status, answer) = post(&before.url(), &body, &signed(&other, &body));
+        assert_eq!(status, 201, "{answer}");
+    }
+    assert_eq!(count(&db, "unit_keys"), 1);
+
+    let list = dir.path().join("unit-keys");
+    std::fs::write(&list, format!("# line 3, provisioned\n{line}\n")).unwrap();
+    let c = Collector::start_with(&db, &["--unit-keys", list.to_str().unwrap()]);
+
+    // The listed unit, through its own upload (signed with its key): stored, the list
+    // ruling over the key enrolled before it.
+    let own = dir.path().join("own.json");
+    std::fs::write(&own, as_this_unit(&first)).unwrap();
+    uploaded(&c, &spool, &own);
+    assert_eq!(count(&c.db, "reports"), 2);
+
+    let body = as_this_unit(&first);
+    let (status, answer) = post(&c.url(), &body, &signed(&other, &body));
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("listed with another key"), "{answer}");
+    let (status, answer) = post(&c.url(), &body, &[]);
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("not signed"), "{answer}");
+
+    // An unlisted unit, signed or not: 403 (its first report enrolls nothing).
+    let stranger = fleet_with(1, 8, "json", &dir.path().join("other"), &["--schema", "2"]);
+    let stranger = std::fs::read(&stranger[0]).unwrap();
+    let (status, answer) = post(&c.url(), &stranger, &signed(&other, &stranger));
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("not in the factory's list"), "{answer}");
+    assert!(answer.contains(r#""refused":"signature""#), "{answer}");
+    assert_eq!(count(&c.db, "reports"), 2, "no refused report is stored");
+    assert_eq!(
+        count(&c.db, "unit_keys"),
+        1,
+        "the list is not learnt into the table"
+    );
+
+    // The factory lists the other unit's key: after SIGHUP its signed report is stored.
+    let v: serde_json::Value = serde_json::from_slice(&stranger).unwrap();
+    let name = v["unit"]["serial"].as_str().unwrap().to_string();
+    std::fs::write(&list, format!("{line}\n{} {name}\n", other.public_hex())).unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-HUP", &c.pid().to_string()])
+        .status();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !c.stderr().contains("2 unit key(s) read again") {
+        assert!(std::time::Instant::now() < end, "{}", c.stderr());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (status, answer) = post(&c.url(), &stranger, &signed(&other, &stranger));
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(count(&c.db, "reports"), 3);
+    assert!(
+        c.stderr().contains("refused with 403"),
+        "logged: {}",
+        c.stderr()
+    );
+}

@@ -60,6 +60,11 @@ pub struct UploadArgs {
     /// Use a token file that other users may read (refused by default).
     #[arg(long)]
     pub allow_readable_token: bool,
+    /// Print this unit's line for the collector's list of unit keys (`KEY UNIT`: the public
+    /// half of the key its reports are signed with, made on first use, and the unit's name)
+    /// and exit; nothing is sent.
+    #[arg(long, conflicts_with_all = ["reports", "if_configured"])]
+    pub print_key: bool,
     /// Exit 0 quietly when no collector is configured (the boot service's drain, on images
     /// that do not upload).
     #[arg(long)]
@@ -91,6 +96,9 @@ fn config_section(args: &UploadArgs) -> anyhow::Result<Option<UploadConfig>> {
 
 pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
     let section = config_section(args)?;
+    if args.print_key {
+        return print_key(args, section.as_ref());
+    }
     let url = args
         .url
         .clone()
@@ -217,6 +225,24 @@ pub fn run(args: &UploadArgs) -> anyhow::Result<Exit> {
     } else {
         Exit::Error
     })
+}
+
+/// `--print-key`: the unit's line of the collector's `--unit-keys` list, with the key `run`
+/// and `upload` sign with (the section's `key_file`, else `unit.key` beside the spool).
+fn print_key(args: &UploadArgs, section: Option<&UploadConfig>) -> anyhow::Result<Exit> {
+    let spool_dir = args
+        .spool
+        .clone()
+        .or_else(|| section.and_then(|s| s.spool.clone()))
+        .unwrap_or_else(|| PathBuf::from(upload::DEFAULT_SPOOL_DIR));
+    let path = section.map_or_else(|| upload::key::default_path(&spool_dir), |s| s.key_file());
+    let key = upload::UnitKey::load_or_create(&path)?;
+    let unit = upload::this_unit().context(
+        "this unit has no name to list its key under (no serial number, machine id or \
+         hostname): give it a hostname or /etc/machine-id",
+    )?;
+    crate::out::data(&format!("{} {unit}\n", key.public_hex()));
+    Ok(Exit::Pass)
 }
 
 /// A report file as it is queued (its wire form, JSON), or why it is not one.

@@ -170,7 +170,7 @@ impl Store for Sqlite {
             .map_err(|e| self.err(e))?;
         // The unit's key first: its first signed report enrolls it, and a report under another
         // key or none is not stored.
-        if r.unit != super::NO_UNIT {
+        if r.unit != super::NO_UNIT && !r.key_listed {
             if let Some(key) = &r.signer_key {
                 tx.execute(
                     "INSERT INTO unit_keys (unit, key, report_id) VALUES (?1, ?2, ?3) \
