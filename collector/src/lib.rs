@@ -7,6 +7,9 @@
 //! The modules are layers, declared bottom up: each imports only modules declared before it
 //! (`scripts/check-layers collector/src`, run by `scripts/test`).
 
+// reading a file given by path: regular, bounded, permission bits
+pub mod files;
+
 // the binary fleet record kept beside each report
 pub mod record;
 

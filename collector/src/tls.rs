@@ -19,21 +19,8 @@ pub const MAX_CHAIN_CERTS: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("cannot read {path}: {err}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        err: std::io::Error,
-    },
-    #[error("{path} is not a regular file: give the PEM file itself")]
-    NotAFile { path: PathBuf },
-    #[error("{path} holds {bytes} bytes, more than the {MAX_PEM_BYTES} a PEM certificate or key file may hold")]
-    TooLarge { path: PathBuf, bytes: u64 },
-    #[error(
-        "the private key {path} may be read or changed by other users (mode {mode:04o}): \
-         anyone on this server could impersonate the collector; chmod 600 it"
-    )]
-    KeyReadable { path: PathBuf, mode: u32 },
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
     #[error("{path}: {what}")]
     Pem { path: PathBuf, what: String },
     #[error(
@@ -135,51 +122,14 @@ fn server_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, TlsErr
         })
 }
 
-/// Reads a PEM file whole, within [`MAX_PEM_BYTES`]: a regular file (a FIFO would hang the
-/// start), and for a key one that only its owner may read.
+/// Reads a PEM file whole, within [`MAX_PEM_BYTES`]; a key only its owner may read.
 fn read_pem(path: &Path, key: bool) -> Result<Vec<u8>, TlsError> {
-    use std::io::Read;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let read_err = |err| TlsError::Read {
-        path: path.to_path_buf(),
-        err,
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        // O_NONBLOCK: opening a FIFO must not wait for a writer.
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(read_err)?;
-    let meta = file.metadata().map_err(read_err)?;
-    if !meta.is_file() {
-        return Err(TlsError::NotAFile {
-            path: path.to_path_buf(),
-        });
-    }
-    if meta.len() > MAX_PEM_BYTES {
-        return Err(TlsError::TooLarge {
-            path: path.to_path_buf(),
-            bytes: meta.len(),
-        });
-    }
-    let mode = meta.permissions().mode() & 0o7777;
-    if key && mode & 0o077 != 0 {
-        return Err(TlsError::KeyReadable {
-            path: path.to_path_buf(),
-            mode,
-        });
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_PEM_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_PEM_BYTES {
-        return Err(TlsError::TooLarge {
-            path: path.to_path_buf(),
-            bytes: bytes.len() as u64,
-        });
-    }
-    Ok(bytes)
+    let forbid = key.then_some(crate::files::Forbid {
+        bits: 0o077,
+        what: "read or changed",
+        fix: "anyone on this server could impersonate the collector; chmod 600 it",
+    });
+    Ok(crate::files::read(path, MAX_PEM_BYTES, forbid)?)
 }
 
 #[cfg(test)]

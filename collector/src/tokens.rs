@@ -6,10 +6,17 @@
 
 use std::path::{Path, PathBuf};
 
+/// The largest token file read: a token a line for every station and unit of a factory.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     #[error("cannot read the token file {path}: {err} (give --token-file a readable file)")]
     Read { path: PathBuf, err: std::io::Error },
+    #[error("the token file: {0}")]
+    File(#[from] crate::files::FileError),
+    #[error("the token file {path} is not UTF-8 text: one token a line")]
+    NotText { path: PathBuf },
     #[error(
         "the token file {0} holds no token: put one token per line (e.g. `openssl rand -hex 32`)"
     )]
@@ -69,7 +76,11 @@ impl Tokens {
                 path.display()
             );
         }
-        let text = std::fs::read_to_string(path).map_err(read_err)?;
+        // A FIFO or a huge file is refused, never waited on or read whole.
+        let bytes = crate::files::read(path, MAX_FILE_BYTES, None)?;
+        let text = String::from_utf8(bytes).map_err(|_| TokenError::NotText {
+            path: path.to_path_buf(),
+        })?;
         Tokens::parse(&text, path)
     }
 

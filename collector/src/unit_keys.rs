@@ -18,23 +18,8 @@ pub const MAX_NAME_CHARS: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UnitKeysError {
-    #[error("cannot read the unit key list {path}: {err}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        err: std::io::Error,
-    },
-    #[error("{path} is not a regular file: give the unit key list itself")]
-    NotAFile { path: PathBuf },
-    #[error(
-        "the unit key list {path} holds {bytes} bytes, more than the {MAX_FILE_BYTES} it may hold"
-    )]
-    TooLarge { path: PathBuf, bytes: u64 },
-    #[error(
-        "the unit key list {path} may be changed by other users (mode {mode:04o}): anyone on \
-         this server could list a key of their own; chmod go-w it"
-    )]
-    Writable { path: PathBuf, mode: u32 },
+    #[error("the unit key list: {0}")]
+    File(#[from] crate::files::FileError),
     #[error(
         "{path}:{line}: expected `KEY UNIT` (the unit's key in 64 hex digits, a space, then \
          the unit's name of at most {MAX_NAME_CHARS} characters), as `usbperf-matrix upload \
@@ -48,6 +33,8 @@ pub enum UnitKeysError {
         first: usize,
         unit: String,
     },
+    #[error("the unit key list {path} is not UTF-8 text: give `KEY UNIT` lines")]
+    NotText { path: PathBuf },
     #[error("the unit key list {0} lists no unit: every report would be refused")]
     Empty(PathBuf),
 }
@@ -59,47 +46,21 @@ pub struct UnitKeys {
 }
 
 impl UnitKeys {
-    /// Reads the list: a regular file (opened non-blocking: a FIFO does not hang the start),
-    /// within [`MAX_FILE_BYTES`], that only its owner may change.
+    /// Reads the list: a regular file within [`MAX_FILE_BYTES`] that only its owner may
+    /// change.
     pub fn load(path: &Path) -> Result<UnitKeys, UnitKeysError> {
-        use std::io::Read;
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        let read_err = |err| UnitKeysError::Read {
+        let bytes = crate::files::read(
+            path,
+            MAX_FILE_BYTES,
+            Some(crate::files::Forbid {
+                bits: 0o022,
+                what: "changed",
+                fix: "anyone on this server could list a key of their own; chmod go-w it",
+            }),
+        )?;
+        let text = String::from_utf8(bytes).map_err(|_| UnitKeysError::NotText {
             path: path.to_path_buf(),
-            err,
-        };
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-            .map_err(read_err)?;
-        let meta = file.metadata().map_err(read_err)?;
-        if !meta.is_file() {
-            return Err(UnitKeysError::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
-        let mode = meta.permissions().mode() & 0o7777;
-        if mode & 0o022 != 0 {
-            return Err(UnitKeysError::Writable {
-                path: path.to_path_buf(),
-                mode,
-            });
-        }
-        let too_large = |bytes| UnitKeysError::TooLarge {
-            path: path.to_path_buf(),
-            bytes,
-        };
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(too_large(meta.len()));
-        }
-        let mut text = String::new();
-        file.take(MAX_FILE_BYTES + 1)
-            .read_to_string(&mut text)
-            .map_err(read_err)?;
-        if text.len() as u64 > MAX_FILE_BYTES {
-            return Err(too_large(text.len() as u64));
-        }
+        })?;
         UnitKeys::parse(&text, path)
     }
 

@@ -130,6 +130,18 @@ fn post(agent: &ureq::Agent, url: &str, path: &Path) -> Result<u16, String> {
     }
 }
 
+/// The collector serving https with `cert` and `key`, and `extra` flags.
+fn start_https(db: &str, cert: &Path, key: &Path, extra: &[&str]) -> Collector {
+    let mut args = vec![
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    Collector::start_with(db, &args)
+}
+
 fn https_url(c: &Collector) -> String {
     c.url().replacen("http://", "https://", 1)
 }
@@ -140,17 +152,7 @@ fn https_stores_only_for_a_client_that_trusts_the_factory_ca() {
     let (ca, cert, key) = factory_pki(dir.path(), "line3");
     let reports = fleet(3, 11, "json", &dir.path().join("fleet"));
     let db = format!("sqlite:{}", dir.path().join("reports.db").display());
-    let c = Collector::start_with(
-        &db,
-        &[
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-            "--header-timeout",
-            "1",
-        ],
-    );
+    let c = start_https(&db, &cert, &key, &["--header-timeout", "1"]);
     let url = https_url(&c);
 
     // A stranger that connects and never starts the handshake is closed at the header
@@ -190,15 +192,7 @@ fn sighup_serves_a_renewed_certificate_and_keeps_the_old_one_when_the_new_is_bro
     let (ca2, cert2, key2) = factory_pki(dir.path(), "new");
     let reports = fleet(3, 12, "json", &dir.path().join("fleet"));
     let db = format!("sqlite:{}", dir.path().join("reports.db").display());
-    let c = Collector::start_with(
-        &db,
-        &[
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-        ],
-    );
+    let c = start_https(&db, &cert, &key, &[]);
     let url = https_url(&c);
     assert_eq!(post(&agent(Some(&ca1)), &url, &reports[0]), Ok(201));
     let hup = |want: &str| {
@@ -270,15 +264,7 @@ fn the_units_upload_delivers_over_https_with_the_factory_ca() {
     let (ca, cert, key) = factory_pki(dir.path(), "line3");
     let reports = fleet(1, 13, "json", &dir.path().join("fleet"));
     let db = format!("sqlite:{}", dir.path().join("reports.db").display());
-    let c = Collector::start_with(
-        &db,
-        &[
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-        ],
-    );
+    let c = start_https(&db, &cert, &key, &[]);
     let url = https_url(&c);
     let spool = dir.path().join("outbox");
     let run = |extra: &[&std::ffi::OsStr], with_report: bool| {
