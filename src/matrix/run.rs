@@ -770,7 +770,14 @@ fn run_cell(
     let outcome = outcome.map_err(|e| e.to_string());
     let error = outcome.as_ref().err().cloned();
     cell::judge_outcome(cell, outcome, notes, at.rules, stop_requested);
+    let vanished = after.gone();
     match (&cell.result, error) {
+        // The test's own error follows from the device going away, and its remedy (a larger
+        // size) would be the wrong one: the line says the cause, as the report does.
+        (_, Some(_)) if vanished => r.progress.line(&format!(
+            "usbperf-matrix: {} {w}: error: {} went away or shrank during the test",
+            c.disk.name, c.disk.name
+        )),
         (_, Some(e)) => r
             .progress
             .line(&format!("usbperf-matrix: {} {w}: error: {e}", c.disk.name)),
@@ -794,7 +801,6 @@ fn run_cell(
         }
         (None, None) => {}
     }
-    let vanished = after.gone();
     let quiet = after.kernel.is_empty() && after.leftover.is_none();
     cell::judge_aftermath(cell, &c.disk.name, after);
     cell.concurrent_with = beside;
