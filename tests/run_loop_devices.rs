@@ -54,12 +54,17 @@ fn quick_matrix_on_ext4_xfs_and_raw_loop_devices() {
          \x20 - {{select: {{name: {}}}, label: xfs card}}\n\
          \x20 - {{select: {{name: {}}}, target: raw}}\n\
          thresholds:\n\
-         \x20 - {{select: {{class: loop}}, workload: seq-write, min_mib_per_s: 1}}\n\
+         \x20 - {{select: {{class: loop}}, workload: seq-write, max_p99_latency_ms: 10000}}\n\
          \x20 - {{select: {{class: loop}}, max_stalls: 3, min_capacity: 64M}}\n",
         ext4.lo.name(),
         vfat.lo.name(),
         raw.name()
     ));
+    // The seq-write limit is on its latency, not its rate: these loop devices live in RAM, and
+    // when another test of this file takes the CPU late in a write their rate falls by half;
+    // a fall with too few windows after it is inconclusive, a failure (rightly: a stick's
+    // write cache filling looks the same). tests/run_precision.rs and tests/verify_fakes.rs
+    // (a stick with a write cache) judge rates after a fall.
     // max_stalls 3, not 0: the twelve other tests of this file run beside this one on two
     // CPUs, and under that load one 2 MiB read of the xfs image took 1.7 s (a stall), a
     // failure of the machine, not of the device. An engine that stalled as a rule would still
