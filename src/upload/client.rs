@@ -71,13 +71,6 @@ pub enum SendError {
          or point --url at an http:// address (a TLS proxy beside the collector)"
     )]
     NoTls { url: String },
-    /// The CA file named for https:// cannot be used: the report stays queued.
-    #[error("{url}: the CA file {path}: {why} (the report stays queued)")]
-    Ca {
-        url: String,
-        path: PathBuf,
-        why: String,
-    },
 }
 
 impl SendError {
@@ -152,9 +145,10 @@ pub struct CaError {
 #[derive(Debug, Clone)]
 pub struct CaRoots {
     pub path: PathBuf,
-    // Read only to build the TLS configuration, which a build without TLS never does.
-    #[cfg_attr(not(feature = "upload-tls"), allow(dead_code))]
-    certs: Vec<Vec<u8>>,
+    /// The TLS client configuration that trusts these roots only: built once, when the file
+    /// is read, and shared by every send.
+    #[cfg(feature = "upload-tls")]
+    config: std::sync::Arc<rustls::ClientConfig>,
 }
 
 impl CaRoots {
@@ -183,7 +177,7 @@ impl CaRoots {
                 if certs.len() == MAX_CA_CERTS {
                     return Err(fail(format!("more than {MAX_CA_CERTS} certificates")));
                 }
-                certs.push(c.as_ref().to_vec());
+                certs.push(c);
             }
             if certs.is_empty() {
                 return Err(fail(
@@ -191,22 +185,22 @@ impl CaRoots {
                         .into(),
                 ));
             }
-            let roots = CaRoots {
+            Ok(CaRoots {
                 path: path.to_path_buf(),
-                certs,
-            };
-            roots.client_config().map_err(fail)?;
-            Ok(roots)
+                config: Self::client_config(certs).map_err(fail)?,
+            })
         }
     }
 
-    /// The TLS client configuration that trusts these roots only.
+    /// The TLS client configuration that trusts `certs` only.
     #[cfg(feature = "upload-tls")]
-    fn client_config(&self) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+    fn client_config(
+        certs: Vec<rustls_pki_types::CertificateDer<'static>>,
+    ) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
         let mut store = rustls::RootCertStore::empty();
-        for c in &self.certs {
+        for c in certs {
             store
-                .add(rustls_pki_types::CertificateDer::from(c.clone()))
+                .add(c)
                 .map_err(|e| format!("a certificate in it is not a CA's ({e})"))?;
         }
         // ring: the provider ureq's own rustls uses (aws-lc-rs would need cmake per target);
@@ -389,13 +383,7 @@ impl Client {
         let mut agent = ureq::AgentBuilder::new().timeout(self.timeout).redirects(0);
         #[cfg(feature = "upload-tls")]
         if let Some(ca) = &self.ca {
-            // Checked when it was read: a failure here is not expected, but is no panic.
-            let config = ca.client_config().map_err(|why| SendError::Ca {
-                url: self.url.clone(),
-                path: ca.path.clone(),
-                why,
-            })?;
-            agent = agent.tls_config(config);
+            agent = agent.tls_config(ca.config.clone());
         }
         let agent = agent.build();
         let mut req = agent
