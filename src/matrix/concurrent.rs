@@ -142,6 +142,9 @@ struct GateState {
     /// Counts the holders that left and the waiters that stopped holding others back: a
     /// waiter decides again when it moved.
     left: u64,
+    /// How many times a caller went to sleep waiting: tests order their threads by it.
+    #[cfg(test)]
+    sleeps: u64,
 }
 
 /// Held while a cell runs; lets the others go when dropped.
@@ -234,6 +237,10 @@ impl Gate {
                 _ => {}
             }
             let seen = s.left;
+            #[cfg(test)]
+            {
+                s.sleeps += 1;
+            }
             while s.left == seen {
                 s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             }
@@ -359,6 +366,15 @@ mod tests {
         }
     }
 
+    /// Waits (up to a minute) until callers have gone to sleep in the gate `n` times in all.
+    fn until_slept(gate: &Gate, n: u64) {
+        let end = std::time::Instant::now() + Duration::from_secs(60);
+        while lock(&gate.state).sleeps < n {
+            assert!(std::time::Instant::now() < end, "fewer than {n} sleeps");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     fn msgs(r: &[KmsgRecord]) -> Vec<&str> {
         r.iter().map(|r| r.message.as_str()).collect()
     }
@@ -412,15 +428,19 @@ mod tests {
                 lock(order).push("exclusive left");
             });
             until_waiting(gate, 1, 0);
+            until_slept(gate, 1);
             // A waiting exclusive holder keeps a new free one out, until it has run alone.
             s.spawn(move || {
                 let _g = gate.enter(0.0, || Entry::Free).0;
                 lock(order).push("free");
             });
-            std::thread::sleep(Duration::from_millis(30));
+            // Both asleep, neither inside.
+            until_slept(gate, 2);
             assert!(lock(order).is_empty(), "{:?}", lock(order));
+            // One holder left: both wake, decide again, and sleep again (a second free holder
+            // is still inside).
             drop(one);
-            std::thread::sleep(Duration::from_millis(30));
+            until_slept(gate, 4);
             assert!(lock(order).is_empty(), "{:?}", lock(order));
             drop(two);
         });
