@@ -62,6 +62,17 @@ pub fn csv_cell(s: &str) -> String {
 /// (the file is opened non-blocking and must be a regular file), and a file over `limit`
 /// bytes is refused with the limit it hit.
 pub fn read_file(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    read_file_where(path, limit, |_| Ok(()))
+}
+
+/// [`read_file`], refusing the file when `check` refuses the metadata of the file opened (a
+/// secret's permission bits, say): what is checked is what is read, never a path looked up
+/// twice.
+pub fn read_file_where(
+    path: &std::path::Path,
+    limit: u64,
+    check: impl FnOnce(&std::fs::Metadata) -> std::io::Result<()>,
+) -> std::io::Result<Vec<u8>> {
     use std::io::{Error, ErrorKind, Read};
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
@@ -75,6 +86,7 @@ pub fn read_file(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>>
             "not a regular file (a FIFO, socket or device would never end): give a file",
         ));
     }
+    check(&md)?;
     if md.len() > limit {
         return Err(Error::new(
             ErrorKind::InvalidData,
