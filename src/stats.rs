@@ -470,6 +470,18 @@ fn lag1(x: &[f64]) -> f64 {
 /// lives with the report as read).
 pub use usbperf_report::judged_figures;
 
+/// The mean of `values` and half its 95 % confidence interval, in their unit (Student's t);
+/// `None` with fewer than two.
+pub fn mean_ci95(values: &[f64]) -> Option<(f64, f64)> {
+    let n = values.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = values.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some((mean, t95(n - 1) * (var / n as f64).sqrt()))
+}
+
 /// Half the 95 % confidence interval of the rates' mean, in % of it (Student's t).
 fn ci95(rates: &[f64]) -> Option<f64> {
     let n = rates.len();

@@ -1587,6 +1587,76 @@ fn calibrate_joins_the_lanes_whose_figures_move_together_and_checks_the_result()
     assert_eq!(back.schedule, Some(ScheduleMode::Auto));
 }
 
+/// `calibrate` with a figure that varies from round to round: the SD card's seq-read beside
+/// the other lanes is 0.70-1.10 of serial, 0.90 on the mean, with no pattern. Two rounds
+/// cannot tell that from noise, so the phase runs more, one at a time, up to six; its
+/// interval still reaches serial, so the SD card's lane is joined to be safe (the schedule
+/// promises ±5 % and this figure cannot be shown to keep it), and the words say so.
+#[test]
+fn calibrate_runs_more_rounds_for_a_figure_not_told_from_noise_then_joins_it() {
+    use usbperf::matrix::calibrate::{self, Finding, MAX_ROUNDS};
+    use usbperf::matrix::schedule::ScheduleMode;
+    let tree = Tree::new();
+    let only_seq_read = "tests:\n  - {workload: seq-read, size: 1M, runtime: 1s}\n";
+    let noisy = [35.0, 55.0, 38.0, 52.0, 36.0, 54.0];
+    let mut runs = 0;
+    let mut said = Vec::new();
+    let found = calibrate::calibrate(
+        2,
+        Vec::new(),
+        |mode, _shared, phase, round| {
+            let mut s = Scenario::new(&format!(
+                "schedule: {}\n{}{only_seq_read}",
+                mode.as_str(),
+                raw(&["sda", "sdc", "mmcblk0"])
+            ));
+            s.report_dir =
+                Some(tree.scratch(&format!("reports-{phase}-{round}-{}", mode.as_str())));
+            let sd = match mode {
+                ScheduleMode::Auto => noisy[(round - 1) % noisy.len()],
+                _ => 50.0,
+            };
+            s.script = vec![
+                ("sda", SeqRead, Act::Contend("none", 100.0)),
+                ("sdc", SeqRead, Act::Contend("none", 200.0)),
+                ("mmcblk0", SeqRead, Act::Contend("none", sd)),
+            ];
+            runs += 1;
+            Ok(play(&tree, s).outcome.report)
+        },
+        |line| said.push(line.to_string()),
+        || false,
+    )
+    .unwrap();
+    assert_eq!(runs, 2 * MAX_ROUNDS, "{said:#?}");
+    let first = &found.phases[0].comparison;
+    assert_eq!(first.rounds, MAX_ROUNDS);
+    let sd = first
+        .figures
+        .iter()
+        .find(|f| f.device == "mmcblk0")
+        .unwrap();
+    assert!(sd.undecided(), "{sd:?}");
+    assert!((sd.ratio().unwrap() - 0.9).abs() < 1e-9, "{sd:?}");
+    assert!(first.moved().is_empty(), "{:?}", first.figures);
+    let more = said
+        .iter()
+        .filter(|l| l.contains("not yet told from noise: mmcblk0 seq-read"))
+        .count();
+    assert_eq!(more, MAX_ROUNDS - 2, "{said:#?}");
+    assert!(
+        said.iter().any(|l| l.contains(&format!(
+            "not told from noise after {MAX_ROUNDS} rounds, joined to be safe: mmcblk0 seq-read 0.900 (+-"
+        ))),
+        "{said:#?}"
+    );
+    assert!(
+        matches!(&found.finding, Finding::Serial(why) if why.contains("every lane was joined")),
+        "{:?}",
+        found.finding
+    );
+}
+
 /// A figure within `marginal_percent` of its limit is marginal: a miss is measured again up to
 /// `retest` times and every attempt is kept; a pass is a note, never a failure. An I/O error
 /// or a kernel event is never retested.

@@ -15,9 +15,11 @@ use crate::safety::{lock::RunLock, signals};
 const AFTER_HELP: &str = "\
 On a golden unit, before `schedule: auto` goes into a board's profile: the profile runs
 serial and auto in alternation (the order swaps every round), ROUNDS times each. A figure
-that ran beside another lane and moved beyond +-5 % joins those lanes (`shared_lanes:`), and
-the joined schedule is measured again the same way, until every figure holds or every lane
-is joined (then: stay serial). The snippet ends with what the last phase measured: the
+that ran beside another lane and moved beyond +-5 % joins those lanes (`shared_lanes:`) when
+its rounds tell the move from noise (the 95 % interval of its rounds' auto/serial ratios
+keeps clear of 1); when they do not yet, the phase runs more rounds, one at a time, up to 6,
+and a figure still undecided then is joined to be safe. The joined schedule is measured
+again the same way, until every figure holds or every lane is joined (then: stay serial). The snippet ends with what the last phase measured: the
 speed-up is measured, not estimated.
 
 Examples:
