@@ -147,7 +147,7 @@ sysfs\t''"
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l config -d 'Configuration file (as for `run`)' -r -F
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l profile -d 'Base profile (as for `run`)' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l report-dir -d 'Directory for the calibration\'s reports (default: the config\'s report directory\'s `calibrate/`, apart from the unit\'s factory record)' -r -F
-complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l rounds -d 'Runs of each mode per phase' -r
+complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l rounds -d 'Runs of each mode per phase, at least (more, up to 6, while a figure shows neither a hold nor a move)' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l study -d 'Instead of the schedule: the repeatability study, the profile run N times serial' -r
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l out -d 'Also write the snippet to FILE (created; an existing file is not replaced)' -r -F
 complete -c usbperf-matrix -n "__fish_usbperf_matrix_using_subcommand calibrate" -l engine -d 'I/O engine (as for `run`)' -r -f -a "auto\t'io_uring when the kernel allows it, the sync thread pool otherwise'

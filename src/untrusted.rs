@@ -110,7 +110,16 @@ pub fn read_file_where(
 
 /// [`read_file`] as UTF-8 text.
 pub fn read_text(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
-    String::from_utf8(read_file(path, limit)?).map_err(|e| {
+    read_text_where(path, limit, |_| Ok(()))
+}
+
+/// [`read_file_where`] as UTF-8 text.
+pub fn read_text_where(
+    path: &std::path::Path,
+    limit: u64,
+    check: impl FnOnce(&std::fs::Metadata) -> std::io::Result<()>,
+) -> std::io::Result<String> {
+    String::from_utf8(read_file_where(path, limit, check)?).map_err(|e| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(

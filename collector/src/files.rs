@@ -29,10 +29,37 @@ pub struct Forbid {
 /// The bytes of `path`: a regular file of at most `limit` bytes (a file that grows while it
 /// is read stops at the limit all the same), without any of `forbid`'s bits.
 pub fn read(path: &Path, limit: u64, forbid: Option<Forbid>) -> Result<Vec<u8>, FileError> {
+    usbperf::untrusted::read_file_where(path, limit, |meta| refuse(meta, forbid))
+        .map_err(|err| FileError {
+            path: path.to_path_buf(),
+            err,
+        })
+}
+
+/// [`read`] as UTF-8 text, with the permission bits (`mode & 0o7777`) of the file read, for a
+/// caller that warns of bits it was told to accept.
+pub fn read_text(
+    path: &Path,
+    limit: u64,
+    forbid: Option<Forbid>,
+) -> Result<(String, u32), FileError> {
+    let mut mode = 0;
+    usbperf::untrusted::read_text_where(path, limit, |meta| {
+        use std::os::unix::fs::PermissionsExt;
+        mode = meta.permissions().mode() & 0o7777;
+        refuse(meta, forbid)
+    })
+    .map(|text| (text, mode))
+    .map_err(|err| FileError {
+        path: path.to_path_buf(),
+        err,
+    })
+}
+
+fn refuse(meta: &std::fs::Metadata, forbid: Option<Forbid>) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    usbperf::untrusted::read_file_where(path, limit, |meta| {
-        let mode = meta.permissions().mode() & 0o7777;
-        match forbid.filter(|f| mode & f.bits != 0) {
+    let mode = meta.permissions().mode() & 0o7777;
+    match forbid.filter(|f| mode & f.bits != 0) {
             Some(f) => Err(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
                 format!(
@@ -41,12 +68,7 @@ pub fn read(path: &Path, limit: u64, forbid: Option<Forbid>) -> Result<Vec<u8>, 
                 ),
             )),
             None => Ok(()),
-        }
-    })
-    .map_err(|err| FileError {
-        path: path.to_path_buf(),
-        err,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +112,17 @@ mod tests {
         );
         let e = read(&d.join("missing"), 10, None).unwrap_err().to_string();
         assert!(e.starts_with("cannot read"), "{e}");
+        // As text: the bits of the file read come back for a warning; bytes that are not
+        // UTF-8 are refused with where they start.
+        assert_eq!(
+            read_text(&f, 10, forbid(0o007)).unwrap(),
+            ("0123456789".to_string(), 0o640)
+        );
+        let e = read_text(&f, 10, forbid(0o070)).unwrap_err().to_string();
+        assert!(e.contains("(mode 0640): chmod 600 it"), "{e}");
+        std::fs::write(&f, b"tok\xffen").unwrap();
+        let e = read_text(&f, 10, None).unwrap_err().to_string();
+        assert!(e.contains("not UTF-8 text (byte 3 is not)"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

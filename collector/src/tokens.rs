@@ -11,12 +11,8 @@ pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("cannot read the token file {path}: {err} (give --token-file a readable file)")]
-    Read { path: PathBuf, err: std::io::Error },
-    #[error("the token file: {0}")]
+    #[error("the token file (--token-file): {0}")]
     File(#[from] crate::files::FileError),
-    #[error("the token file {path} is not UTF-8 text: one token a line")]
-    NotText { path: PathBuf },
     #[error(
         "the token file {0} holds no token: put one token per line (e.g. `openssl rand -hex 32`)"
     )]
@@ -26,12 +22,6 @@ pub enum TokenError {
          -hex 32`"
     )]
     Short { path: PathBuf, line: usize },
-    #[error(
-        "the token file {path} may be read or changed by other users (mode {mode:04o}): anyone \
-         who reads it may store reports, anyone who changes it may let others in; `chmod 0600 \
-         {path}` (--allow-readable-token to use it anyway)"
-    )]
-    Readable { path: PathBuf, mode: u32 },
     #[error(
         "{path}:{line}: a token's name is letters, digits, `.`, `_` and `-`, at most 64 of \
          them, then the token after a space (`line-3 0123…`)"
@@ -53,34 +43,22 @@ impl Tokens {
     /// Reads the token file; one that others than its owner may read or change (group or
     /// other bits) is refused unless `allow_readable`.
     pub fn load(path: &Path, allow_readable: bool) -> Result<Tokens, TokenError> {
-        use std::os::unix::fs::PermissionsExt;
-        let read_err = |err| TokenError::Read {
-            path: path.to_path_buf(),
-            err,
-        };
-        let mode = std::fs::metadata(path)
-            .map_err(read_err)?
-            .permissions()
-            .mode()
-            & 0o7777;
+        // The bits are those of the file opened and read (a FIFO or a huge file is refused,
+        // never waited on or read whole), not of a path looked up twice.
+        let forbid = (!allow_readable).then_some(crate::files::Forbid {
+            bits: 0o077,
+            what: "read or changed",
+            fix: "anyone who reads it may store reports, anyone who changes it may let others \
+                  in; chmod 0600 it (--allow-readable-token to use it anyway)",
+        });
+        let (text, mode) = crate::files::read_text(path, MAX_FILE_BYTES, forbid)?;
         if mode & 0o077 != 0 {
-            if !allow_readable {
-                return Err(TokenError::Readable {
-                    path: path.to_path_buf(),
-                    mode,
-                });
-            }
             eprintln!(
                 "usbperf-collect: warning: the token file {} may be read or changed by other \
                  users (mode {mode:04o}); --allow-readable-token lets it be used",
                 path.display()
             );
         }
-        // A FIFO or a huge file is refused, never waited on or read whole.
-        let bytes = crate::files::read(path, MAX_FILE_BYTES, None)?;
-        let text = String::from_utf8(bytes).map_err(|_| TokenError::NotText {
-            path: path.to_path_buf(),
-        })?;
         Tokens::parse(&text, path)
     }
 

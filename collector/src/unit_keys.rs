@@ -33,8 +33,6 @@ pub enum UnitKeysError {
         first: usize,
         unit: String,
     },
-    #[error("the unit key list {path} is not UTF-8 text: give `KEY UNIT` lines")]
-    NotText { path: PathBuf },
     #[error("the unit key list {0} lists no unit: every report would be refused")]
     Empty(PathBuf),
 }
@@ -49,7 +47,7 @@ impl UnitKeys {
     /// Reads the list: a regular file within [`MAX_FILE_BYTES`] that only its owner may
     /// change.
     pub fn load(path: &Path) -> Result<UnitKeys, UnitKeysError> {
-        let bytes = crate::files::read(
+        let (text, _) = crate::files::read_text(
             path,
             MAX_FILE_BYTES,
             Some(crate::files::Forbid {
@@ -58,9 +56,6 @@ impl UnitKeys {
                 fix: "anyone on this server could list a key of their own; chmod go-w it",
             }),
         )?;
-        let text = String::from_utf8(bytes).map_err(|_| UnitKeysError::NotText {
-            path: path.to_path_buf(),
-        })?;
         UnitKeys::parse(&text, path)
     }
 

@@ -14,13 +14,15 @@ use crate::safety::{lock::RunLock, signals};
 
 const AFTER_HELP: &str = "\
 On a golden unit, before `schedule: auto` goes into a board's profile: the profile runs
-serial and auto in alternation (the order swaps every round), ROUNDS times each. A figure
-that ran beside another lane and moved beyond +-5 % joins those lanes (`shared_lanes:`) when
-its rounds tell the move from noise (the 95 % interval of its rounds' auto/serial ratios
-keeps clear of 1); when they do not yet, the phase runs more rounds, one at a time, up to 6,
-and a figure still undecided then is joined to be safe. The joined schedule is measured
-again the same way, until every figure holds or every lane is joined (then: stay serial). The snippet ends with what the last phase measured: the
-speed-up is measured, not estimated.
+serial and auto in alternation (the order swaps every round), ROUNDS times each. Each round
+gives every figure an auto/serial ratio. A figure that ran beside another lane holds when
+the 95 % interval of its ratios lies within +-5 % of serial; it moved when their mean is
+beyond +-5 % and the interval keeps clear of serial, and then its lanes are joined
+(`shared_lanes:`). When
+its rounds show neither, the phase runs more rounds, up to 6, and a figure still undecided
+then counts as moved. The joined schedule is measured again the same way, until every
+figure holds or every lane is joined (then: stay serial). The snippet ends with what the
+last phase measured: the speed-up is measured, not estimated.
 
 Examples:
   usbperf-matrix calibrate --profile toradex-apalis-imx8 --out /tmp/schedule.yaml
@@ -57,7 +59,8 @@ pub struct CalibrateArgs {
     /// `calibrate/`, apart from the unit's factory record).
     #[arg(long, value_name = "DIR")]
     pub report_dir: Option<PathBuf>,
-    /// Runs of each mode per phase.
+    /// Runs of each mode per phase, at least (more, up to 6, while a figure shows neither a
+    /// hold nor a move).
     #[arg(long, value_name = "N", default_value_t = 3,
           value_parser = |s: &str| super::whole_in::<u8>(s, 1, 20))]
     pub rounds: u8,
