@@ -29,11 +29,12 @@ pub struct Forbid {
 /// The bytes of `path`: a regular file of at most `limit` bytes (a file that grows while it
 /// is read stops at the limit all the same), without any of `forbid`'s bits.
 pub fn read(path: &Path, limit: u64, forbid: Option<Forbid>) -> Result<Vec<u8>, FileError> {
-    usbperf::untrusted::read_file_where(path, limit, |meta| refuse(meta, forbid))
-        .map_err(|err| FileError {
+    usbperf::untrusted::read_file_where(path, limit, |meta| refuse(meta, forbid)).map_err(|err| {
+        FileError {
             path: path.to_path_buf(),
             err,
-        })
+        }
+    })
 }
 
 /// [`read`] as UTF-8 text, with the permission bits (`mode & 0o7777`) of the file read, for a
@@ -60,14 +61,14 @@ fn refuse(meta: &std::fs::Metadata, forbid: Option<Forbid>) -> std::io::Result<(
     use std::os::unix::fs::PermissionsExt;
     let mode = meta.permissions().mode() & 0o7777;
     match forbid.filter(|f| mode & f.bits != 0) {
-            Some(f) => Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "it may be {} by other users (mode {mode:04o}): {}",
-                    f.what, f.fix
-                ),
-            )),
-            None => Ok(()),
+        Some(f) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "it may be {} by other users (mode {mode:04o}): {}",
+                f.what, f.fix
+            ),
+        )),
+        None => Ok(()),
     }
 }
 
