@@ -20,7 +20,7 @@ the 95 % interval of its ratios lies within +-5 % of serial; it moved when their
 beyond +-5 % and the interval keeps clear of serial, and then its lanes are joined
 (`shared_lanes:`). When
 its rounds show neither, the phase runs more rounds, up to 6, and a figure still undecided
-then counts as moved. The joined schedule is measured again the same way, until every
+then is decided by its mean over them (a figure shown to move leads when lanes are joined). The joined schedule is measured again the same way, until every
 figure holds or every lane is joined (then: stay serial). The snippet ends with what the
 last phase measured: the speed-up is measured, not estimated.
 
