@@ -4,7 +4,7 @@
 //! and says so in its first line.
 //!
 //! The modules are layers, declared here bottom up: each imports only modules declared above
-//! it, never one below. `scripts/check-layers` (run by `scripts/test`) reads this list and
+//! it, never one below. `scripts/ci/check-imports.py` (run by `scripts/test.sh`) reads this list and
 //! fails on an import that runs upward or on a circle between the files of one module.
 
 // sizes, durations and rates, parsed and printed

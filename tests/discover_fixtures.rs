@@ -167,16 +167,16 @@ fn table() -> Vec<(&'static str, Vec<Want>)> {
         ),
         ("qemu/x86-mixed.umockdev", qemu_x86),
         ("qemu/arm64-mixed.umockdev", qemu_arm64),
-        // Recorded by `scripts/vm-e2e --record` (this repository's tests/fixtures): a 2-LUN
+        // Recorded by `scripts/vm-e2e.sh --record` (this repository's tests/fixtures): a 2-LUN
         // stick behind QEMU's full-speed hub on xHCI (two disks, one port 3-4.1, 12M), a stick
         // on blkdebug (the harness's own output disk is left out by --record).
         ("repo/qemu/x86-e2e.umockdev", qemu_x86_e2e()),
         ("repo/qemu/arm64-e2e.umockdev", qemu_arm64_e2e()),
-        // `scripts/vm-e2e --kernel 6.12 --qemu 10 --record`: the x86 guest plus QEMU 10's NVMe
+        // `scripts/vm-e2e.sh --kernel 6.12 --qemu 10 --record`: the x86 guest plus QEMU 10's NVMe
         // (the namespace nvme0n1 only: its hidden multipath path nvme0c0n1 is not a disk) and
         // a UFS LU on ufshcd-pci.
         ("repo/qemu/x86-q10-6.12.umockdev", qemu_x86_q10()),
-        // `scripts/vm-e2e --arch armv7 --qemu 10 --record`: the eMMC board (ast2600-evb, QEMU
+        // `scripts/vm-e2e.sh --arch armv7 --qemu 10 --record`: the eMMC board (ast2600-evb, QEMU
         // 10's eMMC model with its boot partitions; the SD card is the harness's output disk).
         (
             "repo/qemu/armv7-emmc-board.umockdev",
@@ -437,7 +437,7 @@ fn tree_shows_hubs_ports_speeds_and_disks() {
     assert_eq!(text.matches("Class=root_hub").count(), 4, "{text}");
 }
 
-/// `scripts/vm-e2e --record`: a 2-LUN stick behind a full-speed hub on an xHCI port. One link
+/// `scripts/vm-e2e.sh --record`: a 2-LUN stick behind a full-speed hub on an xHCI port. One link
 /// finding names the port and both of its disks; the hub is what limits the chain.
 #[test]
 fn multi_lun_stick_behind_a_full_speed_hub() {

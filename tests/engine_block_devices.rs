@@ -121,7 +121,7 @@ macro_rules! require {
             // A test that cannot run fails: a skip must never count as a pass.
             Err(why) => panic!(
                 "{}: precondition not met: {why} (run as root on a kernel with loop and zram, as \
-                 scripts/test and CI do)",
+                 scripts/test.sh and CI do)",
                 $test
             ),
         }

@@ -1,5 +1,5 @@
 //! Kernel lines recorded from each kernel the boards run: Debian 11's 5.10, 12's
-//! 6.1 and bookworm-backports' 6.12, one `scripts/vm-e2e --kernel V` run each, all scenarios
+//! 6.1 and bookworm-backports' 6.12, one `scripts/vm-e2e.sh --kernel V` run each, all scenarios
 //! (`tests/fixtures/kernels/`). The forms differ by version (`blk_update_request: I/O error`
 //! on 5.10, `I/O error` since 5.15; `DRIVER_SENSE` only on 5.10; ext4's mount and error
 //! lines), and every kernel must give the same verdicts: the same events recognised, on the

@@ -18,7 +18,7 @@ counterfeit USB sticks and SD cards do (f3's kinds):
 Storage moves in 512-byte sectors, as on a real medium; the real size must be a whole number
 of sectors. The mount uses FUSE's direct_io, so no page cache hides where a write went. Runs
 in the foreground until unmounted (fusermount -u, or umount as root). Needs python3-fusepy
-(Debian), which scripts/test installs.
+(Debian), which scripts/test.sh installs.
 """
 
 import argparse

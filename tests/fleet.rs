@@ -1,4 +1,4 @@
-//! `usbperf-matrix fleet` on synthetic fleets with planted problems (scripts/fleet-gen), on
+//! `usbperf-matrix fleet` on synthetic fleets with planted problems (scripts/testdata/fleet-gen.py), on
 //! damaged and newer reports, and on reports of real runs of the product on loop devices.
 
 mod common;
@@ -14,19 +14,19 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Writes a synthetic fleet with scripts/fleet-gen; returns the planted (unit, device,
+/// Writes a synthetic fleet with scripts/testdata/fleet-gen.py; returns the planted (unit, device,
 /// problem) list.
 fn generate(out: &Path, units: u32, format: &str, extra: &[&str]) -> Vec<(String, String, String)> {
     let truth = out.with_extension("truth.json");
     let o = Command::new("python3")
-        .arg(repo().join("scripts/fleet-gen"))
+        .arg(repo().join("scripts/testdata/fleet-gen.py"))
         .args(["--units", &units.to_string(), "--format", format, "--out"])
         .arg(out)
         .arg("--truth")
         .arg(&truth)
         .args(extra)
         .output()
-        .expect("python3 runs scripts/fleet-gen (apt-get install python3)");
+        .expect("python3 runs scripts/testdata/fleet-gen.py (apt-get install python3)");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let t: Value = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
     t.as_array()
@@ -1652,7 +1652,7 @@ fn a_fast_wearing_part_is_named_with_its_rate_and_projected_date() {
             assert!(r < 2.0, "a normal part at {r} %/month: {p:#}");
         }
     }
-    // The output's schema, checked by python3-jsonschema (scripts/test installs it).
+    // The output's schema, checked by python3-jsonschema (scripts/test.sh installs it).
     let schema = repo().join("docs/fleet-wear.schema.json");
     let o = Command::new("python3")
         .args([

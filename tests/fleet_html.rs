@@ -16,7 +16,7 @@ fn chromium(profile: &Path, extra: &[&str], page: &Path) -> Output {
     assert!(
         Path::new(CHROMIUM).exists(),
         "chromium is missing: this test renders the fleet page in a real browser; install it \
-         with `apt-get install -y chromium` (scripts/test does)"
+         with `apt-get install -y chromium` (scripts/test.sh does)"
     );
     Command::new(CHROMIUM)
         .args([
@@ -51,11 +51,11 @@ fn html_page_renders_in_chromium_with_its_charts() {
     let d = TempDir::new("fleet-html");
     let dir = d.path().join("reports");
     let o = Command::new("python3")
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/fleet-gen"))
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/testdata/fleet-gen.py"))
         .args(["--units", "150", "--out"])
         .arg(&dir)
         .output()
-        .expect("python3 runs scripts/fleet-gen");
+        .expect("python3 runs scripts/testdata/fleet-gen.py");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // One unreadable report, listed on the page.
     std::fs::write(dir.join("broken.yaml"), "schema_version: 1\nstarted_at: [").unwrap();

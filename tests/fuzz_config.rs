@@ -255,7 +255,7 @@ fn inputs_the_long_fuzz_found_do_not_panic() {
 }
 
 #[test]
-#[ignore = "long fuzz: scripts/test runs it with USBPERF_FUZZ_SECS"]
+#[ignore = "long fuzz: scripts/test.sh runs it with USBPERF_FUZZ_SECS"]
 fn fuzz_config_long() {
     let secs = common::fuzz_secs();
     let seed = common::fuzz_seed();

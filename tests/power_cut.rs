@@ -40,7 +40,7 @@ fn write(target: &Path, state: &Path, extra: &[&str]) -> std::process::Output {
     run_bin(None, &args)
 }
 
-/// The verdict follows docs/power-cut.schema.json (python3-jsonschema: scripts/test installs it).
+/// The verdict follows docs/power-cut.schema.json (python3-jsonschema: scripts/test.sh installs it).
 fn schema_valid(v: &serde_json::Value) {
     use std::io::Write;
     let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/power-cut.schema.json");

@@ -1,8 +1,8 @@
 //! The published JSON Schemas are what the writer's types give: docs/report.schema.json and
 //! docs/power-cut.schema.json must equal `report::json_schema::files()`, byte for byte. A
-//! change to a report type that is not regenerated (`scripts/gen-schema`, which runs this
+//! change to a report type that is not regenerated (`scripts/maint/gen-schema.sh`, which runs this
 //! test with USBPERF_WRITE_SCHEMA=1) fails here. Built only with the `schema` feature
-//! (scripts/test runs the suite with it).
+//! (scripts/test.sh runs the suite with it).
 #![cfg(feature = "schema")]
 
 use std::path::Path;
@@ -24,7 +24,7 @@ fn the_schemas_in_docs_are_the_ones_the_types_give() {
     }
     assert!(
         drifted.is_empty(),
-        "docs/{} differ from the report's types: run scripts/gen-schema and commit the result",
+        "docs/{} differ from the report's types: run scripts/maint/gen-schema.sh and commit the result",
         drifted.join(", docs/")
     );
 }
@@ -73,10 +73,10 @@ fn the_generated_schema_refuses_what_the_writer_never_writes() {
         edit(&mut d);
         let path = dir.join("report.json");
         std::fs::write(&path, serde_json::to_vec(&d).unwrap()).unwrap();
-        let out = std::process::Command::new(repo.join("scripts/validate-report"))
+        let out = std::process::Command::new(repo.join("scripts/ci/validate-report.py"))
             .arg(&path)
             .output()
-            .expect("python3 with jsonschema and pyyaml (scripts/test installs them)");
+            .expect("python3 with jsonschema and pyyaml (scripts/test.sh installs them)");
         assert_eq!(
             out.status.success(),
             valid,

@@ -1,5 +1,5 @@
 //! `usbperf-matrix show` on report files: synthetic but schema-valid fleets from
-//! `scripts/fleet-gen`, the same reports damaged, unfinished or from a "newer build", and the
+//! `scripts/testdata/fleet-gen.py`, the same reports damaged, unfinished or from a "newer build", and the
 //! report of a real run of the product on a loop device. Every expected figure is read from
 //! the report itself.
 
@@ -19,10 +19,10 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Writes `units` synthetic reports with scripts/fleet-gen; returns their paths, sorted.
+/// Writes `units` synthetic reports with scripts/testdata/fleet-gen.py; returns their paths, sorted.
 fn generate(out: &Path, units: u32, format: &str) -> Vec<PathBuf> {
     let o = Command::new("python3")
-        .arg(repo().join("scripts/fleet-gen"))
+        .arg(repo().join("scripts/testdata/fleet-gen.py"))
         .args([
             "--units",
             &units.to_string(),
@@ -34,7 +34,7 @@ fn generate(out: &Path, units: u32, format: &str) -> Vec<PathBuf> {
         .arg("--out")
         .arg(out)
         .output()
-        .expect("python3 runs scripts/fleet-gen (apt-get install python3)");
+        .expect("python3 runs scripts/testdata/fleet-gen.py (apt-get install python3)");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut files: Vec<PathBuf> = std::fs::read_dir(out)
         .unwrap()

@@ -1,4 +1,4 @@
-//! The report's description is its Rust types: what scripts/fleet-gen writes for the fleet's
+//! The report's description is its Rust types: what scripts/testdata/fleet-gen.py writes for the fleet's
 //! and the collector's tests must be exactly what those types write. Every generated schema 2
 //! report decodes through the one bounded decoder into `Report` and encodes back to the same
 //! document, field for field (times compared as instants: the generator writes nanoseconds,
@@ -54,7 +54,7 @@ fn diff(path: &str, written: &Value, typed: &Value, out: &mut Vec<String>) {
 
 fn generate(format: &str, dir: &Path) {
     let out = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fleet-gen"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/testdata/fleet-gen.py"))
         .args(["--units", "40", "--schema", "2", "--seed", "11"])
         .args([
             "--outliers",
@@ -70,7 +70,7 @@ fn generate(format: &str, dir: &Path) {
         .arg("--out")
         .arg(dir)
         .output()
-        .expect("python3 is needed for scripts/fleet-gen (apt-get install python3)");
+        .expect("python3 is needed for scripts/testdata/fleet-gen.py (apt-get install python3)");
     assert!(
         out.status.success(),
         "fleet-gen: {}",

@@ -67,7 +67,7 @@ impl Tree {
 }
 
 /// Lines of the 6.1 guest's recorded kernel log that contain `pick` (the scenarios of
-/// scripts/vm-e2e: blkdebug read errors on sdh at 4-3, the BOT stick at 4-2 unplugged).
+/// scripts/vm-e2e.sh: blkdebug read errors on sdh at 4-3, the BOT stick at 4-2 unplugged).
 fn recorded(pick: &str) -> Vec<String> {
     let text =
         std::fs::read_to_string(common::fixtures().join("kernels/x86_64-6.1.kmsg.txt")).unwrap();

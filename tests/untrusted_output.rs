@@ -39,11 +39,11 @@ fn poison(v: &mut Value) {
 
 fn hostile_fleet(dir: &Path) -> Vec<PathBuf> {
     let o = Command::new("python3")
-        .arg(repo().join("scripts/fleet-gen"))
+        .arg(repo().join("scripts/testdata/fleet-gen.py"))
         .args(["--units", "3", "--format", "json", "--seed", "5", "--out"])
         .arg(dir)
         .output()
-        .expect("python3 runs scripts/fleet-gen");
+        .expect("python3 runs scripts/testdata/fleet-gen.py");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()

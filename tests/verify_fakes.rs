@@ -66,7 +66,7 @@ impl FakeMedium {
             .unwrap_or(false);
         assert!(
             fusepy,
-            "python3-fusepy is not installed: run scripts/test, or apt-get install python3-fusepy"
+            "python3-fusepy is not installed: run scripts/test.sh, or apt-get install python3-fusepy"
         );
         let mount = TempDir::new("fake-medium");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_medium.py");

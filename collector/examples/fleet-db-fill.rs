@@ -1,5 +1,5 @@
-//! Fills a database for `scripts/bench-fleet-db`: N reports made from K distinct ones (from
-//! scripts/fleet-gen), each copy with its own report_id and unit serial, so the fleet sees N
+//! Fills a database for `scripts/bench/bench-fleet-db.py`: N reports made from K distinct ones (from
+//! scripts/testdata/fleet-gen.py), each copy with its own report_id and unit serial, so the fleet sees N
 //! reports of N units. Each distinct report goes through the collector's own ingest
 //! (`ingest::parse`: its columns and fleet record); a copy then only renames the ids in the
 //! record, and the rows go in by SQL in one transaction: through HTTP at ~400 reports/s the

@@ -5,7 +5,7 @@
 //! is always either acknowledged and committed here, or still queued on the unit.
 //!
 //! The modules are layers, declared bottom up: each imports only modules declared before it
-//! (`scripts/check-layers collector/src`, run by `scripts/test`).
+//! (`scripts/ci/check-imports.py collector/src`, run by `scripts/test.sh`).
 
 // reading a file given by path: regular, bounded, permission bits
 pub mod files;

@@ -12,7 +12,7 @@
 //! exit) when an answer took over 50 ms, the memory grew by over 20 MB, or any row was stored.
 //!
 //! Run: cargo test --release --manifest-path collector/Cargo.toml --test bench_hostile --
-//! --ignored --nocapture (scripts/test-collect runs it after the tests). Needs root
+//! --ignored --nocapture (scripts/ci/test-collect.sh runs it after the tests). Needs root
 //! (/proc/PID/clear_refs).
 
 mod common;
@@ -266,7 +266,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 #[test]
-#[ignore = "a benchmark: run with --ignored --nocapture (scripts/test-collect does)"]
+#[ignore = "a benchmark: run with --ignored --nocapture (scripts/ci/test-collect.sh does)"]
 fn hostile_bodies_are_answered_fast_in_bounded_memory_and_store_nothing() {
     let dir = TempDir::new("bench-hostile");
     let db = format!("sqlite:{}", dir.path().join("r.db").display());

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use common::*;
 
-/// Reports from scripts/fleet-gen of schema `schema` (with report ids), over 40 days.
+/// Reports from scripts/testdata/fleet-gen.py of schema `schema` (with report ids), over 40 days.
 fn gen(n: usize, seed: u32, schema: u32, format: &str, dir: &Path) -> Vec<PathBuf> {
     let schema = schema.to_string();
     let extra = ["--schema", &schema, "--start", "2026-09-01", "--days", "40"];
@@ -330,7 +330,7 @@ fn wear_per_part_from_sqlite_and_postgres_is_the_wear_from_a_directory() {
     let tmp = TempDir::new("fleetdb-wear");
     let dir = tmp.path().join("gen");
     let out = Command::new("python3")
-        .arg(repo().join("scripts/fleet-gen"))
+        .arg(repo().join("scripts/testdata/fleet-gen.py"))
         .args([
             "--units", "15", "--seed", "31", "--format", "json", "--schema", "2",
         ])
@@ -339,7 +339,7 @@ fn wear_per_part_from_sqlite_and_postgres_is_the_wear_from_a_directory() {
         .args(["--start", "2025-09-01", "--field-months", "6", "--out"])
         .arg(&dir)
         .output()
-        .expect("python3 runs scripts/fleet-gen");
+        .expect("python3 runs scripts/testdata/fleet-gen.py");
     assert!(
         out.status.success(),
         "{}",

@@ -1,6 +1,6 @@
 //! The collector with real parts (issue 15): HTTP on 127.0.0.1, SQLite files and a real
 //! PostgreSQL server, `usbperf-matrix upload` and `run` as the units run them, reports from
-//! scripts/fleet-gen. Each test names the fault it plays.
+//! scripts/testdata/fleet-gen.py. Each test names the fault it plays.
 
 mod common;
 
@@ -252,7 +252,7 @@ impl Drop for Loop {
 fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
     assert!(
         is_root(),
-        "this test runs the factory run on a loop device: run it as root (scripts/test does)"
+        "this test runs the factory run on a loop device: run it as root (scripts/test.sh does)"
     );
     let dir = TempDir::new("netdown");
     let disk = Loop::new();

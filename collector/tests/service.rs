@@ -183,7 +183,7 @@ impl Tmpfs {
         assert!(
             is_root(),
             "this test fills a filesystem of its own (mount -t tmpfs): run it as root \
-             (scripts/test-collect does)"
+             (scripts/ci/test-collect.sh does)"
         );
         std::fs::create_dir_all(dir).unwrap();
         let st = Command::new("mount")

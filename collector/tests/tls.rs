@@ -5,7 +5,7 @@
 //! handshake is closed at the header timeout. SIGHUP serves a renewed certificate from the
 //! next connection on; a broken pair on SIGHUP keeps the one in force. A key others may read
 //! is refused at the start. The unit's own `upload` (its default build, with `upload-tls`, as
-//! scripts/test-collect builds it) delivers with `--ca-file`, keeps the report queued without
+//! scripts/ci/test-collect.sh builds it) delivers with `--ca-file`, keeps the report queued without
 //! it, and queues nothing with a CA file that is not one.
 
 mod common;
@@ -278,7 +278,7 @@ fn the_units_upload_delivers_over_https_with_the_factory_ca() {
         assert!(
             !err.contains("upload-tls"),
             "usbperf-matrix at {} has no https://: build it with its default features \
-             (upload-tls is one; scripts/test-collect does): {err}",
+             (upload-tls is one; scripts/ci/test-collect.sh does): {err}",
             matrix_bin().display()
         );
         (out.status.code(), err)

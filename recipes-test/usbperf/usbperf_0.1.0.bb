@@ -25,9 +25,9 @@ SRC_URI = "file://Cargo.toml;subdir=${BP} \
 
 require usbperf.inc
 
-# Every crate of Cargo.lock; regenerate with scripts/update-crates-inc
+# Every crate of Cargo.lock; regenerate with scripts/maint/update-crates-inc.py
 # (same output as "bitbake -c update_crates usbperf"). One list for both
 # recipes: usbperf_git.bb's SRCREV has this checkout's Cargo.lock
-# (scripts/check-layer git-recipe). Required here, in the .bb, where ${BPN}
+# (scripts/ci/check-yocto-layer.sh git-recipe). Required here, in the .bb, where ${BPN}
 # is this recipe's name (in usbperf.inc it would not be).
 require ${BPN}-crates.inc

@@ -8,7 +8,7 @@
 # SRCREV must be a commit whose Cargo.lock is the one usbperf-crates.inc
 # lists (shared with usbperf_0.1.0.bb) and whose binary has every subcommand
 # the layer's boot script and services call (power-cut verify among them);
-# scripts/check-layer git-recipe checks both. It lags main by the commits
+# scripts/ci/check-yocto-layer.sh git-recipe checks both. It lags main by the commits
 # since it was last moved: a recipe cannot name the commit that holds it.
 
 # oe-core appends the revision to "+git" (no SRCPV since 4.3).
@@ -25,9 +25,9 @@ DEFAULT_PREFERENCE = "-1"
 
 require usbperf.inc
 
-# Every crate of Cargo.lock; regenerate with scripts/update-crates-inc
+# Every crate of Cargo.lock; regenerate with scripts/maint/update-crates-inc.py
 # (same output as "bitbake -c update_crates usbperf"). One list for both
 # recipes: usbperf_git.bb's SRCREV has this checkout's Cargo.lock
-# (scripts/check-layer git-recipe). Required here, in the .bb, where ${BPN}
+# (scripts/ci/check-yocto-layer.sh git-recipe). Required here, in the .bb, where ${BPN}
 # is this recipe's name (in usbperf.inc it would not be).
 require ${BPN}-crates.inc

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The schedule benchmark's summary: serial against auto from the reports of
-alternate runs of one config (scripts/vm-e2e --bench-schedule, scripts/bench-schedule-host).
+alternate runs of one config (scripts/vm-e2e.sh --bench-schedule, scripts/bench/bench-schedule-host.py).
 
 usage: bench-schedule.py --out DIR [--prefix NAME] [--rounds N] [--read-bps B --write-bps B --read-iops N --write-iops N
                           [--unthrottled NAME]]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""vm-e2e assertions on what the guest left on its output disk (read back by scripts/vm-e2e).
+"""vm-e2e assertions on what the guest left on its output disk (read back by scripts/vm-e2e.sh).
 
 usage: check.py --guest GUEST.json --out DIR --scenarios "baseline blkdebug ..." [--img DIR]
                 [--validator PATH] [--host-events FILE] [--fleet FLEET.json] [--kernel RELEASE]
@@ -66,7 +66,7 @@ class Checker:
     """The checks of one guest's output. Results are the object's: failures (the messages of
     the assertions that failed) and passed (how many held)."""
 
-    def __init__(self, guest, out, img=None, validator=os.path.join(HERE, "..", "validate-report"),
+    def __init__(self, guest, out, img=None, validator=os.path.join(HERE, "..", "ci", "validate-report.py"),
                  host_events=None, fleet=None, kernel="", log=print):
         self.guest, self.out, self.img, self.validator = guest, out, img, validator
         self.host_events, self.fleet_file, self.kernel, self.log = host_events, fleet, kernel, log
@@ -572,7 +572,7 @@ class Checker:
         12M link still fails it, no healthy device got a kernel event or an error, nothing is left
         behind. The figures are compared with the serial baseline and printed, not asserted:
         QEMU emulates every USB controller, the AHCI and the SD host in its one main-loop thread,
-        so unthrottled, its buses are not independent (scripts/vm-e2e --bench-schedule measures
+        so unthrottled, its buses are not independent (scripts/vm-e2e.sh --bench-schedule measures
         them at board-like rates)."""
         rc = self.rc_of("autoboot"); rep = self.load_report("autoboot")
         if rep is None:
@@ -674,7 +674,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--scenarios", default="baseline")
     ap.add_argument("--img", help="dir of the guest's disk images (host-side leftover check)")
-    ap.add_argument("--validator", default="scripts/validate-report")
+    ap.add_argument("--validator", default="scripts/ci/validate-report.py")
     ap.add_argument("--host-events")
     ap.add_argument("--fleet", help="usbperf-matrix fleet --format json over DIR")
     ap.add_argument("--kernel", default="", help="the guest kernel's release (uname -r), for messages")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The assertions of scripts/vm-power-cut over what its two boots left on their output disks
+"""The assertions of scripts/ci/vm-power-cut.sh over what its two boots left on their output disks
 (stdlib only). Each scenario's verdict JSON is `usbperf-matrix power-cut verify --format json`:
 {verdict, blocks, acknowledged, intact, lost, torn, misplaced, written_unacknowledged,
 never_written, lost_ranges, torn_ranges, ...}.

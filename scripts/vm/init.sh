@@ -12,7 +12,7 @@
 # into QEMU's exit).
 # Kernel command line (environment): SCENARIOS="baseline ...", RECORD=1 to also dump sysfs
 # (scripts/vm/tools/sysdump.sh) for --record, ROUNDS=N, CALIBRATE_ROUNDS=N, BENCH_MODES and
-# SD_IOMAX for the schedule benchmark (SCENARIOS=bench-schedule: scripts/vm-bench-schedule).
+# SD_IOMAX for the schedule benchmark (SCENARIOS=bench-schedule: scripts/bench/vm-bench-schedule.sh).
 export PATH=/bin:/sbin
 . /etc/usbperf/e2e/guest.sh
 /bin/busybox --install -s /bin
@@ -195,7 +195,7 @@ calibrate_for() {
 # A binary without --schedule runs both modes serial: an A/A run, the noise floor.
 bench_schedule() {
   # SD_IOMAX: the SD card's throttle, by the guest kernel's blk-throttle (QEMU's would stall the
-  # guest: scripts/vm-bench-schedule says why) on every process of the benchmark.
+  # guest: scripts/bench/vm-bench-schedule.sh says why) on every process of the benchmark.
   SD=${BSD:-}
   if [ -n "${SD_IOMAX:-}" ] && [ -n "$SD" ]; then
     CG=/sys/fs/cgroup; mkdir -p $CG

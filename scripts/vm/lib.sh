@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The QEMU guests' shared steps, sourced by scripts/vm-e2e and scripts/vm-bench-schedule (from the
+# The QEMU guests' shared steps, sourced by scripts/vm-e2e.sh and scripts/bench/vm-bench-schedule.sh (from the
 # repository's root): the host packages, QEMU 10, the Debian kernel and guest userland, the
 # product binary, one guest of scripts/vm/guests.json (its images, initramfs and QEMU
 # arguments), the boot and the output disk read back. The callers set ARCH, KERNEL, QEMU_VER,
@@ -48,7 +48,7 @@ vm_install_packages() {
         dpkg --add-architecture arm64; missing+=(qemu-system-arm)
     fi
     # armhf needs no foreign architecture on this machine: its kernel and userland come through
-    # the private apt state below, and the binary from scripts/cross-build --arch armv7.
+    # the private apt state below, and the binary from scripts/ci/cross-build.sh --arch armv7.
     if [ "${#missing[@]}" -gt 0 ]; then
         step "installing ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
@@ -174,11 +174,11 @@ vm_build() {
     elif [ "$ARCH" = aarch64 ]; then
         T=${CARGO_TARGET_DIR:-$ROOT/target/cross}
         BIN=$T/aarch64-unknown-linux-gnu/release/usbperf-matrix
-        CARGO_TARGET_DIR=$T CROSS_BUILD_DEFAULT_ONLY=1 scripts/cross-build   # no-op when up to date
+        CARGO_TARGET_DIR=$T CROSS_BUILD_DEFAULT_ONLY=1 scripts/ci/cross-build.sh   # no-op when up to date
     else
         T=${CARGO_TARGET_DIR:-$ROOT/target/cross}
         BIN=$T/armv7-unknown-linux-gnueabihf/release/usbperf-matrix
-        CARGO_TARGET_DIR=$T CROSS_BUILD_DEFAULT_ONLY=1 scripts/cross-build --arch armv7
+        CARGO_TARGET_DIR=$T CROSS_BUILD_DEFAULT_ONLY=1 scripts/ci/cross-build.sh --arch armv7
     fi
     ls -l "$BIN"
 }

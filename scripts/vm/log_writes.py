@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reads and replays a dm-log-writes log (stdlib only): the power-cut states of scripts/vm-power-cut.
+"""Reads and replays a dm-log-writes log (stdlib only): the power-cut states of scripts/ci/vm-power-cut.sh.
 
 The kernel's dm-log-writes target (drivers/md/dm-log-writes.c, documented in
 Documentation/admin-guide/device-mapper/log-writes.rst) copies every write to its data device
@@ -21,7 +21,7 @@ replay-log (generic/482) checks a filesystem in. This is that replay, written fr
   log_writes.py list LOG [--json]              the entries (index, flags, sector, size, mark)
   log_writes.py points LOG --from MARK --to MARK --at 25,50,75 [--json]
       the FLUSH entries at those percentages of the FLUSH entries between the two marks, and the
-      log's last entry ("end"): the replay points scripts/vm-power-cut takes
+      log's last entry ("end"): the replay points scripts/ci/vm-power-cut.sh takes
   log_writes.py replay LOG --base IMAGE --out IMAGE --upto N
       a copy of IMAGE with entries 0..N (inclusive) applied
 """

@@ -12,9 +12,9 @@
 #              scripts/vm/tools/prepare.sh
 #          EXTRA_MODS  more modules for the guest's extra hardware (NVMe, UFS, the eMMC host)
 #          EXTRA_BINS  more programs of the userland ($W/k/<arch>-root paths, e.g. /sbin/dmsetup),
-#                      copied to /bin with their libraries (scripts/vm-power-cut's device-mapper)
+#                      copied to /bin with their libraries (scripts/ci/vm-power-cut.sh's device-mapper)
 #          EXTRA_TREE  a directory copied over the root last: a guest's own /init, scripts and
-#                      settings (scripts/vm-power-cut's boot service and /etc/default/usbperf)
+#                      settings (scripts/ci/vm-power-cut.sh's boot service and /etc/default/usbperf)
 #          SHARED_TOOLS  where init.sh (--record) and sysdump.sh are (default: tools/ beside this)
 # Needs on the host: kmod (depmod, modprobe), binutils (readelf), cpio, gzip, xz-utils.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/bin/sh
-# vm-power-cut guest /init (busybox ash): the guest side of scripts/vm-power-cut, whose comment
+# vm-power-cut guest /init (busybox ash): the guest side of scripts/ci/vm-power-cut.sh, whose comment
 # block says what is proven. Two boots share this initramfs; PHASE on the kernel command line
 # says which one this is. Every verdict, exit code and log lands on the output disk (virtio,
 # serial OUT00001, ext4, mounted at the report directory), which the host reads back.
@@ -12,10 +12,10 @@
 #              (usbperf-boot, POWER_CUT_STATE set) on the pc disk the power was cut under:
 #              its verify, then its next write phase.
 # The disks are found by their virtio serial; the sizes come from /etc/usbperf/e2e/guest.sh
-# (written by scripts/vm-power-cut): LW_SIZE, FL_SIZE, BS, FLUSH_EVERY; the pc write's are in
+# (written by scripts/ci/vm-power-cut.sh): LW_SIZE, FL_SIZE, BS, FLUSH_EVERY; the pc write's are in
 # the boot service's /etc/default/usbperf.
 export PATH=/bin:/sbin
-# shellcheck disable=SC1091 # written by scripts/vm-power-cut
+# shellcheck disable=SC1091 # written by scripts/ci/vm-power-cut.sh
 . /etc/usbperf/e2e/guest.sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev

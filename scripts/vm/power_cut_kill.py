@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The power cut of scripts/vm-power-cut: watches a guest's console and kills its QEMU with
+"""The power cut of scripts/ci/vm-power-cut.sh: watches a guest's console and kills its QEMU with
 SIGKILL (no flush, no clean exit: what the guest's disks hold is what the host already had)
 once the console shows, after the ARM line, a progress line of `usbperf-matrix power-cut
 write` with at least --min-acked but not all blocks acknowledged (the first line comes with

@@ -77,7 +77,7 @@ def device(rep, serial=None, cls=None):
 class RecordedRunsPass(unittest.TestCase):
     def test_x86_64_usb_board_passes_every_check(self):
         # with the report validator, as vm-e2e runs it
-        c, scen = checker("x86_64-6.1", validator=os.path.join(ROOT, "scripts", "validate-report"))
+        c, scen = checker("x86_64-6.1", validator=os.path.join(ROOT, "scripts", "ci", "validate-report.py"))
         self.assertEqual(c.run(scen), [])
         self.assertGreater(c.passed, 140)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Self-test of scripts/vm-power-cut's host tools, in seconds, without root or QEMU:
+"""Self-test of scripts/ci/vm-power-cut.sh's host tools, in seconds, without root or QEMU:
 log_writes.py on a log built here byte by byte from the kernel's format (the replay points and
 what a replay leaves), and check_power_cut.py on outputs shaped like a passing run's, which
 must pass, and with planted faults, each of which must fail.

@@ -101,7 +101,7 @@ enum Completion {
 /// when a large O_DIRECT I/O is split into several bios against the queue's limits and one of
 /// them could not: the whole I/O then completes -EAGAIN although the device is healthy
 /// (liburing issue #766). Debian 11's 5.10 guest shows it on the EHCI and OHCI sticks' 1-2 MiB
-/// raw reads (scripts/vm-e2e --kernel 5.10); the 6.1 and 6.12 guests do not.
+/// raw reads (scripts/vm-e2e.sh --kernel 5.10); the 6.1 and 6.12 guests do not.
 fn completion(res: i32, retries: u32) -> Completion {
     match res {
         r if r > 0 => Completion::Done(r as u64),

@@ -82,7 +82,7 @@ mod tests {
             matches!(answer, Nowait::Supported | Nowait::Unsupported),
             "{answer:?}"
         );
-        // EBADF natively; qemu-user (scripts/cross-build runs these tests under it) may word
+        // EBADF natively; qemu-user (scripts/ci/cross-build.sh runs these tests under it) may word
         // the refusal otherwise, but it is never an answer.
         assert!(matches!(probe(-1, 4096, 0), Nowait::Unknown(ref why) if why.contains("preadv2")));
     }

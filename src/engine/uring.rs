@@ -293,7 +293,7 @@ mod abi {
     /// The entries the engine builds are the kernel's `struct io_uring_sqe` (64 bytes) and
     /// `struct io_uring_cqe` (16 bytes), whose fields are fixed-width (`__u64 addr`, `__u32
     /// len`) on every architecture (include/uapi/linux/io_uring.h): no pointer-sized field, so
-    /// 32-bit ARM has the same layout. Run on armv7 by scripts/cross-build --arch armv7
+    /// 32-bit ARM has the same layout. Run on armv7 by scripts/ci/cross-build.sh --arch armv7
     /// (under qemu-arm-static), this is the proof the crate's types fit that ABI there.
     #[test]
     fn ring_entries_have_the_kernel_abi_layout_on_this_target() {

@@ -144,7 +144,7 @@ mod abi {
     }
 
     /// The kernel's sizes and offsets (include/uapi/linux/mmc/ioctl.h, nvme_ioctl.h,
-    /// scsi/sg.h). Run on armv7 by scripts/cross-build --arch armv7.
+    /// scsi/sg.h). Run on armv7 by scripts/ci/cross-build.sh --arch armv7.
     #[test]
     #[allow(clippy::unnecessary_cast)]
     fn structures_have_the_kernel_layout_on_this_target() {

@@ -1,6 +1,6 @@
 //! Owns the JSON Schemas of what this build writes, derived from the writer's own types (the
 //! `schema` feature): the report (`docs/report.schema.json`) and the power-cut verdict
-//! (`docs/power-cut.schema.json`). `scripts/gen-schema` writes them; tests/report_schema.rs
+//! (`docs/power-cut.schema.json`). `scripts/maint/gen-schema.sh` writes them; tests/report_schema.rs
 //! fails when the files in docs/ differ from what the types give, so a field added, renamed
 //! or dropped changes the published schema in the same commit.
 //!
@@ -41,7 +41,7 @@ pub fn report() -> Value {
         &format!(
             "One `usbperf-matrix run` on one unit, or one `power-cut verify` (schema_version \
              {version}; schema 1 is docs/report.v1.schema.json, frozen: no build writes it). \
-             Generated from the writer's types by scripts/gen-schema: do not edit. Every \
+             Generated from the writer's types by scripts/maint/gen-schema.sh: do not edit. Every \
              verdict and cell reason is a record: its kind, the rule, metric, measured figure, \
              limit and unit, the device and port it concerns, and the text for people. YAML \
              and JSON reports carry the same content. Units are in field names (_bytes, _ns, \
@@ -85,7 +85,7 @@ pub fn power_cut() -> Value {
         "usbperf power-cut verdict",
         "What `power-cut verify` judged of a region after a power cut, as `--out` writes it \
          (and as a report's device carries it under power_cut). Generated from the writer's \
-         types by scripts/gen-schema: do not edit.",
+         types by scripts/maint/gen-schema.sh: do not edit.",
     )
 }
 

@@ -249,7 +249,7 @@ mod tests {
     fn a_key_another_user_owns_is_refused() {
         if !nix::unistd::geteuid().is_root() {
             let line = "SKIPPED upload::key::tests::a_key_another_user_owns_is_refused: needs \
-                        root (chown); run it as root, as scripts/test does\n";
+                        root (chown); run it as root, as scripts/test.sh does\n";
             // SAFETY: write(2) of a live buffer of that length to standard error, which the
             // harness does not capture.
             unsafe { libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len()) };

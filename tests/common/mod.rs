@@ -46,7 +46,7 @@ pub fn tools() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/vm/tools")
 }
 
-/// Fails (not skips) when a tool the test needs is missing: scripts/test installs them all.
+/// Fails (not skips) when a tool the test needs is missing: scripts/test.sh installs them all.
 pub fn require_tool(tool: &str, package: &str) {
     let found = Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
@@ -55,14 +55,14 @@ pub fn require_tool(tool: &str, package: &str) {
         .unwrap_or(false);
     assert!(
         found,
-        "{tool} is not installed: run scripts/test, or apt-get install {package}"
+        "{tool} is not installed: run scripts/test.sh, or apt-get install {package}"
     );
 }
 
 /// Whether the running test must be skipped because it needs root (loop devices, mounts,
 /// the kernel's log) and this run is not root. The skip is said on the terminal, past the
 /// harness's capture, with the test's name and why, so `cargo test` as a normal user lists
-/// every test it did not run; `scripts/test` (run as root, as CI does) fails when any test
+/// every test it did not run; `scripts/test.sh` (run as root, as CI does) fails when any test
 /// says it was skipped. Use it through [`needs_root!`].
 pub fn skip_unless_root(why: &str) -> bool {
     if is_root() {
@@ -74,7 +74,7 @@ pub fn skip_unless_root(why: &str) -> bool {
         .unwrap_or("a test")
         .to_string();
     let line =
-        format!("SKIPPED {name}: needs root ({why}); run it as root, as scripts/test does\n");
+        format!("SKIPPED {name}: needs root ({why}); run it as root, as scripts/test.sh does\n");
     // SAFETY: write(2) of a live buffer of that length to standard error, which the test
     // harness does not capture (it captures print! and eprint! only).
     unsafe { libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len()) };
@@ -94,7 +94,7 @@ macro_rules! needs_root {
 pub fn require_root(why: &str) {
     assert!(
         nix::unistd::Uid::effective().is_root(),
-        "this test needs root ({why}); run it as root, as scripts/test and CI do"
+        "this test needs root ({why}); run it as root, as scripts/test.sh and CI do"
     );
 }
 
@@ -273,11 +273,11 @@ pub fn test_files_in(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// Validates reports against the schema of their version (scripts/validate-report:
+/// Validates reports against the schema of their version (scripts/ci/validate-report.py:
 /// docs/report.schema.json, or docs/report.v1.schema.json for schema 1).
 pub fn validate_reports(paths: &[PathBuf]) {
     require_tool("python3", "python3");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/validate-report");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ci/validate-report.py");
     let out = Command::new(script).args(paths).output().unwrap();
     assert!(
         out.status.success(),

@@ -1,7 +1,7 @@
 //! Shared parts of the collector's tests, all real: the collector binary on 127.0.0.1, a
 //! PostgreSQL server of the Debian packages started in a temporary directory as the
 //! `postgres` user (the server refuses root), `usbperf-matrix upload` processes, and reports
-//! from `scripts/fleet-gen`. A missing part fails the test with what to install; nothing
+//! from `scripts/testdata/fleet-gen.py`. A missing part fails the test with what to install; nothing
 //! passes silently.
 #![allow(dead_code)]
 
@@ -20,7 +20,7 @@ pub fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-/// `usbperf-matrix`, built from the repository root (scripts/test-collect builds it and sets
+/// `usbperf-matrix`, built from the repository root (scripts/ci/test-collect.sh builds it and sets
 /// USBPERF_MATRIX_BIN; else the debug binary of the same target directory).
 pub fn matrix_bin() -> PathBuf {
     let p = match std::env::var_os("USBPERF_MATRIX_BIN") {
@@ -37,7 +37,7 @@ pub fn matrix_bin() -> PathBuf {
     };
     assert!(
         p.is_file(),
-        "usbperf-matrix is not built at {}: run scripts/test-collect (or cargo build at the \
+        "usbperf-matrix is not built at {}: run scripts/ci/test-collect.sh (or cargo build at the \
          repository root and set USBPERF_MATRIX_BIN)",
         p.display()
     );
@@ -89,7 +89,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// `n` distinct reports (with report ids) from scripts/fleet-gen.
+/// `n` distinct reports (with report ids) from scripts/testdata/fleet-gen.py.
 pub fn fleet(n: usize, seed: u32, format: &str, dir: &Path) -> Vec<PathBuf> {
     fleet_with(n, seed, format, dir, &[])
 }
@@ -109,15 +109,15 @@ pub fn fleet_with(n: usize, seed: u32, format: &str, dir: &Path, extra: &[&str])
     v
 }
 
-/// The reports scripts/fleet-gen writes into `dir` with `args`, sorted.
+/// The reports scripts/testdata/fleet-gen.py writes into `dir` with `args`, sorted.
 pub fn fleet_gen(args: &[String], dir: &Path) -> Vec<PathBuf> {
     let out = Command::new("python3")
-        .arg(repo().join("scripts/fleet-gen"))
+        .arg(repo().join("scripts/testdata/fleet-gen.py"))
         .args(args)
         .arg("--out")
         .arg(dir)
         .output()
-        .expect("python3 is needed for scripts/fleet-gen (apt-get install python3)");
+        .expect("python3 is needed for scripts/testdata/fleet-gen.py (apt-get install python3)");
     assert!(
         out.status.success(),
         "fleet-gen: {}",
@@ -326,7 +326,7 @@ fn pg_bindir() -> PathBuf {
             .unwrap_or(0)
     });
     dirs.pop().expect(
-        "PostgreSQL is not installed: run scripts/test-collect, or apt-get install postgresql",
+        "PostgreSQL is not installed: run scripts/ci/test-collect.sh, or apt-get install postgresql",
     )
 }
 

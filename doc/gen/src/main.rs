@@ -1,6 +1,6 @@
 //! Writes the man pages (`doc/man/`) and shell completions (`completions/`) of usbperf-matrix
 //! from its clap definitions, or with `--check` compares them with the checked-in files and
-//! fails on any difference (scripts/check-layer runs that: a flag changed without
+//! fails on any difference (scripts/ci/check-yocto-layer.sh runs that: a flag changed without
 //! regenerating is caught before an image ships a stale page).
 //!
 //!   cargo run --locked --manifest-path doc/gen/Cargo.toml            (rewrite)

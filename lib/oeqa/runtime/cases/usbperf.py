@@ -6,7 +6,7 @@
 # installed usbperf-matrix on the target: the inventory as JSON, the USB tree, and a factory
 # run of two short tests on a loop device, whose report is copied back and checked against the
 # layer's report schema, with the result line the test station reads and no test file left.
-# scripts/test-oeqa-case runs this file against a local target (a fake oeqa package).
+# scripts/ci/test-oeqa-case.py runs this file against a local target (a fake oeqa package).
 
 import json
 import os

@@ -13,8 +13,8 @@ than crates.io, or a crates.io package without a checksum (the crate fetcher
 needs every sha256sum).
 
 Usage:
-  scripts/update-crates-inc            rewrite the .inc
-  scripts/update-crates-inc --check    exit 1 if the .inc differs from Cargo.lock
+  scripts/maint/update-crates-inc.py            rewrite the .inc
+  scripts/maint/update-crates-inc.py --check    exit 1 if the .inc differs from Cargo.lock
 """
 
 import argparse
@@ -27,7 +27,7 @@ try:
 except ImportError:  # Python < 3.11
     sys.exit("update-crates-inc: needs Python >= 3.11 (tomllib)")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPE_NAME = "usbperf"
 CRATES_IO = "registry+https://github.com/rust-lang/crates.io-index"
 SPARSE_CRATES_IO = "sparse+https://index.crates.io/"
@@ -123,7 +123,7 @@ def main():
             return 0
         sys.stdout.writelines(difflib.unified_diff(
             (current or "").splitlines(True), wanted.splitlines(True), rel + " (committed)", rel + " (from Cargo.lock)"))
-        print("update-crates-inc: %s does not match Cargo.lock; run scripts/update-crates-inc and commit the result" % rel,
+        print("update-crates-inc: %s does not match Cargo.lock; run scripts/maint/update-crates-inc.py and commit the result" % rel,
               file=sys.stderr)
         return 1
 

@@ -13,8 +13,8 @@ Every path is counted: `use` trees (`use crate::x::{a, b::c}`), paths in code
 the file that declares `mod parse`). Comments and string literals are skipped; so is a file's
 `#[cfg(test)] mod tests { ... }` block, which may use whatever it tests.
 
-Usage: scripts/check-layers [CRATE_SRC_DIR]   (default: src/ beside this script's parent)
-       scripts/check-layers --self-test  (planted crates: the check fails where it should)
+Usage: scripts/ci/check-imports.py [CRATE_SRC_DIR]   (default: src/ beside this script's parent)
+       scripts/ci/check-imports.py --self-test  (planted crates: the check fails where it should)
 Exit 0 when clean, 1 with one line per offending reference.
 """
 
@@ -197,7 +197,7 @@ def self_test():
             got = check(d, quiet=True)
         ok = got == want
         failed += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} check-layers self-test: {name}: exit {got} (want {want})")
+        print(f"{'ok  ' if ok else 'FAIL'} check-imports self-test: {name}: exit {got} (want {want})")
     return 1 if failed else 0
 
 
@@ -205,7 +205,7 @@ def main():
     if sys.argv[1:] == ["--self-test"]:
         return self_test()
     here = os.path.dirname(os.path.abspath(__file__))
-    return check(sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "src"))
+    return check(sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "..", "src"))
 
 
 def check(src, quiet=False):
@@ -271,9 +271,9 @@ def check(src, quiet=False):
     for p in problems:
         print(p)
     if problems:
-        print(f"check-layers: {len(problems)} problem(s); the order is src/lib.rs's `pub mod` list, bottom up")
+        print(f"check-imports: {len(problems)} problem(s); the order is src/lib.rs's `pub mod` list, bottom up")
         return 1
-    print(f"check-layers: {len(crate.files)} files in {len(order)} layers, every import runs down, no circle")
+    print(f"check-imports: {len(crate.files)} files in {len(order)} layers, every import runs down, no circle")
     return 0
 
 

@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INC = os.path.join(ROOT, "recipes-test", "usbperf", "usbperf-crates.inc")
 RECIPE = os.path.join(ROOT, "recipes-test", "usbperf", "usbperf_0.1.0.bb")
 

@@ -5,10 +5,10 @@
 # PostgreSQL server from the Debian packages (started by the tests in a temporary directory
 # as the `postgres` user), `usbperf-matrix upload` and `run` (on a loop device: needs root) as
 # units run them; then the hostile-body benchmark (tests/bench_hostile.rs), which prints
-# its figures; last, the attacks of scripts/bench-collect --attack with their bounds.
-# Called by scripts/test; installs its own Debian packages when missing.
+# its figures; last, the attacks of scripts/bench/bench-collect.py --attack with their bounds.
+# Called by scripts/test.sh; installs its own Debian packages when missing.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -27,7 +27,7 @@ fi
 step "collector: cargo fmt --check, clippy -D warnings, Cargo.lock builds with Rust 1.75"
 cargo fmt --manifest-path collector/Cargo.toml --check
 cargo clippy --locked --manifest-path collector/Cargo.toml --all-targets -- -D warnings
-scripts/check-msrv-lock --manifest-path collector/Cargo.toml
+scripts/ci/check-msrv-lock.py --manifest-path collector/Cargo.toml
 
 step "collector: unit tests and tests with real parts (PostgreSQL, HTTP, kill -9, 1,000-report load)"
 # The tests drive the unit's own binary, its default build (https:// included:
@@ -41,12 +41,12 @@ cargo test --locked --manifest-path collector/Cargo.toml -- --test-threads=1
 
 step "collector: hostile bodies (alias bombs behind CR/NEL/LS, 1,000,000 deep, 2,000,000 reasons, 700,000 keys, 256 x 1,024 cells): answer time, memory, rows; show and fleet on them"
 # A benchmark, ignored by the run above, on the release collector (the figures a line meets;
-# its build is the one scripts/bench-collect below uses): prints its figures, fails over 50 ms,
+# its build is the one scripts/bench/bench-collect.py below uses): prints its figures, fails over 50 ms,
 # 20 MB (100 MB for four at once, 50 MB for show and fleet, here the debug unit binary built
 # above: its memory is the release build's, only slower) or a row.
 cargo test --locked --release --manifest-path collector/Cargo.toml --test bench_hostile -- --ignored --nocapture
 
 step "collector: attacks on SQLite and PostgreSQL (no token and 8 MiB bodies, slow heads, one host's 1,100 connections, 1,000 uploads at once, SIGTERM, a full disk)"
-# A benchmark with bounds (scripts/bench-collect --attack): the release collector, a line per
+# A benchmark with bounds (scripts/bench/bench-collect.py --attack): the release collector, a line per
 # figure with its bound; fails when one is missed or an attack cannot be run. Needs root.
-scripts/bench-collect --attack --db both
+scripts/bench/bench-collect.py --attack --db both

@@ -14,7 +14,7 @@ the binary given with --matrix. Checked:
     the schema (with jsonschema and with the case's own fallback checks), a test file left on
     the device's filesystem.
 
-Usage: scripts/test-oeqa-case --matrix PATH-TO-usbperf-matrix
+Usage: scripts/ci/test-oeqa-case.py --matrix PATH-TO-usbperf-matrix
 """
 
 import argparse
@@ -30,7 +30,7 @@ import tempfile
 import types
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASE = os.path.join(ROOT, "lib", "oeqa", "runtime", "cases", "usbperf.py")
 
 
@@ -170,9 +170,9 @@ def main():
         import jsonschema  # noqa: F401
         import yaml
     except ImportError:
-        failures.append("python3 has no jsonschema or yaml (scripts/test installs them)")
+        failures.append("python3 has no jsonschema or yaml (scripts/test.sh installs them)")
     else:
-        # Timestamps stay strings, as in the JSON report the case reads (scripts/validate-report).
+        # Timestamps stay strings, as in the JSON report the case reads (scripts/ci/validate-report.py).
         class Loader(yaml.SafeLoader):
             pass
         Loader.yaml_implicit_resolvers = {
@@ -180,7 +180,7 @@ def main():
                                                            "tag:yaml.org,2002:int",
                                                            "tag:yaml.org,2002:float")]
             for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-        # Numbers as YAML 1.2 and the writer read them (scripts/validate-report): YAML 1.1's
+        # Numbers as YAML 1.2 and the writer read them (scripts/ci/validate-report.py): YAML 1.1's
         # base-60 integers would read a device number `8:0` as 480.
         Loader.add_implicit_resolver(
             "tag:yaml.org,2002:int", re.compile(r"^[-+]?(0|[1-9][0-9]*)$"), list("-+0123456789"))

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Benchmark of `usbperf-matrix fleet`: aggregation time and peak memory for 10,000 synthetic
-# reports (scripts/fleet-gen, two devices per unit, ~1,550-line YAML / ~1,900-line JSON each),
+# reports (scripts/testdata/fleet-gen.py, two devices per unit, ~1,550-line YAML / ~1,900-line JSON each),
 # in JSON and in YAML, and peak memory at 1,000 reports to show it stays flat.
 # Prints the numbers; docs/benchmarks-fleet.md records them. Not a test: timings depend on
 # the machine and its load (printed with the results).
 #
-# usage: scripts/bench-fleet [WORKDIR]   (default /tmp/usbperf-fleet-bench; fleets are kept
+# usage: scripts/bench/bench-fleet.sh [WORKDIR]   (default /tmp/usbperf-fleet-bench; fleets are kept
 #        there and reused: generating 10,000 reports takes a minute or two per format)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 work=${1:-/tmp/usbperf-fleet-bench}
 runs=${RUNS:-3}
 target=${CARGO_TARGET_DIR:-target}
@@ -21,7 +21,7 @@ gen() { # units format dir
     [ -f "$3/.complete" ] && return
     rm -rf "$3"
     echo "generating $1 $2 reports in $3 ..." >&2
-    python3 scripts/fleet-gen --units "$1" --format "$2" --out "$3"
+    python3 scripts/testdata/fleet-gen.py --units "$1" --format "$2" --out "$3"
     touch "$3/.complete"
 }
 gen 10000 json "$work/10k-json"

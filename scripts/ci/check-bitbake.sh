@@ -6,8 +6,8 @@
 # unchanged exports of the public repositories): `bitbake -p` over every recipe, then fetch,
 # unpack and configure of the checkout recipe. About a minute on 2 cores.
 #
-#   scripts/check-bitbake              the layer as it is in this checkout
-#   scripts/check-bitbake --self-test  plants `require ${BPN}-crates.inc` in usbperf.inc (where
+#   scripts/ci/check-bitbake.sh              the layer as it is in this checkout
+#   scripts/ci/check-bitbake.sh --self-test  plants `require ${BPN}-crates.inc` in usbperf.inc (where
 #                                      ${BPN} has no recipe name) and passes only when real
 #                                      BitBake refuses that layer; scarthgap only, seconds
 #
@@ -16,7 +16,7 @@
 # project's scripts call; without it the check is skipped and says so (exit 0, "SKIPPED").
 # USBPERF_BITBAKE_CHECK overrides its path.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CHECK=${USBPERF_BITBAKE_CHECK:-$ROOT/../shared/yocto/bitbake-check}
 
 self_test=0

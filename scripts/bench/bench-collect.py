@@ -2,15 +2,15 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Ingest latency of usbperf-collect: 1,000 distinct reports from 50 concurrent uploaders.
 
-usage: scripts/bench-collect [--reports N] [--uploaders K] [--db sqlite|postgres|both]
+usage: scripts/bench/bench-collect.py [--reports N] [--uploaders K] [--db sqlite|postgres|both]
 
 A benchmark, not a test: it prints, per database, the stored count, the wall time, the
 throughput and the p50/p99/max latency of one POST (request sent to acknowledgement read,
 so the database commit is inside it). Builds the release collector; reports come from
-scripts/fleet-gen; PostgreSQL is a private server from the Debian packages in a temporary
+scripts/testdata/fleet-gen.py; PostgreSQL is a private server from the Debian packages in a temporary
 directory (run as the postgres user when started as root), like the tests'.
 
-       scripts/bench-collect --attack [--db sqlite|postgres|both]
+       scripts/bench/bench-collect.py --attack [--db sqlite|postgres|both]
 
 --attack plays, on each database, what a hostile or broken factory network sends, against a
 fresh release collector for each attack, and prints one line per figure: the value measured,
@@ -38,7 +38,7 @@ minute) count them as separate units; attack 3 is the one host that tries to tak
      once there is room, from the same process: SQLite's file on a 4 MiB tmpfs, PostgreSQL's
      database in a tablespace on a 16 MiB tmpfs, filled with a file until ENOSPC, then the
      file deleted.
-`usbperf-matrix` is $USBPERF_MATRIX_BIN (scripts/test-collect sets it), else the debug build
+`usbperf-matrix` is $USBPERF_MATRIX_BIN (scripts/ci/test-collect.sh sets it), else the debug build
 of the repository root, built here.
 """
 import argparse
@@ -61,7 +61,7 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKEN = "bench-0123456789abcdef0123456789"
 
 
@@ -812,11 +812,11 @@ def attack(binary, dbs):
             f.write(TOKEN + "\n")
         os.chmod(tokens, 0o600)
         fleet = os.path.join(work, "fleet")
-        subprocess.run([os.path.join(ROOT, "scripts", "fleet-gen"), "--units", "1000", "--out", fleet,
+        subprocess.run([os.path.join(ROOT, "scripts", "testdata", "fleet-gen.py"), "--units", "1000", "--out", fleet,
                         "--report-ids", "--seed", "23"], check=True, stderr=subprocess.DEVNULL)
         reports = sorted(glob.glob(os.path.join(fleet, "*")))
         one = os.path.join(work, "one")
-        subprocess.run([os.path.join(ROOT, "scripts", "fleet-gen"), "--units", "1", "--out", one,
+        subprocess.run([os.path.join(ROOT, "scripts", "testdata", "fleet-gen.py"), "--units", "1", "--out", one,
                         "--report-ids", "--seed", "24"], check=True, stderr=subprocess.DEVNULL)
         single = glob.glob(os.path.join(one, "*"))[0]
         print("bench-collect --attack: release build, a fresh collector and database per attack, "
@@ -868,7 +868,7 @@ def main():
     os.chmod(work, 0o755)
     try:
         fleet = os.path.join(work, "fleet")
-        subprocess.run([os.path.join(ROOT, "scripts", "fleet-gen"), "--units", str(a.reports),
+        subprocess.run([os.path.join(ROOT, "scripts", "testdata", "fleet-gen.py"), "--units", str(a.reports),
                         "--out", fleet, "--report-ids", "--seed", "21"], check=True,
                        stderr=subprocess.DEVNULL)
         reports = sorted(glob.glob(os.path.join(fleet, "*")))

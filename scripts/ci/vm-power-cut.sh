@@ -32,18 +32,18 @@
 #       disk; then its next write phase runs to its end.
 # The host reads each boot's output disk back and scripts/vm/check_power_cut.py asserts the
 # verdicts and counts, each verdict valid against docs/power-cut.schema.json. The kernel,
-# userland (busybox, udev, dmsetup), initramfs and boot are scripts/vm-e2e's
+# userland (busybox, udev, dmsetup), initramfs and boot are scripts/vm-e2e.sh's
 # (scripts/vm/lib.sh, scripts/vm/mkinitrd.sh); the disks are virtio ones of
 # this script's own, found by serial. About 1.5-2.5 minutes on 2 cores (the build aside).
 #
-#   usage: scripts/vm-power-cut [--kernel 5.10|6.1|6.12] [--work DIR] [--timeout SECONDS]
-#   env:   USBPERF_VM_CACHE, CARGO_TARGET_DIR, SHARED_TOOLS  as for scripts/vm-e2e
+#   usage: scripts/ci/vm-power-cut.sh [--kernel 5.10|6.1|6.12] [--work DIR] [--timeout SECONDS]
+#   env:   USBPERF_VM_CACHE, CARGO_TARGET_DIR, SHARED_TOOLS  as for scripts/vm-e2e.sh
 #          USBPERF_VM_BIN  a usbperf-matrix (x86_64) to use instead of building one
 # On failure the guest's console log is printed. Exit 0 only when every assertion held.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 # shellcheck disable=SC2034 # ROOT and QEMU_VER are lib.sh's inputs
-ROOT=$PWD; PROG=scripts/vm-power-cut
+ROOT=$PWD; PROG=scripts/ci/vm-power-cut.sh
 # shellcheck source=vm/lib.sh
 . scripts/vm/lib.sh
 
@@ -94,7 +94,7 @@ chmod +x "$T/bin/usbperf-boot"
 # The rig's cycle: each boot verifies the state the last one left, then starts the next write
 # phase (boot 1 finds no state and only writes; the power is cut during that write).
 cat > "$T/etc/default/usbperf" <<EOF
-# scripts/vm-power-cut: the unit already had its factory run (the stamp exists); every boot
+# scripts/ci/vm-power-cut.sh: the unit already had its factory run (the stamp exists); every boot
 # is a power-cut cycle on the pc disk (mounted at /mnt/pc by the guest's init).
 RUN_ONCE=1
 CONFIG=/etc/usbperf/usbperf.yaml
@@ -104,7 +104,7 @@ POWER_CUT_WRITE_ARGS="--target /mnt/pc/t.bin --size $PC_SIZE --bs $BS --flush-ev
 EOF
 echo "exit=0 2026-01-01T00:00:00Z" > "$T/var/lib/usbperf/done"
 cat > "$BASE/guest.sh" <<EOF
-# scripts/vm-power-cut: the regions of the guest's power-cut tests
+# scripts/ci/vm-power-cut.sh: the regions of the guest's power-cut tests
 BS=$BS FLUSH_EVERY=$FLUSH_EVERY LW_SIZE=$LW_SIZE FL_SIZE=$FL_SIZE
 EOF
 step "initramfs"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a synthetic fleet of usbperf reports with known distributions and planted problems.
 
-usage: scripts/fleet-gen --units N --out DIR [--seed S] [--format yaml|json] [--start YYYY-MM-DD]
+usage: scripts/testdata/fleet-gen.py --units N --out DIR [--seed S] [--format yaml|json] [--start YYYY-MM-DD]
                          [--days D] [--outliers K] [--slow-port-percent P] [--truth FILE]
                          [--schema 1|2]
                          [--report-ids]
@@ -18,7 +18,7 @@ unplanted value is a robust outlier (modified z-score > 3.5). Planted problems:
 --schema 2 writes report schema 2 (every reason a record, a UUID report_id; the same figures
 as schema 1 for the same seed), 1 (the default) the reports of builds before it. The reports
 follow docs/report.schema.json or docs/report.v1.schema.json (check a few with
-scripts/validate-report), and a schema 2 report decodes into the report's own types and
+scripts/ci/validate-report.py), and a schema 2 report decodes into the report's own types and
 encodes back to the same document (tests/report_types.rs): a change to the types that this
 generator does not follow fails that test.
 --field-months M follows every unit's eMMC into the field: its factory report carries the part's

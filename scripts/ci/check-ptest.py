@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FILES = os.path.join(ROOT, "recipes-test", "usbperf", "files")
 # tests/fixtures/qemu/NAME.umockdev, the trees the recipe installs
 with open(os.path.join(ROOT, "recipes-test", "usbperf", "usbperf.inc")) as _f:

@@ -3,7 +3,7 @@
 # release binary and runs it. With no arguments it runs the factory job, `usbperf-matrix run`:
 # the quick matrix on every non-system storage device, safely (file tests on their mounted
 # filesystems, read-only tests elsewhere), report in /var/lib/usbperf/reports. Any arguments
-# are passed to usbperf-matrix instead (scripts/matrix list, scripts/matrix tree).
+# are passed to usbperf-matrix instead (scripts/matrix.sh list, scripts/matrix.sh tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()

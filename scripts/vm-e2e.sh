@@ -11,9 +11,9 @@
 # writes every report and exit code to the output disk and powers off. This script reads the
 # disk back and asserts on the reports (scripts/vm/check.py). One boot.
 #
-#   usage: scripts/vm-e2e [--arch x86_64|aarch64|armv7] [--kernel 5.10|6.1|6.12] [--qemu 7.2|10]
+#   usage: scripts/vm-e2e.sh [--arch x86_64|aarch64|armv7] [--kernel 5.10|6.1|6.12] [--qemu 7.2|10]
 #                         [--record DIR] [--scenarios "baseline ..."] [--work DIR] [--timeout SECONDS]
-#          scripts/vm-e2e --bench-schedule ...: runs scripts/vm-bench-schedule (the schedule benchmark)
+#          scripts/vm-e2e.sh --bench-schedule ...: runs scripts/bench/vm-bench-schedule.sh (the schedule benchmark)
 # --kernel: Debian's stock kernel of bullseye (5.10), bookworm (6.1, the default) or
 #   bookworm-backports (6.12). Only the kernel package comes from that suite, fetched through a
 #   private apt state under the cache (the system's sources are never touched); the guest
@@ -32,7 +32,7 @@
 #   The host compares the eMMC image's boot partitions before and after the boot.
 #   env:   USBPERF_VM_CACHE   downloaded .debs and unpacked kernels (default
 #                             ${XDG_CACHE_HOME:-/var/cache}/usbperf-vm)
-#          CARGO_TARGET_DIR   as for cargo (the aarch64 binary comes from scripts/cross-build)
+#          CARGO_TARGET_DIR   as for cargo (the aarch64 binary comes from scripts/ci/cross-build.sh)
 #          SHARED_TOOLS       the QEMU recording tools (default scripts/vm/tools: prepare.sh,
 #                             sysdump.sh, dump2umockdev.py)
 # --record DIR: the guest also dumps its sysfs (scripts/vm/tools/sysdump.sh) and DIR gets
@@ -45,12 +45,12 @@
 # On failure the guest's console log is printed. Exit 0 only when every assertion held.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD; PROG=scripts/vm-e2e
+ROOT=$PWD; PROG=scripts/vm-e2e.sh
 # the schedule benchmark is a script of its own; the old spelling still reaches it
 for x in "$@"; do
     if [ "$x" = --bench-schedule ]; then
         args=(); for y in "$@"; do [ "$y" = --bench-schedule ] || args+=("$y"); done
-        exec scripts/vm-bench-schedule "${args[@]}"
+        exec scripts/bench/vm-bench-schedule.sh "${args[@]}"
     fi
 done
 # shellcheck source=vm/lib.sh
@@ -116,7 +116,7 @@ if [ "$ARCH" = x86_64 ]; then
 fi
 step "checking the reports"
 python3 scripts/vm/check.py --guest "$WORK/guest.json" --out "$WORK/out" --scenarios "$SCENARIOS" --kernel "$KV" \
-    --host-events "$WORK/host-events.txt" --img "$I" --validator scripts/validate-report ${FLEET:+--fleet "$FLEET"} \
+    --host-events "$WORK/host-events.txt" --img "$I" --validator scripts/ci/validate-report.py ${FLEET:+--fleet "$FLEET"} \
     || fail "report assertions failed (see above)"
 echo
-echo "scripts/vm-e2e: $ARCH kernel $KV ok (guest $GUEST), boot wall time $((T1 - T0)) s"
+echo "scripts/vm-e2e.sh: $ARCH kernel $KV ok (guest $GUEST), boot wall time $((T1 - T0)) s"

@@ -3,8 +3,8 @@
 (schema_version 2, the current one) or docs/report.v1.schema.json (schema_version 1, what
 older builds wrote).
 
-usage: scripts/validate-report REPORT...   (exit 0 when every report is valid)
-Needs python3 with pyyaml and jsonschema (scripts/test installs them).
+usage: scripts/ci/validate-report.py REPORT...   (exit 0 when every report is valid)
+Needs python3 with pyyaml and jsonschema (scripts/test.sh installs them).
 """
 import json
 import os
@@ -40,7 +40,7 @@ def main(paths):
     here = os.path.dirname(os.path.abspath(__file__))
     validators = {}
     for version, name in ((1, "report.v1.schema.json"), (2, "report.schema.json")):
-        with open(os.path.join(here, "..", "docs", name)) as f:
+        with open(os.path.join(here, "..", "..", "docs", name)) as f:
             schema = json.load(f)
             validators[version] = jsonschema.validators.validator_for(schema)(schema)
     bad = 0

@@ -15,7 +15,7 @@ median of the confidence interval each run stated, how the runs stopped, the med
 time of the cell and the whole test's figure (fio's kind, the warm-up included); fio's median and spread; the ratio of medians; and the error against the
 throttle's rate. Then one run on the device unthrottled, with each figure's stated interval.
 
-    sudo scripts/bench-precision [--rounds 8] [--binary target/release/usbperf-matrix]
+    sudo scripts/bench/bench-precision.py [--rounds 8] [--binary target/release/usbperf-matrix]
         [--engine sync] [--fio-runtime 2] [--keep DIR]
 
 --engine is the run's engine (`auto`, `uring`, `sync`). Under the blkio throttle of cgroup v1,

@@ -3,11 +3,11 @@
 """The fleet from the database: `usbperf-collect fleet` over 100,000 reports in SQLite and in
 PostgreSQL, beside `usbperf-matrix fleet` over a directory of the same reports.
 
-usage: scripts/bench-fleet-db [--reports N] [--distinct K] [--dir-reports M] [--runs R]
+usage: scripts/bench/bench-fleet-db.py [--reports N] [--distinct K] [--dir-reports M] [--runs R]
 (COLLECTOR_TARGET_DIR, if set, is the collector's cargo target directory)
 
 A benchmark, not a test (the fleet over 100,000 reports from either database in
-<= 2 s on this machine). How the 100,000 are made: scripts/fleet-gen writes K distinct
+<= 2 s on this machine). How the 100,000 are made: scripts/testdata/fleet-gen.py writes K distinct
 schema 2 reports (default 1,000; 100,000 would be 4 GB of YAML), the collector's own ingest
 extracts each once, and collector/examples/fleet-db-fill.rs stores N copies, each with its own
 report_id and unit serial, by SQL in one transaction (raw documents left empty: no fleet
@@ -16,7 +16,7 @@ first M copies written as files (default 10,000), scaled to N (its time grows li
 with the files it parses), and said so. Each figure is the best of R runs of the release
 binaries (wall time of the whole command: open, query, decode, aggregate, render JSON).
 PostgreSQL is a private server of the Debian packages in a temporary directory, as the
-tests and scripts/bench-collect start it.
+tests and scripts/bench/bench-collect.py start it.
 """
 import argparse
 import importlib.machinery
@@ -28,11 +28,11 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def load_bench_collect():
-    path = os.path.join(ROOT, "scripts", "bench-collect")
+    path = os.path.join(ROOT, "scripts", "bench", "bench-collect.py")
     loader = importlib.machinery.SourceFileLoader("bench_collect", path)
     spec = importlib.util.spec_from_loader("bench_collect", loader)
     mod = importlib.util.module_from_spec(spec)
@@ -90,7 +90,7 @@ def main():
     pg = None
     try:
         src = os.path.join(work, "src")
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "fleet-gen"), "--units",
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testdata", "fleet-gen.py"), "--units",
                         str(a.distinct), "--schema", "2", "--format", "yaml", "--out", src],
                        check=True, stdout=subprocess.DEVNULL)
         sqlite = "sqlite:" + os.path.join(work, "reports.db")

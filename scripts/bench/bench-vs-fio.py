@@ -350,7 +350,7 @@ def main():
         subprocess.run(["apt-get", "install", "-y", "fio"], check=True)
     binary = args.binary
     if binary is None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         target_dir = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
         binary = os.path.join(target_dir, "release", "usbperf-matrix")

@@ -9,7 +9,7 @@
 set -eu
 [ $# -eq 1 ] || { echo "usage: $0 DL_DIR" >&2; exit 2; }
 dl=$1
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 inc="$root/recipes-test/usbperf/usbperf-crates.inc"
 cache="${CARGO_HOME:-$HOME/.cargo}/registry/cache"
 

@@ -15,20 +15,20 @@
 #   --ptest DIR: instead, only the test binaries the way oe-core's ptest-cargo builds them
 #     (`cargo build --tests --message-format json`, the executables of its messages for this
 #     package), listed in DIR/test-binaries, and the usbperf-matrix built with them, named in
-#     DIR/usbperf-matrix (scripts/check-ptest runs them under qemu-user).
+#     DIR/usbperf-matrix (scripts/ci/check-ptest.py runs them under qemu-user).
 #
-#   --no-unit-tests: skip the library unit tests under qemu-user (scripts/test passes it for
-#     aarch64, whose every test binary check-layer's ptest-aarch64 has already run under qemu).
+#   --no-unit-tests: skip the library unit tests under qemu-user (scripts/test.sh passes it for
+#     aarch64, whose every test binary check-yocto-layer's ptest-aarch64 has already run under qemu).
 #
-#   usage: scripts/cross-build [--arch aarch64|armv7] [--ptest DIR] [--no-unit-tests]
+#   usage: scripts/ci/cross-build.sh [--arch aarch64|armv7] [--ptest DIR] [--no-unit-tests]
 #          (as root on Debian 12 amd64)
 #   env:   CARGO_TARGET_DIR   (default: target/cross), the outputs go under it
-#          CROSS_BUILD_DEFAULT_ONLY=1  only the default-feature build (scripts/vm-e2e --arch ...)
+#          CROSS_BUILD_DEFAULT_ONLY=1  only the default-feature build (scripts/vm-e2e.sh --arch ...)
 #          USBPERF_CROSS_CACHE  the armv7 private toolchain (default /var/cache/usbperf-cross)
 #   out:   $CARGO_TARGET_DIR/<target>/release/usbperf-matrix (default features)
 #          $CARGO_TARGET_DIR/test/<target>/debug/usbperf-matrix (no default features)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 step() { printf '\n==> %s\n' "$*"; }
 
 ARCH=aarch64
@@ -219,4 +219,4 @@ if [ "${CROSS_BUILD_DEFAULT_ONLY:-0}" != 1 ]; then
     check "$T/test/$TARGET/debug/usbperf-matrix" "no default features (sysfs walker, thread-pool engine)" nosize
 fi
 echo
-echo "scripts/cross-build: ok"
+echo "scripts/ci/cross-build.sh: ok"

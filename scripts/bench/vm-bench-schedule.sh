@@ -11,17 +11,17 @@
 # `schedule: serial S s, auto A s, speed-up ..., worst ... deviation D %`.
 # Fails only when a run left no report. --bench-hub (guest "bench-hub") adds two sticks behind
 # one hub on a second xHCI, sharing one throttle (the hub's bandwidth): the "same lane, in
-# sequence" case. The kernel, the initramfs, the boot and the output disk are scripts/vm-e2e's
+# sequence" case. The kernel, the initramfs, the boot and the output disk are scripts/vm-e2e.sh's
 # (scripts/vm/lib.sh).
 #
-#   usage: scripts/vm-bench-schedule [--rounds N] [--calibrate-rounds N] [--bench-hub]
+#   usage: scripts/bench/vm-bench-schedule.sh [--rounds N] [--calibrate-rounds N] [--bench-hub]
 #                                    [--kernel 5.10|6.1|6.12] [--work DIR] [--timeout SECONDS]
 #   env:   BENCH_READ_BPS BENCH_WRITE_BPS BENCH_READ_IOPS BENCH_WRITE_IOPS  the throttle of the
 #          devices (default 10000000 5000000 100 50: 10 MB/s read, 5 MB/s write, 100 and 50
 #          IOPS); the SD card's in the guest kernel (cgroup io.max, see below)
 #          BENCH_MODES  the modes of each round (default "serial auto"; "parallel" runs one
 #                       usbperf-matrix process per lane at once, a reference for auto)
-#          USBPERF_VM_CACHE, CARGO_TARGET_DIR, SHARED_TOOLS  as for scripts/vm-e2e
+#          USBPERF_VM_CACHE, CARGO_TARGET_DIR, SHARED_TOOLS  as for scripts/vm-e2e.sh
 # The rates are low enough that the throttle, not TCG, is the limit (measured unthrottled:
 # EHCI's emulation gives about 17 MiB/s sequential and 150-370 random reads/s, xHCI's 125-280;
 # both vary run to run). The IOPS limits sit above what the sequential tests need (BOT at high
@@ -33,8 +33,8 @@
 # guest while it waits (an A/A run gave SD figures 0.3-2.8x apart), and unthrottled it is
 # CPU-bound (about 19 MiB/s), taking the CPU the other devices' emulation needs.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$PWD; PROG=scripts/vm-bench-schedule
+cd "$(dirname "$0")/../.."
+ROOT=$PWD; PROG=scripts/bench/vm-bench-schedule.sh
 # shellcheck source=vm/lib.sh
 . scripts/vm/lib.sh
 

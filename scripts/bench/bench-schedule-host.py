@@ -7,11 +7,11 @@ the device: run at once they would share the cores and both figures would drop. 
 must see that and run them one after the other (CPU-bound phases must stay honest).
 This runs `usbperf-matrix run` on both, raw, with `--schedule serial` and `--schedule auto`
 alternately (the order swaps every round), and prints the same summary as
-scripts/vm-e2e --bench-schedule (scripts/vm/bench-schedule.py): wall times, per-figure ratios
+scripts/vm-e2e.sh --bench-schedule (scripts/vm/bench-schedule.py): wall times, per-figure ratios
 and the line `schedule: serial S s, auto A s, speed-up ..., worst device-bound figure deviation D %`.
 Expected: auto runs them alone, so no speed-up and figures unchanged.
 
-    sudo scripts/bench-schedule-host [--rounds 3] [--runtime 5s] [--size 2G] [--work DIR]
+    sudo scripts/bench/bench-schedule-host.py [--rounds 3] [--runtime 5s] [--size 2G] [--work DIR]
 
 A config's random tests end after one pass over their region (the config has no fio-style
 time_based), so the region, the whole zram disk filled with random data first, sets their
@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("--rounds", type=int, default=3)
@@ -80,11 +80,11 @@ def make_zram(size):
 
 def main():
     if os.geteuid() != 0:
-        sys.exit("scripts/bench-schedule-host: needs root (zram devices, raw writes)")
+        sys.exit("scripts/bench/bench-schedule-host.py: needs root (zram devices, raw writes)")
     if not os.path.exists("/sys/class/zram-control/hot_add"):
         subprocess.run(["modprobe", "zram", "num_devices=0"], check=False)
     if not os.path.exists("/sys/class/zram-control/hot_add"):
-        sys.exit("scripts/bench-schedule-host: no zram (/sys/class/zram-control/hot_add)")
+        sys.exit("scripts/bench/bench-schedule-host.py: no zram (/sys/class/zram-control/hot_add)")
     print("==> building usbperf-matrix (release)", flush=True)
     subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
@@ -106,7 +106,7 @@ def main():
     cfg = os.path.join(a.work, "bench-schedule-host.yaml")
     with open(cfg, "w") as f:
         f.write(
-            "# written by scripts/bench-schedule-host: the schedule's CPU-bound control\n"
+            "# written by scripts/bench/bench-schedule-host.py: the schedule's CPU-bound control\n"
             "description: schedule benchmark, CPU-bound control (two zram disks)\n"
             "report_format: json\n"
             "devices:\n"

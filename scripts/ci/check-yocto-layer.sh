@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT OR Apache-2.0
 #
-# check-layer: the checks of the meta-usbperf layer that need no BitBake. Real BitBake
-# (scarthgap and wrynose: parse, fetch, unpack, configure) is scripts/check-bitbake, which
-# scripts/test runs before this. A check below that re-implements a rule of BitBake, oe-core
+# check-yocto-layer: the checks of the meta-usbperf layer that need no BitBake. Real BitBake
+# (scarthgap and wrynose: parse, fetch, unpack, configure) is scripts/ci/check-bitbake.sh, which
+# scripts/test.sh runs before this. A check below that re-implements a rule of BitBake, oe-core
 # or yocto-check-layer instead of running it says "approximation" in its output:
 #
 #   oelint-scarthgap/wrynose  oelint-adv clean for both releases (.oelint.cfg)
 #   recipe-version            usbperf_<version>.bb matches Cargo.toml
 #   license-checksums         LIC_FILES_CHKSUM md5s match LICENSE-*
 #   src-uri-files             every file:// entry of the recipe exists
-#   crates-inc                scripts/update-crates-inc --check
-#   msrv-lock                 scripts/check-msrv-lock (scarthgap: Rust 1.75)
-#   vendor-build              scripts/check-vendor (bitbake-style vendoring,
+#   crates-inc                scripts/maint/update-crates-inc.py --check
+#   msrv-lock                 scripts/ci/check-msrv-lock.py (scarthgap: Rust 1.75)
+#   vendor-build              scripts/ci/check-vendor.py (bitbake-style vendoring,
 #                             offline cargo build)
 #   feature-sets              cargo check of the other PACKAGECONFIG feature
 #                             sets (udev only: no io_uring; none)
@@ -38,18 +38,18 @@
 #                             binaries and planted faults: exact ptest lines
 #   ptest-aarch64             run-ptest with the aarch64 test binaries and
 #                             usbperf-matrix under qemu-user, installed as
-#                             ptest-cargo installs them (scripts/check-ptest)
+#                             ptest-cargo installs them (scripts/ci/check-ptest.py)
 #   oeqa-case                 lib/oeqa/runtime/cases/usbperf.py through a fake
-#                             oeqa target on this machine (scripts/test-oeqa-case)
+#                             oeqa target on this machine (scripts/ci/test-oeqa-case.py)
 #
 # Installs what it needs (Debian 12, as root): apt systemd, libudev-dev,
 # pkg-config, python3-venv, busybox, man-db, umockdev, e2fsprogs; oelint-adv
 # and kas (pinned) in a venv under target/.
 # Needs cargo in PATH. Exits non-zero if any check fails and says which.
-# Usage: scripts/check-layer [CHECK...]   (default: all)
+# Usage: scripts/ci/check-yocto-layer.sh [CHECK...]   (default: all)
 
 set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 
 OELINT_ADV_VERSION=9.11.2
@@ -63,7 +63,7 @@ RELEASES="scarthgap wrynose"
 
 passed=()
 failed=()
-note() { printf '\n=== check-layer: %s\n' "$*"; }
+note() { printf '\n=== check-yocto-layer: %s\n' "$*"; }
 
 # --- setup ---------------------------------------------------------------
 install_deps() {
@@ -74,7 +74,7 @@ install_deps() {
 	if [ ${#missing[@]} -gt 0 ]; then
 		note "apt-get install ${missing[*]}"
 		if [ "$(id -u)" -ne 0 ]; then
-			echo "check-layer: need root to install ${missing[*]}" >&2
+			echo "check-yocto-layer: need root to install ${missing[*]}" >&2
 			return 1
 		fi
 		export DEBIAN_FRONTEND=noninteractive
@@ -89,7 +89,7 @@ install_deps() {
 			"oelint-adv==$OELINT_ADV_VERSION" "oelint-parser==$OELINT_PARSER_VERSION" \
 			"oelint-data==$OELINT_DATA_VERSION" "kas==$KAS_VERSION" || return 1
 	fi
-	command -v cargo >/dev/null || { echo "check-layer: cargo not found in PATH" >&2; return 1; }
+	command -v cargo >/dev/null || { echo "check-yocto-layer: cargo not found in PATH" >&2; return 1; }
 }
 
 # --- checks ----------------------------------------------------------------
@@ -145,7 +145,7 @@ check_license_checksums() {
 
 check_src_uri_files() {
 	local text rc=0 f
-	echo "approximation: the file:// paths looked up by hand; BitBake's own fetch is scripts/check-bitbake"
+	echo "approximation: the file:// paths looked up by hand; BitBake's own fetch is scripts/ci/check-bitbake.sh"
 	text=$(recipe_text) || return 1
 	for f in $(echo "$text" | grep -o 'file://[^; "]*' | sed 's|file://||' | sort -u); do
 		case $f in LICENSE-*) continue ;; esac  # checked above
@@ -225,7 +225,7 @@ check_default_config() {
 
 check_shell_syntax() {
 	local f rc=0
-	for f in "$RECIPE_DIR/files/usbperf-matrix.init" "$RECIPE_DIR/files/usbperf-boot" "$RECIPE_DIR/files/usbperf.default" "$RECIPE_DIR/files/run-ptest" scripts/seed-dl-dir; do
+	for f in "$RECIPE_DIR/files/usbperf-matrix.init" "$RECIPE_DIR/files/usbperf-boot" "$RECIPE_DIR/files/usbperf.default" "$RECIPE_DIR/files/run-ptest" scripts/maint/seed-dl-dir.sh; do
 		if sh -n "$f"; then echo "sh -n $f OK"; else rc=1; fi
 	done
 	if command -v dash >/dev/null; then
@@ -444,7 +444,7 @@ check_git_recipe() {
 			mkdir -p "$lock/$(dirname "$m")"
 			git -C "$ROOT" show "$rev:$m" > "$lock/$m"
 		done
-	if scripts/update-crates-inc --check --lock "$lock/Cargo.lock" >/dev/null; then
+	if scripts/maint/update-crates-inc.py --check --lock "$lock/Cargo.lock" >/dev/null; then
 		echo "SRCREV $rev: its Cargo.lock gives usbperf-crates.inc"
 	else
 		echo "SRCREV $rev: its Cargo.lock does not give usbperf-crates.inc (move SRCREV and the .inc together)" >&2; rc=1
@@ -499,7 +499,7 @@ check_git_recipe() {
 # today, and man renders every page without a warning.
 check_man_pages() {
 	local f out rc=0
-	scripts/check-msrv-lock --manifest-path doc/gen/Cargo.toml || rc=1
+	scripts/ci/check-msrv-lock.py --manifest-path doc/gen/Cargo.toml || rc=1
 	cargo run --locked --quiet --manifest-path doc/gen/Cargo.toml \
 		--target-dir "$CHECK_VENDOR_TARGET_DIR/doc-gen" -- --check || rc=1
 	for f in doc/man/*.1; do
@@ -566,7 +566,7 @@ check_package_files() {
 check_ptest_logic() {
 	local bin="$CHECK_VENDOR_TARGET_DIR/target/debug/usbperf-matrix"
 	[ -x "$bin" ] || { echo "no built binary at $bin (vendor-build must run first)" >&2; return 1; }
-	scripts/check-ptest --logic --matrix "$bin"
+	scripts/ci/check-ptest.py --logic --matrix "$bin"
 }
 
 # The acceptance run: the test binaries cross-built for aarch64 the way
@@ -574,20 +574,20 @@ check_ptest_logic() {
 # messages), run-ptest under busybox sh, every binary under qemu-aarch64.
 check_ptest_aarch64() {
 	local out="$CHECK_VENDOR_TARGET_DIR/ptest-aarch64"
-	scripts/cross-build --arch aarch64 --ptest "$out" || return 1
-	scripts/check-ptest --qemu aarch64 --binaries "$out/test-binaries" \
+	scripts/ci/cross-build.sh --arch aarch64 --ptest "$out" || return 1
+	scripts/ci/check-ptest.py --qemu aarch64 --binaries "$out/test-binaries" \
 		--matrix "$(cat "$out/usbperf-matrix")"
 }
 
 check_oeqa_case() {
 	local bin="$CHECK_VENDOR_TARGET_DIR/target/debug/usbperf-matrix"
 	[ -x "$bin" ] || { echo "no built binary at $bin (vendor-build must run first)" >&2; return 1; }
-	scripts/test-oeqa-case --matrix "$bin"
+	scripts/ci/test-oeqa-case.py --matrix "$bin"
 }
 
 check_vendor() {
-	echo "approximation: the crate fetcher's unpack and cargo_common's config re-created here; BitBake's own fetch and unpack of the crates is scripts/check-bitbake"
-	scripts/check-vendor
+	echo "approximation: the crate fetcher's unpack and cargo_common's config re-created here; BitBake's own fetch and unpack of the crates is scripts/ci/check-bitbake.sh"
+	scripts/ci/check-vendor.py
 }
 
 run_check() {
@@ -596,7 +596,7 @@ run_check() {
 	if "$@"; then
 		passed+=("$name")
 	else
-		echo "check-layer: FAILED: $name" >&2
+		echo "check-yocto-layer: FAILED: $name" >&2
 		failed+=("$name")
 	fi
 }
@@ -606,8 +606,8 @@ wanted=${*:-all}
 want() { [ "$wanted" = all ] || [[ " $wanted " == *" $1 "* ]]; }
 
 if ! install_deps; then
-	echo "check-layer: FAILED: setup (apt/pip/cargo)" >&2
-	echo "check-layer: 0 passed, 1 failed"
+	echo "check-yocto-layer: FAILED: setup (apt/pip/cargo)" >&2
+	echo "check-yocto-layer: 0 passed, 1 failed"
 	exit 1
 fi
 
@@ -617,8 +617,8 @@ done
 want recipe-version && run_check recipe-version check_recipe_version
 want license-checksums && run_check license-checksums check_license_checksums
 want src-uri-files && run_check src-uri-files check_src_uri_files
-want crates-inc && run_check crates-inc scripts/update-crates-inc --check
-want msrv-lock && run_check msrv-lock scripts/check-msrv-lock
+want crates-inc && run_check crates-inc scripts/maint/update-crates-inc.py --check
+want msrv-lock && run_check msrv-lock scripts/ci/check-msrv-lock.py
 want vendor-build && run_check vendor-build check_vendor
 want feature-sets && run_check feature-sets check_feature_sets
 want systemd-verify && run_check systemd-verify check_systemd_verify
@@ -636,7 +636,7 @@ want oeqa-case && run_check oeqa-case check_oeqa_case
 
 echo
 if [ ${#failed[@]} -gt 0 ]; then
-	echo "check-layer: failed: ${failed[*]}" >&2
+	echo "check-yocto-layer: failed: ${failed[*]}" >&2
 fi
-echo "check-layer: ${#passed[@]} passed, ${#failed[@]} failed"
+echo "check-yocto-layer: ${#passed[@]} passed, ${#failed[@]} failed"
 [ ${#failed[@]} -eq 0 ]
