@@ -43,6 +43,12 @@ struct Line {
     retests: String,
 }
 
+/// Whether `figure` misses the minimum `limit` inside the marginal band: the misses a
+/// retest measures again.
+fn marginal_miss(figure: f64, limit: f64) -> bool {
+    figure < limit && figure > limit * (1.0 - BAND / 100.0)
+}
+
 /// The figure a limit judges, as the verdict reads it: the sustained rate after a drop, else
 /// the steady rate after the warm-up, else the whole test's (a RAM device's whole-test rate
 /// can sit 30 % above its steady one after a hiccup, and the limit never sees it).
@@ -81,9 +87,12 @@ fn a_limit_just_above_and_just_below_a_measured_figure() {
         .first()
         .map(|a| mib(&a["result"]))
         .unwrap_or_else(|| mib(&cell["result"]));
-    let marginal_miss = |f: f64| f < limit && f > limit * (1.0 - BAND / 100.0);
     // Whether it was retested follows from the first figure alone.
-    assert_eq!(attempts.len(), usize::from(marginal_miss(first)), "{d:#}");
+    assert_eq!(
+        attempts.len(),
+        usize::from(marginal_miss(first, limit)),
+        "{d:#}"
+    );
     for a in &attempts {
         assert_eq!(a["status"], "failed", "{a:#}");
         assert!(
@@ -128,7 +137,11 @@ fn a_limit_just_above_and_just_below_a_measured_figure() {
     );
     let d = &v["devices"][0];
     let cell = &d["cells"][0];
-    let f = mib(&cell["result"]);
+    let attempts = cell["attempts"].as_array().cloned().unwrap_or_default();
+    let f = attempts
+        .first()
+        .map(|a| mib(&a["result"]))
+        .unwrap_or_else(|| mib(&cell["result"]));
     if f >= limit {
         assert_eq!(code, 0, "{d:#}");
         assert_eq!(d["verdict"]["pass"], true, "{d:#}");
@@ -153,8 +166,19 @@ fn a_limit_just_above_and_just_below_a_measured_figure() {
             "a pass is never retested: {d:#}"
         );
     } else {
-        // Slower this time than 0.8 of a moment ago: a marginal miss, measured again once.
-        assert_eq!(cell["attempts"].as_array().map(Vec::len), Some(1), "{d:#}");
-        assert_eq!(d["verdict"]["retests"], 1, "{d:#}");
+        // Slower this time than 0.8 of a moment ago (a RAM device on a busy machine can be
+        // several times slower): a miss inside the band is measured again once, a miss
+        // beyond it is not.
+        let retested = marginal_miss(f, limit);
+        assert_eq!(attempts.len(), usize::from(retested), "{f} {limit}: {d:#}");
+        assert_eq!(
+            d["verdict"]["retests"].as_u64().unwrap_or(0),
+            u64::from(retested),
+            "{d:#}"
+        );
+        // The verdict follows the last attempt: a retest that reaches the limit passes.
+        let pass = mib(&cell["result"]) >= limit;
+        assert_eq!(d["verdict"]["pass"], pass, "{d:#}");
+        assert_eq!(code, if pass { 0 } else { 1 }, "{d:#}");
     }
 }
