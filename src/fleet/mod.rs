@@ -7,7 +7,9 @@
 //! of [`summary`] (on every CPU: [`parallel`]);
 //! [`thresholds`], [`text`] and [`html`] render the summary; [`wear`] follows each flash part
 //! from report to report. [`records`] aggregates records
-//! extracted elsewhere (the collector's database) without reading files.
+//! extracted elsewhere (the collector's database) without reading files. [`sketch`] keeps a
+//! figure's values in memory that grows with their range, not their number, and merges
+//! across days and collectors.
 
 pub mod aggregate;
 pub mod builds;
@@ -16,6 +18,7 @@ pub mod html;
 pub mod load;
 pub mod parallel;
 pub mod records;
+pub mod sketch;
 pub mod stats;
 pub mod summary;
 pub mod text;
