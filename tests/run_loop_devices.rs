@@ -707,7 +707,9 @@ fn list_says_how_each_disk_is_tested_or_why_not() {
 fn a_loop_device_detached_mid_run_fails_with_the_device_gone_and_the_rest_not_run() {
     needs_root!("loop devices");
     use std::io::{BufRead, BufReader};
-    let raw = Loop::new(96 << 20);
+    // Alone: the number freed by the detach must not go to another test's device while this
+    // run still tests it by name.
+    let raw = Loop::new_alone(96 << 20);
     let rd = RunDir::new();
     let cfg = rd.config(&format!(
         "profile: quick\n\

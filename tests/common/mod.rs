@@ -153,10 +153,22 @@ pub fn stdout_json(out: &Output) -> serde_json::Value {
 pub struct Loop {
     pub dev: String,
     pub dir: TempDir,
+    // Last: released after the device is detached.
+    _numbers: NumberHold,
 }
 
 impl Loop {
     pub fn new(size_bytes: u64) -> Loop {
+        Loop::with_hold(size_bytes, NumberHold::shared())
+    }
+
+    /// A loop device the test may detach while a run still tests it by name: no other test
+    /// of this binary holds a loop device meanwhile (see [`NumberHold`]).
+    pub fn new_alone(size_bytes: u64) -> Loop {
+        Loop::with_hold(size_bytes, NumberHold::alone())
+    }
+
+    fn with_hold(size_bytes: u64, hold: NumberHold) -> Loop {
         require_root("losetup needs root");
         require_tool("losetup", "mount");
         let dir = TempDir::new("loop");
@@ -166,10 +178,71 @@ impl Loop {
         Loop {
             dev: attach_loop(&img),
             dir,
+            _numbers: hold,
         }
     }
     pub fn name(&self) -> &str {
         self.dev.trim_start_matches("/dev/")
+    }
+}
+
+/// The kernel gives a freed loop number to the next `losetup --find` at once. A test that
+/// detaches its device while its run still tests `/dev/loopN` by name would see another
+/// test's new device take that name, and both tests would measure the wrong device. So every
+/// loop device of a test holds the numbers shared, and one that is detached mid-run holds
+/// them alone: it waits until no other test of its binary holds a loop device, and others
+/// wait for it. A shared hold never waits for a waiting alone one, so a test holding two
+/// devices cannot deadlock.
+pub struct NumberHold {
+    alone: bool,
+}
+
+struct Numbers {
+    shared: usize,
+    alone: bool,
+}
+
+static NUMBERS: std::sync::Mutex<Numbers> = std::sync::Mutex::new(Numbers {
+    shared: 0,
+    alone: false,
+});
+static NUMBERS_FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+impl NumberHold {
+    fn take(alone: bool) -> NumberHold {
+        let poisoned = std::sync::PoisonError::into_inner;
+        let mut n = NUMBERS.lock().unwrap_or_else(poisoned);
+        while n.alone || (alone && n.shared > 0) {
+            n = NUMBERS_FREED.wait(n).unwrap_or_else(poisoned);
+        }
+        if alone {
+            n.alone = true;
+        } else {
+            n.shared += 1;
+        }
+        NumberHold { alone }
+    }
+
+    pub fn shared() -> NumberHold {
+        NumberHold::take(false)
+    }
+
+    pub fn alone() -> NumberHold {
+        NumberHold::take(true)
+    }
+}
+
+impl Drop for NumberHold {
+    fn drop(&mut self) {
+        let mut n = NUMBERS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.alone {
+            n.alone = false;
+        } else {
+            n.shared -= 1;
+        }
+        NUMBERS_FREED.notify_all();
     }
 }
 
@@ -294,11 +367,13 @@ pub fn validate_reports(paths: &[PathBuf]) {
 pub struct SealedLoop {
     pub dev: String,
     _memfd: std::os::fd::OwnedFd,
+    _numbers: NumberHold,
 }
 
 impl SealedLoop {
     pub fn new() -> SealedLoop {
         require_tool("losetup", "mount");
+        let numbers = NumberHold::shared();
         let name = std::ffi::CString::new("usbperf-events-ioerr").unwrap();
         // SAFETY: a NUL-terminated name and flags; the fd is owned right after.
         let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_ALLOW_SEALING) };
@@ -333,6 +408,7 @@ impl SealedLoop {
         SealedLoop {
             dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
             _memfd: memfd,
+            _numbers: numbers,
         }
     }
 
