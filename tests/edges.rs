@@ -187,7 +187,7 @@ fn run_without_arguments_tests_the_system_disk_through_files_never_raw() {
         test_files_in(Path::new("/var/lib/usbperf/scratch")).is_empty(),
         "no test file left"
     );
-    // The seeds' table is printed at the end.
+    // The matrix table is printed at the end.
     let o = stdout(&out);
     assert!(
         o.contains("read-buffered") && o.contains("seq-write"),

@@ -398,10 +398,11 @@ pub struct DeviceRule {
 }
 
 /// One column of the matrix: a workload and its parameters (unset ones take the workload's
-/// seed defaults). Checked when it is read against the same rules the engine enforces, so a
-/// value no device could run is a configuration error with its position, never a failed
-/// device. Each key is declared here once: serde derives the decoding as an inherent
-/// function (`remote = "Self"`), and the `Deserialize` impl below runs it, then the check.
+/// defaults). Checked when it is read against the same rules the engine enforces, so a value
+/// no device could run is a configuration error with its position, never a failed device.
+// Each key is declared here once: serde derives the decoding as an inherent function
+// (`remote = "Self"`), and the `Deserialize` impl below runs it, then the check. (A plain
+// comment: the doc comment above is the report schema's description of a test.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(remote = "Self", deny_unknown_fields)]
@@ -472,7 +473,7 @@ impl TestSpec {
         crate::workload::check_params(&p).map_err(|e| e.to_string())
     }
 
-    /// The workload's seed defaults with this entry's values on top: what a cell runs.
+    /// The workload's defaults with this entry's values on top: what a cell runs.
     /// A `runtime` of 0 means no time bound, as bench's `--runtime 0` does.
     pub fn params(&self, target: PathBuf, engine: EngineRequest) -> WorkloadParams {
         let mut p = self.overrides().params(self.workload, target);
@@ -1302,7 +1303,7 @@ pub fn load_file(
 
 /// Every non-system disk (a test file on its mounted filesystem, read-only tests otherwise), and
 /// the system disk through test files in the scratch directory on its filesystem, never raw:
-/// as the seeds measured the eMMC with `dd` to a file on the rootfs.
+/// as boards' bring-up guides measure the eMMC with `dd` to a file on the rootfs.
 pub fn default_devices() -> Vec<DeviceRule> {
     vec![
         DeviceRule {

@@ -1,5 +1,5 @@
-//! Owns the workloads (what hdparm, dd and fio did in the seeds): their parameters and
-//! defaults, how each becomes job plans for the engine, size and time bounds, cache modes, and
+//! Owns the workloads (what hdparm, dd and fio do in boards' bring-up guides): their parameters
+//! and defaults, how each becomes job plans for the engine, size and time bounds, cache modes, and
 //! the result every workload returns.
 
 pub mod curve;
@@ -130,7 +130,7 @@ pub struct WorkloadParams {
 }
 
 impl WorkloadParams {
-    /// The seed defaults of each workload (fio/hdparm/dd in the seeds).
+    /// The defaults of each workload (what fio, hdparm and dd run in boards' bring-up guides).
     pub fn defaults(workload: WorkloadKind, target: PathBuf) -> Self {
         use WorkloadKind::*;
         let block_bytes = match workload {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{CacheMode, VerifyMode, VerifyPhase, WorkloadKind, WorkloadParams};
 
-/// Every field is optional: unset keeps the workload's default (the seeds' figures).
+/// Every field is optional: unset keeps the workload's default.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
     pub block_bytes: Option<u64>,

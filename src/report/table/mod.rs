@@ -81,7 +81,7 @@ impl Metric {
         }
     }
 
-    /// The figures a workload is judged by, from the metric table (the seeds: dd and hdparm
+    /// The figures a workload is judged by, from the metric table (as dd and hdparm
     /// gave MB/s, fio's random jobs IOPS and the 99th percentile completion latency). A
     /// workload this build does not know still has a throughput: every result carries
     /// `mib_per_s`.
@@ -677,7 +677,7 @@ mod tests {
         .unwrap()
     }
 
-    /// A report with one device per bus of the seeds' table and one cell per status.
+    /// A report with one device per bus of a bring-up guide's table and one cell per status.
     const REPORT: &str = r#"
 schema_version: 1
 status: complete
