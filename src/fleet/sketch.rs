@@ -202,13 +202,7 @@ impl Sketch {
     /// [`super::stats::percentile`] does, within the accuracy of the exact one; the 0th and
     /// 100th are the exact minimum and maximum. `None` when empty.
     pub fn percentile(&self, p: f64) -> Option<f64> {
-        if self.count == 0 {
-            return None;
-        }
-        let rank = (p / 100.0).clamp(0.0, 1.0) * (self.count - 1) as f64;
-        let (lo, hi) = (rank.floor() as u64, rank.ceil() as u64);
-        let (a, b) = (self.order_statistic(lo), self.order_statistic(hi));
-        Some(a + (b - a) * (rank - lo as f64))
+        super::stats::percentile_of(self.count, p, |k| self.order_statistic(k))
     }
 
     /// How many values are at most `x`. Only values in `x`'s own bucket (within the accuracy

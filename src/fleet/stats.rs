@@ -12,14 +12,19 @@ const MEANAD_SCALE: f64 = 1.253314;
 /// Percentile `p` (0..=100) of sorted values by linear interpolation between order
 /// statistics (the spreadsheet / numpy default); `None` for no values.
 pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    let n = sorted.len();
+    percentile_of(sorted.len() as u64, p, |k| sorted[k as usize])
+}
+
+/// [`percentile`] of `n` values known only through `nth(k)`, the `k`th smallest from 0 (a
+/// sketch's order statistics): one interpolation for the exact and the summarised fleet.
+pub fn percentile_of(n: u64, p: f64, nth: impl Fn(u64) -> f64) -> Option<f64> {
     if n == 0 {
         return None;
     }
     let rank = (p / 100.0).clamp(0.0, 1.0) * (n - 1) as f64;
-    let lo = rank.floor() as usize;
-    let hi = rank.ceil() as usize;
-    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64))
+    let (lo, hi) = (rank.floor() as u64, rank.ceil() as u64);
+    let (a, b) = (nth(lo), nth(hi));
+    Some(a + (b - a) * (rank - lo as f64))
 }
 
 /// The median of values in any order; `None` for none.
