@@ -1,7 +1,9 @@
-//! `usbperf-matrix fleet` on synthetic fleets with planted problems (scripts/testdata/fleet-gen.py), on
+//! `usbperf-matrix fleet` on synthetic fleets with planted problems (tests/common/fleet_gen.rs), on
 //! damaged and newer reports, and on reports of real runs of the product on loop devices.
 
 mod common;
+#[path = "common/fleet_gen.rs"]
+mod fleet_gen;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -14,31 +16,22 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Writes a synthetic fleet with scripts/testdata/fleet-gen.py; returns the planted (unit, device,
+/// Writes a synthetic fleet (tests/common/fleet_gen.rs); returns the planted (unit, device,
 /// problem) list.
 fn generate(out: &Path, units: u32, format: &str, extra: &[&str]) -> Vec<(String, String, String)> {
+    let mut args = vec!["--units".to_string(), units.to_string(), "--format".into()];
+    args.extend([
+        format.to_string(),
+        "--out".into(),
+        out.display().to_string(),
+    ]);
     let truth = out.with_extension("truth.json");
-    let o = Command::new("python3")
-        .arg(repo().join("scripts/testdata/fleet-gen.py"))
-        .args(["--units", &units.to_string(), "--format", format, "--out"])
-        .arg(out)
-        .arg("--truth")
-        .arg(&truth)
-        .args(extra)
-        .output()
-        .expect("python3 runs scripts/testdata/fleet-gen.py (apt-get install python3)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let t: Value = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
-    t.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| {
-            (
-                x["unit"].as_str().unwrap().to_string(),
-                x["device"].as_str().unwrap().to_string(),
-                x["problem"].as_str().unwrap().to_string(),
-            )
-        })
+    args.extend(["--truth".to_string(), truth.display().to_string()]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    fleet_gen::generate_args(&args)
+        .truth
+        .into_iter()
+        .map(|t| (t.unit, t.device, t.problem))
         .collect()
 }
 
@@ -1773,14 +1766,13 @@ fn a_poisoning_report_moves_no_learned_limit_and_no_factory_line() {
     let (honest, honest_lines, honest_outliers) = learn();
     assert!(honest.len() >= 4, "{honest:?}");
 
-    // The poisoning report: an honest unit's identity, a far future, 256 slow passing sticks.
-    let first = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
-    let mut r: Value = serde_json::from_slice(&std::fs::read(&first).unwrap()).unwrap();
-    assert_eq!(r["unit"]["model"], board);
+    // The poisoning report: an honest unit's identity (one of the board learned), a far
+    // future, 256 slow passing sticks.
+    let mut r: Value = sorted_reports(&dir)
+        .iter()
+        .map(|p| serde_json::from_slice::<Value>(&std::fs::read(p).unwrap()).unwrap())
+        .find(|r| r["unit"]["model"] == board)
+        .expect("a unit of the board");
     r["report_id"] = "poison-0000-4000-8000-000000000000".into();
     r["started_at"] = "2262-01-01T00:00:00Z".into();
     r["finished_at"] = "2262-01-01T00:01:00Z".into();

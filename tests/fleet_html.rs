@@ -3,8 +3,10 @@
 //! nothing, and renders to a screenshot.
 
 mod common;
+#[path = "common/fleet_gen.rs"]
+mod fleet_gen;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use common::*;
@@ -50,13 +52,7 @@ fn body_attr(dom: &str, name: &str) -> Option<String> {
 fn html_page_renders_in_chromium_with_its_charts() {
     let d = TempDir::new("fleet-html");
     let dir = d.path().join("reports");
-    let o = Command::new("python3")
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/testdata/fleet-gen.py"))
-        .args(["--units", "150", "--out"])
-        .arg(&dir)
-        .output()
-        .expect("python3 runs scripts/testdata/fleet-gen.py");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    fleet_gen::generate_args(&["--units", "150", "--out", dir.to_str().unwrap()]);
     // One unreadable report, listed on the page.
     std::fs::write(dir.join("broken.yaml"), "schema_version: 1\nstarted_at: [").unwrap();
 

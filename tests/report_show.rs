@@ -1,13 +1,15 @@
 //! `usbperf-matrix show` on report files: synthetic but schema-valid fleets from
-//! `scripts/testdata/fleet-gen.py`, the same reports damaged, unfinished or from a "newer build", and the
+//! `tests/common/fleet_gen.rs`, the same reports damaged, unfinished or from a "newer build", and the
 //! report of a real run of the product on a loop device. Every expected figure is read from
 //! the report itself.
 
 mod common;
+#[path = "common/fleet_gen.rs"]
+mod fleet_gen;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use common::*;
 use serde_json::Value;
@@ -15,33 +17,15 @@ use usbperf::report::schema::Report;
 use usbperf::report::table::{render, MatrixTable, Style};
 use usbperf::report::wire::{self, Newer};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Writes `units` synthetic reports with scripts/testdata/fleet-gen.py; returns their paths, sorted.
+/// Writes `units` synthetic reports (tests/common/fleet_gen.rs); returns their paths, sorted.
 fn generate(out: &Path, units: u32, format: &str) -> Vec<PathBuf> {
-    let o = Command::new("python3")
-        .arg(repo().join("scripts/testdata/fleet-gen.py"))
-        .args([
-            "--units",
-            &units.to_string(),
-            "--format",
-            format,
-            "--seed",
-            "12",
-        ])
-        .arg("--out")
-        .arg(out)
-        .output()
-        .expect("python3 runs scripts/testdata/fleet-gen.py (apt-get install python3)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert_eq!(files.len(), units as usize);
+    let units = units.to_string();
+    let out = out.to_str().unwrap();
+    let args = [
+        "--units", &units, "--format", format, "--seed", "12", "--out", out,
+    ];
+    let files = fleet_gen::generate_args(&args).files;
+    assert_eq!(files.len().to_string(), units);
     files
 }
 

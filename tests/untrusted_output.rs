@@ -4,14 +4,13 @@
 //! in text and CSV. Nothing a terminal would act on reaches standard output or standard error
 //! raw (`cat -v` would show no `^[`), and no CSV cell starts a formula.
 
+#[path = "common/fleet_gen.rs"]
+mod fleet_gen;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_usbperf-matrix"))
@@ -38,13 +37,10 @@ fn poison(v: &mut Value) {
 }
 
 fn hostile_fleet(dir: &Path) -> Vec<PathBuf> {
-    let o = Command::new("python3")
-        .arg(repo().join("scripts/testdata/fleet-gen.py"))
-        .args(["--units", "3", "--format", "json", "--seed", "5", "--out"])
-        .arg(dir)
-        .output()
-        .expect("python3 runs scripts/testdata/fleet-gen.py");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.to_str().unwrap();
+    fleet_gen::generate_args(&[
+        "--units", "3", "--format", "json", "--seed", "5", "--out", out,
+    ]);
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())

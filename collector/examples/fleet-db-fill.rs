@@ -1,6 +1,6 @@
-//! Fills a database for `scripts/bench/bench-fleet-db.py`: N reports made from K distinct ones (from
-//! scripts/testdata/fleet-gen.py), each copy with its own report_id and unit serial, so the fleet sees N
-//! reports of N units. Each distinct report goes through the collector's own ingest
+//! Fills a database for `scripts/bench/bench-fleet-db.py`: N reports made from K distinct ones
+//! (from the unit crate's fleet-gen example), each copy with its own report_id and unit serial,
+//! so the fleet sees N reports of N units. Each distinct report goes through the collector's own ingest
 //! (`ingest::parse`: its columns and fleet record); a copy then only renames the ids in the
 //! record, and the rows go in by SQL in one transaction: through HTTP at ~400 reports/s the
 //! fill alone would take minutes. What the fleet query reads (`fleet_records`) is what the

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use common::*;
 
-/// Reports from scripts/testdata/fleet-gen.py of schema `schema` (with report ids), over 40 days.
+/// Reports from the fleet generator of schema `schema` (with report ids), over 40 days.
 fn gen(n: usize, seed: u32, schema: u32, format: &str, dir: &Path) -> Vec<PathBuf> {
     let schema = schema.to_string();
     let extra = ["--schema", &schema, "--start", "2026-09-01", "--days", "40"];
@@ -329,27 +329,14 @@ fn a_database_of_json_records_is_back_filled_to_the_binary_record() {
 fn wear_per_part_from_sqlite_and_postgres_is_the_wear_from_a_directory() {
     let tmp = TempDir::new("fleetdb-wear");
     let dir = tmp.path().join("gen");
-    let out = Command::new("python3")
-        .arg(repo().join("scripts/testdata/fleet-gen.py"))
-        .args([
-            "--units", "15", "--seed", "31", "--format", "json", "--schema", "2",
-        ])
-        // Six months of field reports that all lie before today: the collector refuses a
-        // report dated more than a day after its clock.
-        .args(["--start", "2025-09-01", "--field-months", "6", "--out"])
-        .arg(&dir)
-        .output()
-        .expect("python3 runs scripts/testdata/fleet-gen.py");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut reports: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    reports.sort();
+    let mut args = vec![
+        "--units", "15", "--seed", "31", "--format", "json", "--schema", "2",
+    ];
+    // Six months of field reports that all lie before today: the collector refuses a report
+    // dated more than a day after its clock.
+    args.extend(["--start", "2025-09-01", "--field-months", "6", "--out"]);
+    args.push(dir.to_str().unwrap());
+    let reports = fleet_gen::generate_args(&args).files;
     assert_eq!(reports.len(), 15 * 7);
     let pg = Pg::start();
     let sqlite = format!("sqlite:{}", tmp.path().join("w.db").display());

@@ -1,6 +1,6 @@
-//! The collector with real parts (issue 15): HTTP on 127.0.0.1, SQLite files and a real
+//! The collector with real parts: HTTP on 127.0.0.1, SQLite files and a real
 //! PostgreSQL server, `usbperf-matrix upload` and `run` as the units run them, reports from
-//! scripts/testdata/fleet-gen.py. Each test names the fault it plays.
+//! the fleet generator (tests/common/fleet_gen.rs). Each test names the fault it plays.
 
 mod common;
 

@@ -7,7 +7,7 @@ usage: scripts/bench/bench-collect.py [--reports N] [--uploaders K] [--db sqlite
 A benchmark, not a test: it prints, per database, the stored count, the wall time, the
 throughput and the p50/p99/max latency of one POST (request sent to acknowledgement read,
 so the database commit is inside it). Builds the release collector; reports come from
-scripts/testdata/fleet-gen.py; PostgreSQL is a private server from the Debian packages in a temporary
+the fleet-gen example (`cargo run --example fleet-gen`); PostgreSQL is a private server from the Debian packages in a temporary
 directory (run as the postgres user when started as root), like the tests'.
 
        scripts/bench/bench-collect.py --attack [--db sqlite|postgres|both]
@@ -62,6 +62,15 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def fleet_gen(args):
+    """A synthetic fleet through the report's own types: the unit crate's fleet-gen example."""
+    # The dev profile: the tests have built it, and 1,000 reports take seconds.
+    subprocess.run(["cargo", "run", "--locked", "-q", "--example", "fleet-gen", "--"] + args,
+                   cwd=ROOT, check=True, stderr=subprocess.DEVNULL)
+
+
 TOKEN = "bench-0123456789abcdef0123456789"
 
 
@@ -812,12 +821,10 @@ def attack(binary, dbs):
             f.write(TOKEN + "\n")
         os.chmod(tokens, 0o600)
         fleet = os.path.join(work, "fleet")
-        subprocess.run([os.path.join(ROOT, "scripts", "testdata", "fleet-gen.py"), "--units", "1000", "--out", fleet,
-                        "--report-ids", "--seed", "23"], check=True, stderr=subprocess.DEVNULL)
+        fleet_gen(["--units", "1000", "--out", fleet, "--report-ids", "--seed", "23"])
         reports = sorted(glob.glob(os.path.join(fleet, "*")))
         one = os.path.join(work, "one")
-        subprocess.run([os.path.join(ROOT, "scripts", "testdata", "fleet-gen.py"), "--units", "1", "--out", one,
-                        "--report-ids", "--seed", "24"], check=True, stderr=subprocess.DEVNULL)
+        fleet_gen(["--units", "1", "--out", one, "--report-ids", "--seed", "24"])
         single = glob.glob(os.path.join(one, "*"))[0]
         print("bench-collect --attack: release build, a fresh collector and database per attack, "
               "client sockets from 127.0.0.0/8 source addresses", flush=True)
@@ -868,9 +875,7 @@ def main():
     os.chmod(work, 0o755)
     try:
         fleet = os.path.join(work, "fleet")
-        subprocess.run([os.path.join(ROOT, "scripts", "testdata", "fleet-gen.py"), "--units", str(a.reports),
-                        "--out", fleet, "--report-ids", "--seed", "21"], check=True,
-                       stderr=subprocess.DEVNULL)
+        fleet_gen(["--units", str(a.reports), "--out", fleet, "--report-ids", "--seed", "21"])
         reports = sorted(glob.glob(os.path.join(fleet, "*")))
         size = sum(os.path.getsize(p) for p in reports) / len(reports)
         print("bench-collect: %d reports (%.0f KiB each), %d concurrent uploaders, release build"

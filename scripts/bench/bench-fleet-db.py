@@ -7,7 +7,7 @@ usage: scripts/bench/bench-fleet-db.py [--reports N] [--distinct K] [--dir-repor
 (COLLECTOR_TARGET_DIR, if set, is the collector's cargo target directory)
 
 A benchmark, not a test (the fleet over 100,000 reports from either database in
-<= 2 s on this machine). How the 100,000 are made: scripts/testdata/fleet-gen.py writes K distinct
+<= 2 s on this machine). How the 100,000 are made: the fleet-gen example (through the report's types) writes K distinct
 schema 2 reports (default 1,000; 100,000 would be 4 GB of YAML), the collector's own ingest
 extracts each once, and collector/examples/fleet-db-fill.rs stores N copies, each with its own
 report_id and unit serial, by SQL in one transaction (raw documents left empty: no fleet
@@ -90,9 +90,9 @@ def main():
     pg = None
     try:
         src = os.path.join(work, "src")
-        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "testdata", "fleet-gen.py"), "--units",
+        subprocess.run(["cargo", "run", "--release", "--locked", "-q", "--example", "fleet-gen", "--", "--units",
                         str(a.distinct), "--schema", "2", "--format", "yaml", "--out", src],
-                       check=True, stdout=subprocess.DEVNULL)
+                       cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         sqlite = "sqlite:" + os.path.join(work, "reports.db")
         files = os.path.join(work, "files")
         t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark of `usbperf-matrix fleet`: aggregation time and peak memory for 10,000 synthetic
-# reports (scripts/testdata/fleet-gen.py, two devices per unit, ~1,550-line YAML / ~1,900-line JSON each),
+# reports (the fleet-gen example, two devices per unit, ~1,550-line YAML / ~1,900-line JSON each),
 # in JSON and in YAML, and peak memory at 1,000 reports to show it stays flat.
 # Prints the numbers; docs/benchmarks-fleet.md records them. Not a test: timings depend on
 # the machine and its load (printed with the results).
@@ -21,7 +21,7 @@ gen() { # units format dir
     [ -f "$3/.complete" ] && return
     rm -rf "$3"
     echo "generating $1 $2 reports in $3 ..." >&2
-    python3 scripts/testdata/fleet-gen.py --units "$1" --format "$2" --out "$3"
+    cargo run --release --locked --quiet --example fleet-gen -- --units "$1" --format "$2" --out "$3"
     touch "$3/.complete"
 }
 gen 10000 json "$work/10k-json"

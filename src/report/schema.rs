@@ -286,7 +286,7 @@ pub fn new_report_id() -> String {
 }
 
 /// Formats 16 random bytes as a version 4, variant 10 UUID: `xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx`.
-fn uuid_v4(mut b: [u8; 16]) -> String {
+pub fn uuid_v4(mut b: [u8; 16]) -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();

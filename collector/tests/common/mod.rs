@@ -1,9 +1,13 @@
 //! Shared parts of the collector's tests, all real: the collector binary on 127.0.0.1, a
 //! PostgreSQL server of the Debian packages started in a temporary directory as the
 //! `postgres` user (the server refuses root), `usbperf-matrix upload` processes, and reports
-//! from `scripts/testdata/fleet-gen.py`. A missing part fails the test with what to install; nothing
+//! the unit crate's fleet generator writes (tests/common/fleet_gen.rs, through the report's
+//! own types). A missing part fails the test with what to install; nothing
 //! passes silently.
 #![allow(dead_code)]
+
+#[path = "../../../tests/common/fleet_gen.rs"]
+pub mod fleet_gen;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -89,7 +93,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// `n` distinct reports (with report ids) from scripts/testdata/fleet-gen.py.
+/// `n` distinct reports (with report ids) from the fleet generator.
 pub fn fleet(n: usize, seed: u32, format: &str, dir: &Path) -> Vec<PathBuf> {
     fleet_with(n, seed, format, dir, &[])
 }
@@ -109,26 +113,12 @@ pub fn fleet_with(n: usize, seed: u32, format: &str, dir: &Path, extra: &[&str])
     v
 }
 
-/// The reports scripts/testdata/fleet-gen.py writes into `dir` with `args`, sorted.
+/// The reports the unit crate's fleet generator (tests/common/fleet_gen.rs) writes into `dir`
+/// with `args`, sorted.
 pub fn fleet_gen(args: &[String], dir: &Path) -> Vec<PathBuf> {
-    let out = Command::new("python3")
-        .arg(repo().join("scripts/testdata/fleet-gen.py"))
-        .args(args)
-        .arg("--out")
-        .arg(dir)
-        .output()
-        .expect("python3 is needed for scripts/testdata/fleet-gen.py (apt-get install python3)");
-    assert!(
-        out.status.success(),
-        "fleet-gen: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    v
+    let mut args = args.to_vec();
+    args.extend(["--out".to_string(), dir.display().to_string()]);
+    fleet_gen::generate_args(&args).files
 }
 
 /// The collector process.
