@@ -149,7 +149,11 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<Exit> {
         if rows.is_empty() {
             anyhow::bail!("the study's runs measured no figure to compare");
         }
-        crate::out!("{}", crate::matrix::study::render(&rows, reports.len()));
+        let width = crate::out::console_width();
+        crate::out!(
+            "{}",
+            crate::matrix::study::render(&rows, reports.len(), width)
+        );
         return Ok(Exit::Pass);
     }
     let found = calibrate::calibrate(

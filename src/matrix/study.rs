@@ -216,17 +216,27 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
-/// The study as a table for people: a row per figure, its limits under it.
-pub fn render(rows: &[Row], runs: usize) -> String {
+/// The study as a table for people, `width` columns wide: a row per figure, its limits under
+/// it.
+pub fn render(rows: &[Row], runs: usize, width: usize) -> String {
     let mut out = format!(
         "repeatability over {runs} runs (repeat: standard deviation in % of the mean; share: 3 \
          standard deviations over the room to the limit, under {ACCEPTABLE_PERCENT} % \
          acceptable, over {UNACCEPTABLE_PERCENT} % not)\n"
     );
-    out.push_str(&format!(
-        "{:<12} {:<14} {:>12} {:>8} {:>10} {:>8} {:>14}\n",
-        "device", "test", "mean", "repeat", "stated CI", "cell s", "runtime for"
-    ));
+    let mut table = vec![[
+        "device",
+        "test",
+        "mean",
+        "repeat",
+        "stated CI",
+        "cell s",
+        "runtime needed",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let right = [false, false, true, true, true, true, true];
+    let mut limits = Vec::new();
     for r in rows {
         let ci = r
             .stated_ci_percent
@@ -234,30 +244,35 @@ pub fn render(rows: &[Row], runs: usize) -> String {
         let rec = r.recommended_runtime_s.map_or("-".to_string(), |s| {
             format!("{s:.1} s @{:.0} %", r.target_percent)
         });
-        out.push_str(&format!(
-            "{:<12} {:<14} {:>12} {:>7.1}% {:>10} {:>8.2} {:>14}\n",
-            crate::untrusted::for_terminal(&r.device),
-            r.workload.as_str(),
+        table.push(vec![
+            r.device.clone(),
+            r.workload.as_str().to_string(),
             format!("{:.1} {}", r.mean, r.unit),
-            r.repeat_percent,
+            format!("{:.1} %", r.repeat_percent),
             ci,
-            r.seconds,
-            rec
-        ));
+            format!("{:.2}", r.seconds),
+            rec,
+        ]);
         for l in &r.limits {
             let share = if l.share_percent.is_finite() {
                 format!("{:.1} %", l.share_percent)
             } else {
                 "the mean is at or past the limit".into()
             };
-            out.push_str(&format!(
-                "    {} {} {}: share of tolerance {share}: {}\n",
+            limits.push(format!(
+                "  {} {} {} {}: share of tolerance {share}: {}\n",
+                crate::untrusted::for_terminal(&r.device),
                 l.rule,
                 l.key,
                 l.limit,
                 l.reading.as_str()
             ));
         }
+    }
+    out.push_str(&crate::out::table(&table, &right, width));
+    if !limits.is_empty() {
+        out.push_str("limits:\n");
+        out.extend(limits);
     }
     out
 }
@@ -349,7 +364,13 @@ mod tests {
         let row = rows.iter().find(|r| r.device == "mmcblk0").unwrap();
         assert!((row.repeat_percent - 4.0).abs() < 1e-9, "{row:?}");
         assert_eq!(row.recommended_runtime_s, Some(24.0));
-        let text = render(&rows, 3);
+        let text = render(&rows, 3, 80);
+        // The table fits 80 columns by itself (the sentence above it is wrapped as prose
+        // when printed): a column is never broken inside.
+        assert!(
+            text.lines().skip(1).all(|l| l.chars().count() <= 80),
+            "{text}"
+        );
         assert!(text.contains("24.0 s @2 %"), "{text}");
     }
 }
