@@ -41,6 +41,7 @@ scripts/ci/check-imports.py --self-test
 scripts/ci/check-imports.py
 scripts/ci/check-imports.py collector/src
 scripts/ci/check-imports.py usbperf-report/src
+scripts/ci/check-imports.py usbperf-fleet/src
 
 # Real BitBake (2.8 + oe-core scarthgap, 2.18 + oe-core wrynose) from ../shared/yocto, offline:
 # the layer parses, the checkout recipe fetches, unpacks and configures; first a planted

@@ -7,24 +7,24 @@
 //! it, never one below. `scripts/ci/check-imports.py` (run by `scripts/test.sh`) reads this list and
 //! fails on an import that runs upward or on a circle between the files of one module.
 
-// sizes, durations and rates, parsed and printed
-pub mod units;
+// sizes, durations and rates, parsed and printed (the report crate's)
+pub use usbperf_report::units;
 
 // each figure of a report: its unit, direction, plausible range and the key that limits it
 // (the report crate's table)
 pub use usbperf_report::metric;
 
-// text from elsewhere made safe for a terminal and a spreadsheet
-pub mod untrusted;
+// text from elsewhere made safe for a terminal and a spreadsheet (the report crate's)
+pub use usbperf_report::untrusted;
 
-// serde's decoding errors in the user's words
-pub mod words;
+// serde's decoding errors in the user's words (the report crate's)
+pub use usbperf_report::words;
 
-// the two output streams
-pub mod out;
+// the two output streams, and their macros `out!`, `outln!`, `errln!` (the report crate's)
+pub use usbperf_report::{errln, out, outln};
 
-// the exit codes
-pub mod exit;
+// the exit codes (the report crate's)
+pub use usbperf_report::exit;
 
 // a device's class, eMMC area, and a field left empty
 pub mod device;
@@ -62,8 +62,8 @@ pub mod report;
 // the unit's spool and its sending
 pub mod upload;
 
-// many reports: distributions, outliers, thresholds
-pub mod fleet;
+// many reports: distributions, outliers, thresholds (the fleet crate)
+pub use usbperf_fleet as fleet;
 
 // the factory run: select, judge, plan, run
 pub mod matrix;

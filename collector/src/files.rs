@@ -1,5 +1,5 @@
 //! Owns how the collector reads a file it is given by path (the token file, the unit key list,
-//! the certificate and key): through the unit's bounded reader (`usbperf::untrusted`: a
+//! the certificate and key): through the unit's bounded reader (`usbperf_report::untrusted`: a
 //! regular file, opened non-blocking so that a FIFO or device does not hang the start,
 //! bounded before it is read and refused with the limit it hit), and, where it is a secret or
 //! a trust list, refused when the permission bits of the file opened let others read or
@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 /// A file that cannot be used, with why: the unit's bounded reader's words
-/// (`usbperf::untrusted::read_file`), or the permission bits this file must not have.
+/// (`usbperf_report::untrusted::read_file`), or the permission bits this file must not have.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read {path}: {err}")]
 pub struct FileError {
@@ -29,12 +29,12 @@ pub struct Forbid {
 /// The bytes of `path`: a regular file of at most `limit` bytes (a file that grows while it
 /// is read stops at the limit all the same), without any of `forbid`'s bits.
 pub fn read(path: &Path, limit: u64, forbid: Option<Forbid>) -> Result<Vec<u8>, FileError> {
-    usbperf::untrusted::read_file_where(path, limit, |meta| refuse(meta, forbid)).map_err(|err| {
-        FileError {
+    usbperf_report::untrusted::read_file_where(path, limit, |meta| refuse(meta, forbid)).map_err(
+        |err| FileError {
             path: path.to_path_buf(),
             err,
-        }
-    })
+        },
+    )
 }
 
 /// [`read`] as UTF-8 text, with the permission bits (`mode & 0o7777`) of the file read, for a
@@ -45,7 +45,7 @@ pub fn read_text(
     forbid: Option<Forbid>,
 ) -> Result<(String, u32), FileError> {
     let mut mode = 0;
-    usbperf::untrusted::read_text_where(path, limit, |meta| {
+    usbperf_report::untrusted::read_text_where(path, limit, |meta| {
         use std::os::unix::fs::PermissionsExt;
         mode = meta.permissions().mode() & 0o7777;
         refuse(meta, forbid)

@@ -10,11 +10,11 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
-use usbperf::fleet::aggregate::{Dimension, FleetOptions, FleetSummary};
-use usbperf::fleet::load::{LoadOptions, Outcome, Skip};
-use usbperf::fleet::records::aggregate_outcomes;
-use usbperf::fleet::thresholds::{render_snippet, suggest, SuggestOptions};
-use usbperf::fleet::{html, text, FleetError};
+use usbperf_fleet::aggregate::{Dimension, FleetOptions, FleetSummary};
+use usbperf_fleet::load::{LoadOptions, Outcome, Skip};
+use usbperf_fleet::records::aggregate_outcomes;
+use usbperf_fleet::thresholds::{render_snippet, suggest, SuggestOptions};
+use usbperf_fleet::{html, text, FleetError};
 
 use crate::store::{FleetFilter, FleetRow, Store, StoreError};
 
@@ -95,7 +95,7 @@ fn aggregate_rows(
     opts: FleetOptions,
     files: Vec<PathBuf>,
     rows: Vec<FleetRow>,
-) -> usbperf::fleet::aggregate::Accumulator {
+) -> usbperf_fleet::aggregate::Accumulator {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let n_batches = rows.len().div_ceil(BATCH);
     // Worker t's batches, in order: (index of the first row, rows).
@@ -154,7 +154,7 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbEr
                 format!(
                     "{:?} ({n})",
                     b.as_deref()
-                        .unwrap_or(usbperf::fleet::extract::UNKNOWN_BOARD)
+                        .unwrap_or(usbperf_fleet::extract::UNKNOWN_BOARD)
                 )
             })
             .collect::<Vec<_>>()
@@ -210,9 +210,9 @@ pub fn render(v: &FleetAnswer, format: Format, link_prefix: &str) -> String {
         // Escaped first, then fitted, as the unit's console text is: an escape takes columns.
         Format::Text => {
             let body = text::render_table(&v.summary, TEXT_WIDTH);
-            let body = usbperf::untrusted::for_terminal(&body);
-            let body = usbperf::words::without_os_codes(&body);
-            usbperf::out::fit(&body, TEXT_WIDTH).into_owned()
+            let body = usbperf_report::untrusted::for_terminal(&body);
+            let body = usbperf_report::words::without_os_codes(&body);
+            usbperf_report::out::fit(&body, TEXT_WIDTH).into_owned()
         }
         // Serialising plain data to a String cannot fail.
         Format::Json => serde_json::to_string_pretty(&v.summary).unwrap_or_default() + "\n",

@@ -11,9 +11,9 @@ use std::path::Path;
 use chrono::{DateTime, FixedOffset};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use usbperf::fleet::parse_report;
-use usbperf::fleet::records::{extract_bytes, extract_report, Extracted};
-use usbperf::fleet::FleetError;
+use usbperf_fleet::parse_report;
+use usbperf_fleet::records::{extract_bytes, extract_report, Extracted};
+use usbperf_fleet::FleetError;
 use usbperf_report::decode::{self, Limits};
 use usbperf_report::metric;
 use usbperf_report::wire;
@@ -45,7 +45,7 @@ pub enum IngestError {
 
 /// The lowercase hex SHA-256 of a body, as stored in `reports.body_sha256`: the unit's own
 /// function, which names its spool entries and checks acknowledgements by the same hash.
-pub use usbperf::upload::client::sha256_hex;
+pub use usbperf_report::seal::sha256_hex;
 
 /// The unit name of a report that names none (no serial, machine id or hostname): no key is
 /// enrolled under it, as it is no one's.
@@ -435,7 +435,7 @@ pub fn parse(
         )?;
     }
     let hostname = clean(u.hostname.clone());
-    let unit = usbperf::report::unit::unit_name(
+    let unit = usbperf_report::wire::unit_name(
         u.serial.as_deref(),
         u.machine_id.as_deref(),
         u.hostname.as_deref(),

@@ -183,18 +183,18 @@ fn main() -> std::process::ExitCode {
 
 fn fleet(args: &FleetArgs) -> anyhow::Result<()> {
     let margin =
-        usbperf::fleet::learn_margin(args.margin_percent).map_err(|e| Usage(e.to_string()))?;
+        usbperf_fleet::learn_margin(args.margin_percent).map_err(|e| Usage(e.to_string()))?;
     let mut group_by =
-        usbperf::fleet::Dimension::parse_list(&args.group_by).map_err(|e| Usage(e.to_string()))?;
+        usbperf_fleet::Dimension::parse_list(&args.group_by).map_err(|e| Usage(e.to_string()))?;
     if args.suggest_thresholds {
         // As `usbperf-matrix fleet`: the library's groups.
-        group_by = usbperf::fleet::learning_groups(&group_by);
+        group_by = usbperf_fleet::learning_groups(&group_by);
     }
     let q = FleetQuery {
         since: args
             .since
             .as_deref()
-            .map(usbperf::fleet::records::parse_since)
+            .map(usbperf_fleet::records::parse_since)
             .transpose()
             .map_err(Usage)?,
         board: args.board.clone(),

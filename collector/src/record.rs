@@ -19,7 +19,7 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
-use usbperf::fleet::extract::{DeviceRecord, FleetReason, PartSample, RejectedFigure, UnitRecord};
+use usbperf_fleet::extract::{DeviceRecord, FleetReason, PartSample, RejectedFigure, UnitRecord};
 use usbperf_report::wire::{Curve, Knee, Sample, Select, Threshold};
 
 /// The first byte of every encoded record: a different layout gets a different byte.
@@ -552,8 +552,8 @@ devices:
     result: {mib_per_s: 1.0e300, iops: 0.0, all: {ios: 1, latency: {p99_ns: 5}}}
   verdict: {pass: true}
 "#;
-        match usbperf::fleet::records::extract_bytes(std::path::Path::new("r.yaml"), yaml) {
-            Ok(usbperf::fleet::records::Extracted::Record(r)) => *r,
+        match usbperf_fleet::records::extract_bytes(std::path::Path::new("r.yaml"), yaml) {
+            Ok(usbperf_fleet::records::Extracted::Record(r)) => *r,
             other => panic!("a complete report is a record: {other:?}"),
         }
     }

@@ -36,8 +36,8 @@ use crate::tokens::Tokens;
 
 /// The endpoint units POST to.
 pub const REPORTS_PATH: &str = "/api/v1/reports";
-/// The header the unit sends the report's id in (`usbperf::upload::REPORT_ID_HEADER`).
-pub const REPORT_ID_HEADER: &str = "x-usbperf-report-id";
+/// The header the unit sends the report's id in (header names are matched case-blind).
+pub use usbperf_report::seal::REPORT_ID_HEADER;
 
 pub struct App {
     pub store: Arc<dyn Store>,
@@ -462,7 +462,7 @@ async fn fleet_page(
     format: Format,
 ) -> Response {
     let nonempty = |k: &str| params.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
-    let since = match nonempty("since").map(usbperf::fleet::records::parse_since) {
+    let since = match nonempty("since").map(usbperf_fleet::records::parse_since) {
         None => None,
         Some(Ok(t)) => Some(t),
         Some(Err(e)) => {
@@ -828,7 +828,7 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
 /// report is unsigned (whether an unsigned report may be stored is the store's to decide, by
 /// the unit's enrolled key). A signature that does not hold, or half of the pair, is refused.
 fn verify_signature(h: &header::HeaderMap, body: &[u8]) -> Result<Option<String>, String> {
-    use usbperf::upload::key::{parse_hex, KEY_HEADER, SIGNATURE_HEADER};
+    use usbperf_report::seal::{parse_hex, KEY_HEADER, SIGNATURE_HEADER};
     let (key, sig) = (header_str(h, KEY_HEADER), header_str(h, SIGNATURE_HEADER));
     let (key, sig) = match (key, sig) {
         (None, None) => return Ok(None),

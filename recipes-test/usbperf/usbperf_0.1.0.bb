@@ -14,6 +14,7 @@ SRC_URI = "file://Cargo.toml;subdir=${BP} \
            file://Cargo.lock;subdir=${BP} \
            file://src;subdir=${BP} \
            file://usbperf-report;subdir=${BP} \
+           file://usbperf-fleet;subdir=${BP} \
            file://profiles;subdir=${BP} \
            file://LICENSE-APACHE;subdir=${BP} \
            file://LICENSE-MIT;subdir=${BP} \

@@ -220,23 +220,7 @@ pub fn identify(src: &IdentitySources) -> UnitIdentity {
     u
 }
 
-/// The unit's one name, the same in `show`, the result line, the report's file name, the
-/// fleet and the collector: the board's serial, else the first 12 hex digits of the
-/// machine-id (unique per installed image, unlike the hostname every unit of an image
-/// shares), else the hostname. Blank values count as absent.
-pub fn unit_name(
-    serial: Option<&str>,
-    machine_id: Option<&str>,
-    hostname: Option<&str>,
-) -> Option<String> {
-    fn given(s: Option<&str>) -> Option<&str> {
-        s.map(str::trim).filter(|s| !s.is_empty())
-    }
-    given(serial)
-        .map(str::to_string)
-        .or_else(|| given(machine_id).map(|m| m.chars().take(12).collect()))
-        .or_else(|| given(hostname).map(str::to_string))
-}
+pub use usbperf_report::wire::unit_name;
 
 /// `unit_name` of a unit's identity.
 pub fn name_of(u: &UnitIdentity) -> Option<String> {

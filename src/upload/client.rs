@@ -26,13 +26,7 @@ pub struct Ack {
 
 /// The lowercase hex SHA-256 of bytes: the spool's entry names, and what the collector's
 /// acknowledgement must name.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+pub use usbperf_report::seal::sha256_hex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {

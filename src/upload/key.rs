@@ -15,12 +15,10 @@ use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{Signer, SigningKey};
 
-/// The header with the unit's public key (64 hex digits).
-pub const KEY_HEADER: &str = "X-Usbperf-Key";
-/// The header with the signature of the body's bytes (128 hex digits).
-pub const SIGNATURE_HEADER: &str = "X-Usbperf-Signature";
 /// Where the key is kept when the config names no file (the config's rule).
 pub use crate::config::upload::{default_key_path as default_path, KEY_FILE};
+use usbperf_report::seal::hex;
+pub use usbperf_report::seal::{parse_hex, KEY_HEADER, SIGNATURE_HEADER};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
@@ -163,24 +161,6 @@ impl UnitKey {
     pub fn sign_hex(&self, bytes: &[u8]) -> String {
         hex(&self.key.sign(bytes).to_bytes())
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// `N` bytes from exactly `2 N` hex digits.
-pub fn parse_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    let s = s.as_bytes();
-    if s.len() != 2 * N {
-        return None;
-    }
-    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = digit(s[2 * i])? << 4 | digit(s[2 * i + 1])?;
-    }
-    Some(out)
 }
 
 #[cfg(test)]

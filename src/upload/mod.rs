@@ -26,7 +26,7 @@ pub use spool::{Entry, Spool, SpoolError};
 
 /// The header that carries the report's id, so the collector (and a proxy's log) sees it
 /// before reading the body.
-pub const REPORT_ID_HEADER: &str = "X-Usbperf-Report-Id";
+pub use usbperf_report::seal::REPORT_ID_HEADER;
 
 /// This unit's name, as its reports give it (`report::unit::unit_name`).
 pub fn this_unit() -> Option<String> {

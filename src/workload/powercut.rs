@@ -23,7 +23,7 @@ use crate::engine::AlignedBuffer;
 /// What the state file says it is.
 pub const STATE_FORMAT: &str = "usbperf-power-cut-state";
 /// What a verdict says it is.
-pub const VERDICT_FORMAT: &str = "usbperf-power-cut";
+pub use usbperf_report::POWER_CUT_FORMAT as VERDICT_FORMAT;
 pub const VERSION: u32 = 1;
 /// A state file is a few hundred bytes; one larger than this is not ours.
 pub const STATE_MAX_BYTES: u64 = 64 * 1024;

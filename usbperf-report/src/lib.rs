@@ -1,13 +1,31 @@
 //! usbperf-report: a usbperf report as every reader takes it from elsewhere (the unit's
-//! `show`, `fleet` and `upload`, the collector's ingest), in one crate that both depend on.
+//! `show`, `fleet` and `upload`, the collector's ingest), in one crate that both depend on,
+//! with what every reader needs to show it: units, untrusted text made safe for a terminal and
+//! a spreadsheet, the console streams, the exit codes.
 //!
 //! Layers, bottom up; each imports only those above it:
+
+// sizes, durations and rates, parsed and printed
+pub mod units;
+
+// text from elsewhere made safe for a terminal and a spreadsheet; files from elsewhere read
+// bounded
+pub mod untrusted;
 
 // each figure of a report: its unit, direction, plausible range and the key that limits it
 pub mod metric;
 
-// serde's decoding errors in the user's words
+// serde's decoding errors in the user's words, counts, an error chain said once
 pub mod words;
+
+// the two output streams, and tables that fit the console
+pub mod out;
+
+// the exit codes
+pub mod exit;
+
+// what travels beside a report's bytes when a unit sends it: its digest and signature headers
+pub mod seal;
 
 // the bounds a report from elsewhere is walked against before it is decoded
 pub mod bounds;
@@ -23,6 +41,9 @@ pub mod wire;
 /// `report_id` is a UUID and always present. 1: reasons are sentences, `report_id` 16 hex
 /// digits or absent.
 pub const SCHEMA_VERSION: u32 = 2;
+
+/// What a power-cut verdict says it is (its `format:`): such a report carries no matrix.
+pub const POWER_CUT_FORMAT: &str = "usbperf-power-cut";
 
 /// The figure a limit judges (as the unit's `BenchResult::judged`): the sustained rate after
 /// a drop, else the steady rate after the warm-up, else the whole test's `mib_per_s`; IOPS

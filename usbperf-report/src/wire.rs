@@ -782,6 +782,24 @@ fn prune_yaml(text: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The unit's one name, the same in `show`, the result line, the report's file name, the
+/// fleet and the collector: the board's serial, else the first 12 hex digits of the
+/// machine-id (unique per installed image, unlike the hostname every unit of an image
+/// shares), else the hostname. Blank values count as absent.
+pub fn unit_name(
+    serial: Option<&str>,
+    machine_id: Option<&str>,
+    hostname: Option<&str>,
+) -> Option<String> {
+    fn given(s: Option<&str>) -> Option<&str> {
+        s.map(str::trim).filter(|s| !s.is_empty())
+    }
+    given(serial)
+        .map(str::to_string)
+        .or_else(|| given(machine_id).map(|m| m.chars().take(12).collect()))
+        .or_else(|| given(hostname).map(str::to_string))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

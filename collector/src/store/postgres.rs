@@ -374,7 +374,7 @@ impl Store for Postgres {
         }
         // The board as `fleet` lists it: "unknown board" is a unit that named none.
         match &board {
-            Some(b) if *b == usbperf::fleet::extract::UNKNOWN_BOARD => {
+            Some(b) if *b == usbperf_fleet::extract::UNKNOWN_BOARD => {
                 sql.push_str(" AND board IS NULL")
             }
             Some(b) => {

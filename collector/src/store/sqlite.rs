@@ -368,7 +368,7 @@ impl Store for Sqlite {
         }
         // The board as `fleet` lists it: "unknown board" is a unit that named none.
         match f.board.as_deref().map(str::trim) {
-            Some(usbperf::fleet::extract::UNKNOWN_BOARD) => sql.push_str(" AND board IS NULL"),
+            Some(usbperf_fleet::extract::UNKNOWN_BOARD) => sql.push_str(" AND board IS NULL"),
             Some(b) => {
                 args.push(b.to_string().into());
                 sql.push_str(&format!(" AND board = ?{}", args.len()));

@@ -5,8 +5,8 @@ use std::fmt::Write;
 
 use super::aggregate::{FleetSummary, MetricSummary};
 use super::extract::{RejectedFigure, CAPACITY_METRIC};
-use crate::units::format_size;
-use crate::words::count;
+use usbperf_report::units::format_size;
+use usbperf_report::words::count;
 
 /// A figure for people: sizes with a unit, other figures to about three significant digits.
 pub fn fmt_value(metric: &str, v: f64) -> String {
@@ -21,10 +21,10 @@ pub fn fmt_value(metric: &str, v: f64) -> String {
         return if exact.len() <= 5 {
             exact
         } else {
-            crate::units::human_bytes(bytes)
+            usbperf_report::units::human_bytes(bytes)
         };
     }
-    crate::units::three_digits(v)
+    usbperf_report::units::three_digits(v)
 }
 
 /// One refused figure for people: file, unit, device, field, value and why.
@@ -54,7 +54,7 @@ fn pct(r: f64) -> String {
 fn table(rows: &[Vec<String>], left: usize, width: usize, out: &mut String) {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let right: Vec<bool> = (0..cols).map(|c| c >= left).collect();
-    out.push_str(&crate::out::table(rows, &right, width));
+    out.push_str(&usbperf_report::out::table(rows, &right, width));
 }
 
 fn metric_row(m: &MetricSummary) -> Vec<String> {
@@ -399,7 +399,7 @@ fn more(out: &mut String, n: usize) {
     }
 }
 
-use crate::untrusted::csv_cell as csv_field;
+use usbperf_report::untrusted::csv_cell as csv_field;
 
 /// One row per (group, metric); the group's dimensions are the first columns. Figures are
 /// plain numbers (bytes, MiB/s, IOPS, ms, Mbit/s) for spreadsheets.

@@ -2,7 +2,7 @@
 //! robust outliers, failure rankings, trends, suggested thresholds and an HTML page.
 //!
 //! Flow: [`load`] finds and parses files on worker threads (through the one report reader,
-//! [`crate::report::wire`]), [`extract`] turns each report into a compact record, [`aggregate`] folds records
+//! [`usbperf_report::wire`]), [`extract`] turns each report into a compact record, [`aggregate`] folds records
 //! into per-(group, metric) value vectors and summarises them with [`stats`] into the types
 //! of [`summary`] (on every CPU: [`parallel`]);
 //! [`thresholds`], [`text`] and [`html`] render the summary; [`wear`] follows each flash part
@@ -11,23 +11,38 @@
 //! figure's values in memory that grows with their range, not their number, and merges
 //! across days and collectors.
 
-pub mod aggregate;
-pub mod builds;
-pub mod extract;
-pub mod html;
-pub mod load;
-pub mod parallel;
-pub mod records;
-pub mod sketch;
+// Layers, bottom up: each imports only those above it (scripts/ci/check-imports.py).
+
+// percentiles, robust outliers, medians per production day
 pub mod stats;
-pub mod summary;
-pub mod text;
-pub mod thresholds;
+// work spread over every CPU
+pub mod parallel;
+// a figure's values in memory that grows with their range
+pub mod sketch;
+// one report as a compact record
+pub mod extract;
+// finding and reading report files
+pub mod load;
+// one build's figures against another's
+pub mod builds;
+// each flash part followed from report to report
 pub mod wear;
+// the summary's types
+pub mod summary;
+// records folded into per-group distributions
+pub mod aggregate;
+// records extracted elsewhere (a collector's database), aggregated without files
+pub mod records;
+// the summary as text and CSV
+pub mod text;
+// learned limits and the profile snippet
+pub mod thresholds;
+// the summary as one HTML page
+pub mod html;
 
 use std::path::{Path, PathBuf};
 
-use crate::report::wire::{self, Newer, ReadError};
+use usbperf_report::wire::{self, Newer, ReadError};
 
 pub use aggregate::{Dimension, FleetOptions, FleetSummary};
 
@@ -97,11 +112,11 @@ pub enum FleetError {
     NothingUsable(String),
 }
 
-impl crate::exit::Classify for FleetError {
+impl usbperf_report::exit::Classify for FleetError {
     /// What was asked (a dimension, a filter, one board, a directory with reports) is the
     /// user's; reading and the reports themselves are not.
-    fn exit(&self) -> crate::exit::Exit {
-        use crate::exit::Exit::{Error, Usage};
+    fn exit(&self) -> usbperf_report::exit::Exit {
+        use usbperf_report::exit::Exit::{Error, Usage};
         match self {
             FleetError::UnknownDimension(_)
             | FleetError::BadMargin(_)

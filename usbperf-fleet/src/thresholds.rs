@@ -9,8 +9,8 @@
 //! percentile less 5 % (media of one nominal size differ by a few %). With the default margin
 //! of 20 %, a good unit at the edge of today's fleet still passes and a unit half as fast fails.
 
-use crate::metric;
 use std::fmt::Write;
+use usbperf_report::metric;
 
 use super::aggregate::{Dimension, FleetSummary, MetricSummary};
 use super::extract::{CAPACITY_METRIC, LINK_METRIC};

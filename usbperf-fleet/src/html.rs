@@ -582,8 +582,8 @@ fn group(o: &mut String, s: &FleetSummary, g: &GroupSummary, sug: &[Suggestion])
         o,
         "<h3>{}</h3><div class=\"s\">{}, {}, {} passed</div><div class=\"grid\">",
         esc(&g.name),
-        crate::words::count(g.units, "unit", "units"),
-        crate::words::count(g.devices, "device test", "device tests"),
+        usbperf_report::words::count(g.units, "unit", "units"),
+        usbperf_report::words::count(g.devices, "device test", "device tests"),
         pct(g.device_pass_rate)
     );
     for m in &g.metrics {

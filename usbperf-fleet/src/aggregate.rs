@@ -18,8 +18,8 @@ use super::parallel::parallel_map;
 use super::stats::{self, OUTLIER_Z};
 pub use super::summary::*;
 use super::FleetError;
-use crate::metric;
-use crate::report::wire::Threshold;
+use usbperf_report::metric;
+use usbperf_report::wire::Threshold;
 
 /// How to aggregate.
 #[derive(Debug, Clone)]

@@ -346,7 +346,7 @@ fn words(p: &PartWear, board_median: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::extract::DeviceRecord;
+    use crate::extract::DeviceRecord;
 
     fn record(unit: &str, at: DateTime<Utc>, phase: &str, id: &str, life: f64) -> UnitRecord {
         UnitRecord {

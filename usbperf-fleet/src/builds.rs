@@ -152,10 +152,10 @@ impl BuildValues {
 /// `<workload>.<metric id>` or a device-level id (`link_mbps`).
 fn lower_is_better(metric: &str) -> bool {
     let id = metric.rsplit('.').next().unwrap_or(metric);
-    crate::metric::ALL
+    usbperf_report::metric::ALL
         .iter()
         .find(|m| m.id == id)
-        .is_some_and(|m| m.better == crate::metric::Better::Lower)
+        .is_some_and(|m| m.better == usbperf_report::metric::Better::Lower)
 }
 
 fn p_words(p: f64) -> String {

@@ -10,13 +10,13 @@
 //! separate measurements, so the unit still counts in pass rates and its sane figures in the
 //! distributions.
 
-use crate::metric;
 use std::path::{Path, PathBuf};
+use usbperf_report::metric;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::report::wire::{self, Curve, Reason, Threshold};
+use usbperf_report::wire::{self, Curve, Reason, Threshold};
 
 /// Ceilings above which a figure is not a measurement. Each is far beyond real hardware, so
 /// no real device is refused, and low enough that a refused value cannot flatten a chart:
@@ -341,7 +341,7 @@ fn clean(s: &Option<String>) -> Option<String> {
 /// Reduces a parsed report. The unit is named as everywhere (`report::unit::unit_name`), else
 /// by the file name (every report names some unit).
 pub fn extract(file: u32, path: &Path, r: wire::Report) -> UnitRecord {
-    let unit = crate::report::unit::unit_name(
+    let unit = usbperf_report::wire::unit_name(
         r.unit.serial.as_deref(),
         r.unit.machine_id.as_deref(),
         r.unit.hostname.as_deref(),

@@ -14,7 +14,7 @@ use super::aggregate::{Accumulator, FleetOptions};
 use super::extract::{extract, report_identity, with_figures, UnitRecord};
 use super::load::{Outcome, Skip};
 use super::{parse_report, FleetError};
-use crate::report::wire;
+use usbperf_report::wire;
 
 /// What one report becomes for the fleet, before any filter.
 #[derive(Debug, Clone)]

@@ -260,10 +260,10 @@ fn power_cut_verdict(path: &Path, bytes: &[u8]) -> bool {
     struct Format {
         format: Option<String>,
     }
-    let json = crate::report::decode::is_json(path, bytes);
+    let json = usbperf_report::decode::is_json(path, bytes);
     matches!(
-        crate::report::decode::decode::<Format>(json, bytes),
-        Ok(Format { format: Some(f) }) if f == crate::workload::powercut::VERDICT_FORMAT
+        usbperf_report::decode::decode::<Format>(json, bytes),
+        Ok(Format { format: Some(f) }) if f == usbperf_report::POWER_CUT_FORMAT
     )
 }
 
