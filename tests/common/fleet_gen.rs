@@ -205,7 +205,7 @@ fn factory_config(format: &str, wear_limit: bool) -> String {
          \x20 - {{select: {{class: usb}}, target: raw, label: USB host port}}\n\
          tests:\n"
     );
-    for w in WORKLOADS {
+    for &w in workloads() {
         let runtime = if w == WorkloadKind::WriteCurve {
             "20s"
         } else {
@@ -231,16 +231,10 @@ fn factory_config(format: &str, wear_limit: bool) -> String {
     y
 }
 
-const WORKLOADS: [WorkloadKind; 8] = [
-    WorkloadKind::ReadBuffered,
-    WorkloadKind::SeqWrite,
-    WorkloadKind::SeqRead,
-    WorkloadKind::RandRead,
-    WorkloadKind::RandWrite,
-    WorkloadKind::Mixed,
-    WorkloadKind::Verify,
-    WorkloadKind::WriteCurve,
-];
+/// Every workload, in the order the product declares them.
+fn workloads() -> &'static [WorkloadKind] {
+    <WorkloadKind as clap::ValueEnum>::value_variants()
+}
 
 /// The config a unit of this fleet resolves: the product's own parser and layering.
 fn resolved_config(format: &str, wear_limit: bool) -> Result<Config, String> {
@@ -372,7 +366,7 @@ fn cell(
         mut iops,
         knee,
     } = f;
-    let index = WORKLOADS.iter().position(|w| *w == workload).unwrap_or(0);
+    let index = workloads().iter().position(|w| *w == workload).unwrap_or(0);
     let target = if raw {
         PathBuf::from(format!("/dev/{dev}"))
     } else {
@@ -566,7 +560,7 @@ fn unit(
     let (rb, sw, sr) = board.centres;
     let slow_board = !std::ptr::eq(board, &BOARDS[0]);
     let mut cells = Vec::new();
-    for w in WORKLOADS {
+    for &w in workloads() {
         let mib = match w {
             WorkloadKind::ReadBuffered => rb,
             WorkloadKind::SeqWrite => sw,
@@ -646,7 +640,7 @@ fn unit(
     let (rbu, swu, sru) = stick.centres;
     let (rr, rw) = stick.iops;
     let mut cells = Vec::new();
-    for w in WORKLOADS {
+    for &w in workloads() {
         // A stick without a knee sustains about what the other averages over its curve, so
         // the class stays one population for write-curve too.
         let mut mib = match w {
