@@ -368,8 +368,7 @@ pub fn parse(
         Some(id) => id,
         None => {
             let digest = Sha256::digest(body);
-            let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-            format!("sha256-{hex}")
+            format!("sha256-{}", usbperf_report::seal::hex(&digest[..16]))
         }
     };
     if !valid_id(&report_id) {

@@ -231,7 +231,7 @@ pub fn decode_ext_csd(b: &[u8], source: &str, gaps: &mut Gaps) -> Result<ExtCsd,
     }
     if rev >= 7 {
         let fw = &b[off::FIRMWARE_VERSION..off::FIRMWARE_VERSION + 8];
-        e.firmware_version = Some(fw.iter().map(|x| format!("{x:02x}")).collect());
+        e.firmware_version = Some(usbperf_report::seal::hex(fw));
         e.pre_eol = gaps
             .take(
                 "emmc.ext_csd.pre_eol",
@@ -630,7 +630,7 @@ mod tests {
         b[8] = 4;
         b[14] = 0x39;
         b[15] = 30;
-        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let hex = usbperf_report::seal::hex(&b);
         let mut g = Gaps::default();
         let h = parse_ssr(&hex, &mut g).unwrap();
         assert_eq!(h.speed_class.as_deref(), Some("C10"));
@@ -659,7 +659,7 @@ mod tests {
         .unwrap();
         ext[off::EXT_CSD_REV] = 8;
         ext[off::DEVICE_LIFE_TIME_EST_TYP_A] = 3;
-        let hex: String = ext.iter().map(|x| format!("{x:02x}")).collect();
+        let hex = usbperf_report::seal::hex(&ext);
         std::fs::create_dir_all(dir.join("kernel/debug/mmc0/mmc0:0001")).unwrap();
         std::fs::write(dir.join("kernel/debug/mmc0/mmc0:0001/ext_csd"), hex + "\n").unwrap();
         let sys = SysfsRoot::at(&dir);

@@ -289,7 +289,7 @@ pub fn new_report_id() -> String {
 pub fn uuid_v4(mut b: [u8; 16]) -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let h = usbperf_report::seal::hex(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &h[0..8],

@@ -31,7 +31,7 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde_norway::Value as YamlValue;
@@ -781,19 +781,19 @@ fn wear_at(devices: &mut [DeviceReport], part_serial: &str, wear: f64) {
             host: Some("mmc0".into()),
             ..MmcInfo::default()
         });
-        let (a, b) = (band(wear), band(wear / 2.0));
-        d.disk.health = Some(Health {
-            life_time_used_percent_max: Some(a.used_percent_max.max(b.used_percent_max)),
-            pre_eol: Some(PreEol::Normal),
+        let mut health = Health {
             emmc: Some(EmmcHealth {
-                life_time_a: Some(a),
-                life_time_b: Some(b),
+                life_time_a: Some(band(wear)),
+                life_time_b: Some(band(wear / 2.0)),
                 pre_eol: Some(PreEol::Normal),
                 life_source: Some("sysfs".into()),
                 ..EmmcHealth::default()
             }),
             ..Health::default()
-        });
+        };
+        // The flat summary a threshold reads, as discovery derives it.
+        health.summarize();
+        d.disk.health = Some(health);
     }
 }
 
@@ -1111,13 +1111,4 @@ fn regress(devices: &mut [DeviceReport], spec: &str) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// The directory's files, sorted (for callers that list what is there, not what was written).
-pub fn listed(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    v.sort();
-    v
 }
