@@ -43,7 +43,7 @@ fn main() -> anyhow::Result<()> {
     for p in &paths {
         let raw = std::fs::read(p)?;
         let json = p.extension().is_some_and(|e| e == "json");
-        let rec = ingest::parse(&raw, json, None, &usbperf_report::decode::LIMITS)
+        let rec = ingest::parse(&raw, json, None, None, &usbperf_report::decode::LIMITS)
             .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         distinct.push((rec, raw));
     }

@@ -117,16 +117,24 @@ pub fn rfc3339_ns(t: &str) -> i64 {
 /// version are extracted again from `raw` on the next fleet query. 1: the record as JSON in
 /// `body`; 2: the binary record in `record` ([`crate::record`]); 3: with the station, and
 /// each device's retests and marginal flag; 4: with the image build; 5: with the phase and
-/// each flash part's wear sample; 6: a report without an id is known by its figures too.
-pub const FLEET_RECORD_VERSION: i64 = 6;
+/// each flash part's wear sample; 6: a report without an id is known by its figures too; 7:
+/// with the key whose signature of the report the collector verified.
+pub const FLEET_RECORD_VERSION: i64 = 7;
 
 /// Extracts the fleet's columns from a report's bytes (also used to back-fill reports
 /// stored before the fleet table existed).
-/// `started` is the report's start in ns, for the rows without a record.
-pub fn fleet_columns(report_id: &str, format: &str, started: i64, body: &[u8]) -> FleetColumns {
+/// `started` is the report's start in ns, for the rows without a record; `signer` the key
+/// whose signature of `body` was verified when it was received.
+pub fn fleet_columns(
+    report_id: &str,
+    format: &str,
+    started: i64,
+    body: &[u8],
+    signer: Option<&str>,
+) -> FleetColumns {
     let file = format!("{report_id}.{format}");
     let extracted = extract_bytes(Path::new(&file), body);
-    fleet_columns_of(file, started, extracted)
+    fleet_columns_of(file, started, extracted, signer)
 }
 
 /// The columns of what the fleet's reader made of a report (`started`: its start in ns, for
@@ -135,11 +143,13 @@ fn fleet_columns_of(
     file: String,
     started: i64,
     extracted: Result<Extracted, FleetError>,
+    signer: Option<&str>,
 ) -> FleetColumns {
     let mut record = Vec::new();
     let (kind, body, started_ns) = match extracted {
-        Ok(Extracted::Record(r)) => {
+        Ok(Extracted::Record(mut r)) => {
             let ns = r.started_at.timestamp_nanos_opt().unwrap_or(started);
+            r.signer = signer.map(str::to_owned);
             record = crate::record::encode(&r);
             ("record", String::new(), ns)
         }
@@ -296,6 +306,7 @@ pub fn parse(
     body: &[u8],
     json: bool,
     header_id: Option<&str>,
+    signer: Option<&str>,
     limits: &Limits,
 ) -> Result<Record, IngestError> {
     decode::check(json, body, limits).map_err(IngestError::Limit)?;
@@ -486,7 +497,7 @@ pub fn parse(
     );
     let file = format!("{report_id}.{format}");
     let extracted = extract_report(Path::new(&file), lite, body);
-    let fleet = fleet_columns_of(file, started_ns, Ok(extracted));
+    let fleet = fleet_columns_of(file, started_ns, Ok(extracted), signer);
     Ok(Record {
         report_id,
         sha256: sha256_hex(body),
@@ -520,6 +531,7 @@ pub(crate) mod tests {
             V1.as_bytes(),
             false,
             Some("fae37a7d3302b159"),
+            None,
             &decode::LIMITS,
         )
         .unwrap();
@@ -543,7 +555,7 @@ pub(crate) mod tests {
             ("-5e10", false),
         ] {
             let body = V1.replace("mib_per_s: 14.5", &format!("mib_per_s: {fig}"));
-            match parse(body.as_bytes(), false, None, &decode::LIMITS) {
+            match parse(body.as_bytes(), false, None, None, &decode::LIMITS) {
                 Ok(r) => assert!(ok, "{fig} stored as {:?}", r.devices[0].metrics[0]),
                 Err(e) => {
                     assert!(!ok, "{fig}: {e}");
@@ -559,12 +571,12 @@ pub(crate) mod tests {
         // YAML's infinities and NaN are refused by the walk before any value is built.
         for fig in [".nan", ".inf", "-.Inf"] {
             let body = V1.replace("mib_per_s: 14.5", &format!("mib_per_s: {fig}"));
-            let e = parse(body.as_bytes(), false, None, &decode::LIMITS).unwrap_err();
+            let e = parse(body.as_bytes(), false, None, None, &decode::LIMITS).unwrap_err();
             assert!(matches!(e, IngestError::Limit(_)), "{fig}: {e}");
             assert!(e.to_string().contains("not finite"), "{e}");
         }
         let late = V1.replace("2026-11-30T10:23:45.912Z", "9999-01-01T00:00:00Z");
-        let e = parse(late.as_bytes(), false, None, &decode::LIMITS).unwrap_err();
+        let e = parse(late.as_bytes(), false, None, None, &decode::LIMITS).unwrap_err();
         assert!(matches!(e, IngestError::Implausible(_)), "{e}");
     }
 
@@ -601,7 +613,7 @@ pub(crate) mod tests {
             (V1, Some("0000000000000000"), Err("header says")),
         ];
         for (body, header, want) in table {
-            let got = parse(body.as_bytes(), false, header, &decode::LIMITS)
+            let got = parse(body.as_bytes(), false, header, None, &decode::LIMITS)
                 .map(|_| ())
                 .map_err(|e| e.to_string());
             match (want, got) {
@@ -615,8 +627,8 @@ pub(crate) mod tests {
     #[test]
     fn a_report_without_id_is_keyed_by_its_bytes() {
         let no_id = V1.replace("report_id: fae37a7d3302b159\n", "");
-        let a = parse(no_id.as_bytes(), false, None, &decode::LIMITS).unwrap();
-        let b = parse(no_id.as_bytes(), false, None, &decode::LIMITS).unwrap();
+        let a = parse(no_id.as_bytes(), false, None, None, &decode::LIMITS).unwrap();
+        let b = parse(no_id.as_bytes(), false, None, None, &decode::LIMITS).unwrap();
         assert!(a.report_id.starts_with("sha256-"));
         assert_eq!(a.report_id, b.report_id);
     }

@@ -12,7 +12,7 @@
 //! metric-name table; the unit, board, station, build, phase, tool version; started_at as
 //! seconds and nanoseconds; pass; the devices (label, class, port, model, pass, retests,
 //! marginal, reasons, values as name index, figure and ok, the write curve, the flash part's
-//! wear sample); the thresholds; the identity; the rejected figures. The fields
+//! wear sample); the thresholds; the identity; the rejected figures; the signer's key. The fields
 //! are taken apart by exhaustive patterns, so a field added to the record type does not
 //! compile here until it is stored (and `FLEET_RECORD_VERSION` bumped).
 
@@ -23,7 +23,7 @@ use usbperf_fleet::extract::{DeviceRecord, FleetReason, PartSample, RejectedFigu
 use usbperf_report::wire::{Curve, Knee, Sample, Select, Threshold};
 
 /// The first byte of every encoded record: a different layout gets a different byte.
-pub const FORMAT: u8 = 4;
+pub const FORMAT: u8 = 5;
 
 /// Why stored bytes are no record (a damaged row, or one from another layout).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,6 +56,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
         thresholds,
         identity,
         rejected,
+        signer,
     } = r;
     let mut names: Vec<&str> = Vec::new();
     for d in devices {
@@ -217,6 +218,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
         w.str(value);
         w.str(why);
     }
+    w.opt_str(signer);
     w.0
 }
 
@@ -357,6 +359,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
             why: r.string("a rejected figure")?,
         });
     }
+    let signer = r.opt_string("the signer's key")?;
     if r.at != bytes.len() {
         return Err(DecodeError::Trailing(bytes.len() - r.at));
     }
@@ -374,6 +377,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
         thresholds,
         identity,
         rejected,
+        signer,
     })
 }
 
@@ -564,6 +568,7 @@ devices:
     fn a_record_survives_its_encoding() {
         let mut r = full();
         r.file = 7;
+        r.signer = Some("ab".repeat(32));
         assert!(
             r.devices[0].curve.is_some() && !r.rejected.is_empty(),
             "{r:?}"

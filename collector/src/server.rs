@@ -733,7 +733,13 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
                 return Ok::<_, Failure>((id.to_string(), sha256, stored, String::new()));
             }
         }
-        let mut rec = ingest::parse(&bytes, json, header_id.as_deref(), &limits)?;
+        let mut rec = ingest::parse(
+            &bytes,
+            json,
+            header_id.as_deref(),
+            signer_key.as_deref(),
+            &limits,
+        )?;
         if let Some(list) = &listed {
             list.check(&rec.unit, signer_key.as_deref())
                 .map_err(|why| Failure::Unlisted(rec.report_id.clone(), why))?;
@@ -828,7 +834,7 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
 /// report is unsigned (whether an unsigned report may be stored is the store's to decide, by
 /// the unit's enrolled key). A signature that does not hold, or half of the pair, is refused.
 fn verify_signature(h: &header::HeaderMap, body: &[u8]) -> Result<Option<String>, String> {
-    use usbperf_report::seal::{parse_hex, KEY_HEADER, SIGNATURE_HEADER};
+    use usbperf_report::seal::{KEY_HEADER, SIGNATURE_HEADER};
     let (key, sig) = (header_str(h, KEY_HEADER), header_str(h, SIGNATURE_HEADER));
     let (key, sig) = match (key, sig) {
         (None, None) => return Ok(None),
@@ -839,16 +845,18 @@ fn verify_signature(h: &header::HeaderMap, body: &[u8]) -> Result<Option<String>
             ))
         }
     };
-    let public = parse_hex::<32>(key)
-        .and_then(|k| ed25519_dalek::VerifyingKey::from_bytes(&k).ok())
-        .ok_or_else(|| format!("{KEY_HEADER} is not an Ed25519 public key (64 hex digits)"))?;
-    let sig = parse_hex::<64>(sig)
-        .map(|s| ed25519_dalek::Signature::from_bytes(&s))
-        .ok_or_else(|| format!("{SIGNATURE_HEADER} is not a signature (128 hex digits)"))?;
-    public.verify_strict(body, &sig).map_err(|_| {
-        "the signature does not hold for these bytes under the key sent".to_string()
-    })?;
-    Ok(Some(key.to_ascii_lowercase()))
+    use usbperf_report::seal::SealError;
+    usbperf_report::seal::verify(key, sig, body)
+        .map(Some)
+        .map_err(|e| match e {
+            SealError::Key => format!("{KEY_HEADER} is not an Ed25519 public key (64 hex digits)"),
+            SealError::Signature => {
+                format!("{SIGNATURE_HEADER} is not a signature (128 hex digits)")
+            }
+            SealError::DoesNotHold => {
+                "the signature does not hold for these bytes under the key sent".to_string()
+            }
+        })
 }
 
 enum Failure {
@@ -877,7 +885,7 @@ mod tests {
         let db = format!("sqlite:{}", dir.join("r.db").display());
         let store = crate::store::open(&db, 1, None).unwrap();
         let body = crate::ingest::tests::V1.as_bytes();
-        let rec = crate::ingest::parse(body, false, None, &usbperf_report::decode::LIMITS);
+        let rec = crate::ingest::parse(body, false, None, None, &usbperf_report::decode::LIMITS);
         store.insert(&rec.unwrap(), body).unwrap();
         let page = Page::new(30);
         let t0 = chrono::DateTime::parse_from_rfc3339("2026-11-01T00:00:00Z").unwrap();

@@ -169,6 +169,21 @@ fn forged_reports_are_refused(db: &str) {
         "the refusals are logged: {}",
         c.stderr()
     );
+
+    // The fleet from the database counts the reports whose signature the collector
+    // verified: the unit's own two, not the two forwarded ones.
+    let out = std::process::Command::new(collect_bin())
+        .args(["fleet", "--db", &c.db, "--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(
+        v["signatures"],
+        serde_json::json!({"signed": 2, "unsigned": 2, "several_keys": []}),
+        "{}",
+        v["signatures"]
+    );
 }
 
 #[test]

@@ -203,6 +203,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     let width = crate::out::console_width();
     let progress = Progress::new(width);
     let done = run_once(&cfg, backend, flag, &progress)?;
+    // A unit that uploads signs its report file too, with the same key, so the file can be
+    // checked wherever it is copied (`show`, `fleet`). Only a file holding the final report.
+    if let (Some(up), ReportPlace::File(path)) = (&cfg.upload, &done.place) {
+        if let Err(e) = crate::upload::seal_report(up, path) {
+            crate::errln!("usbperf-matrix: {e}");
+        }
+    }
     drop(lock);
 
     // Where the report really is: the configured directory, a fallback, or nowhere but

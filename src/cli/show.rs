@@ -9,6 +9,7 @@ use anyhow::Context;
 use crate::exit::Exit;
 use crate::report::table::{render, render_fit, MatrixTable, Style};
 use crate::report::wire::{self, Newer};
+use usbperf_report::seal::{self, SealState};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -17,8 +18,12 @@ Examples:
   usbperf-matrix show --format markdown report.yaml >> ticket.md
   usbperf-matrix show --format csv reports/*.json > line-3.csv
 
-Exit codes: 0 shown; 2 a file is not a usbperf report (the limit it broke is named); 4 a
-file cannot be read. The other files are still shown.";
+A report signed by its unit has a signature file beside it (`<report>.sig`, written by a run
+whose config has an `upload:` section); show says whether each one holds: whether the file is
+byte for byte what the holder of that unit key signed. A report without one is unsigned.
+
+Exit codes: 0 shown; 2 a file is not a usbperf report (the limit it broke is named), or its
+signature does not hold; 4 a file cannot be read. The other files are still shown.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
@@ -38,6 +43,7 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<Exit> {
     // exit code is the worst seen (4, a file that cannot be read, over 2, not a report).
     let mut exit = Exit::Pass;
     let mut views = Vec::new();
+    let mut seals = Vec::new();
     for path in &args.reports {
         // A report is kilobytes; a device node or a runaway file must not exhaust memory.
         const MAX_REPORT_BYTES: u64 = 64 << 20;
@@ -78,6 +84,18 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<Exit> {
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| path.display().to_string());
+                let state = seal::check_beside(path, &bytes);
+                if let SealState::Broken { why } = &state {
+                    crate::errln!(
+                        "usbperf-matrix show: {}: {why}; it is shown as the file is now, not as \
+                         its unit wrote it",
+                        path.display()
+                    );
+                    if exit == Exit::Pass {
+                        exit = Exit::Usage;
+                    }
+                }
+                seals.push((name.clone(), state));
                 views.push((name, v));
             }
             Err(e) => {
@@ -96,9 +114,32 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<Exit> {
     // Markdown and CSV are data for a file.
     let view = MatrixTable::new(&views);
     let written = match args.format {
-        Style::Text => crate::out::try_out(&render_fit(&view, crate::out::console_width())),
+        Style::Text => crate::out::try_out(&format!(
+            "{}{}",
+            render_fit(&view, crate::out::console_width()),
+            signatures(&seals)
+        )),
         style => crate::out::try_data(&render(&view, style)),
     };
     written.context("could not write the table to standard output")?;
     Ok(exit)
+}
+
+/// The text table's last lines: each report's signature, once any report has a signature
+/// file (a set of unsigned reports gets none, as before signing existed).
+fn signatures(seals: &[(String, SealState)]) -> String {
+    use std::fmt::Write;
+    if seals.iter().all(|(_, s)| *s == SealState::Unsigned) {
+        return String::new();
+    }
+    let mut out = String::from("\nsignatures:\n");
+    for (name, state) in seals {
+        let said = match state {
+            SealState::Unsigned => "unsigned (no .sig file beside it)".to_string(),
+            SealState::Holds { key } => format!("holds, unit key {}", seal::key_short(key)),
+            SealState::Broken { .. } => "DOES NOT HOLD (see above)".to_string(),
+        };
+        let _ = writeln!(out, "  {name}: {said}");
+    }
+    out
 }

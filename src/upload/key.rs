@@ -42,6 +42,11 @@ pub enum KeyError {
         path.display()
     )]
     Create { path: PathBuf, why: String },
+    #[error(
+        "{}: cannot sign the report: {why} (the report stands; it is unsigned)",
+        path.display()
+    )]
+    Seal { path: PathBuf, why: String },
 }
 
 /// The unit's signing key.
@@ -161,7 +166,27 @@ impl UnitKey {
     pub fn sign_hex(&self, bytes: &[u8]) -> String {
         hex(&self.key.sign(bytes).to_bytes())
     }
+
+    /// Signs the report file at `report` as it is on disk and writes the signature file
+    /// beside it (`usbperf_report::seal::seal_path`), created whole under its name and never
+    /// replacing one: `show` and `fleet` then tell a report changed after the run from the
+    /// one the unit wrote. The signature file's path.
+    pub fn seal_file(&self, report: &Path) -> Result<PathBuf, KeyError> {
+        let fail = |why: String| KeyError::Seal {
+            path: report.to_path_buf(),
+            why,
+        };
+        let bytes = usbperf_report::untrusted::read_file(report, MAX_SIGNED_BYTES)
+            .map_err(|e| fail(e.to_string()))?;
+        let path = usbperf_report::seal::seal_path(report);
+        let text = usbperf_report::seal::seal_text(&self.public_hex(), &self.sign_hex(&bytes));
+        crate::report::write::atomic_create(&path, text.as_bytes()).map_err(|e| fail(e.cause()))?;
+        Ok(path)
+    }
 }
+
+/// A report file larger than this is not signed (the fleet does not read one either).
+const MAX_SIGNED_BYTES: u64 = 64 << 20;
 
 #[cfg(test)]
 mod tests {

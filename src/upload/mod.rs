@@ -33,6 +33,15 @@ pub fn this_unit() -> Option<String> {
     crate::report::unit::name_of(&crate::report::unit::identify(&Default::default()))
 }
 
+/// Signs the finished report file with the unit's key, the one its uploads carry (created
+/// on first use): writes `<report>.sig` beside it. The signature file's path.
+pub fn seal_report(
+    up: &UploadConfig,
+    report: &std::path::Path,
+) -> Result<std::path::PathBuf, key::KeyError> {
+    UnitKey::load_or_create(&up.key_file())?.seal_file(report)
+}
+
 /// The end of `run`: queue the finished report (its wire form, `json`) and try to deliver the spool within
 /// the section's `timeout`. What happened, in one sentence for standard error; the run's
 /// verdict and exit code are not this function's to change.

@@ -535,12 +535,15 @@ impl RunDir {
     pub fn run(&self, cfg: Option<&Path>, extra: &[&str]) -> Output {
         self.run_in(&self.reports(), cfg, extra)
     }
-    /// The report files written so far (temporaries left out), sorted.
+    /// The report files written so far (temporaries and signature files left out), sorted.
     pub fn report_files(&self) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(self.reports())
             .map(|rd| rd.flatten().map(|e| e.path()).collect())
             .unwrap_or_default();
-        v.retain(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'));
+        v.retain(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            !name.starts_with('.') && !name.ends_with(".sig")
+        });
         v.sort();
         v
     }

@@ -203,6 +203,11 @@ pub struct Accumulator {
     builds: Option<super::builds::BuildValues>,
     /// Every reading of every flash part, when wear is followed.
     wear: Option<super::wear::WearValues>,
+    /// Reports counted whose signature holds.
+    signed: u32,
+    /// Per unit, the keys its counted reports were signed with, each by its first 16 hex
+    /// digits (a unit has one; 8 bytes a unit, not 64 characters, over millions of units).
+    unit_keys: HashMap<u32, Vec<u64>>,
 }
 
 fn bump(map: &mut HashMap<String, (u32, String)>, reason: &FleetReason) {
@@ -248,6 +253,8 @@ impl Accumulator {
             latest_before_since: None,
             not_regular: 0,
             builds: opts_compare.then(super::builds::BuildValues::default),
+            signed: 0,
+            unit_keys: HashMap::new(),
             wear: opts_wear.then(super::wear::WearValues::default),
         }
     }
@@ -283,13 +290,18 @@ impl Accumulator {
                     | FleetError::Malformed { path, .. }
                     | FleetError::SchemaTooNew { path, .. }
                     | FleetError::NotRegular { path, .. }
-                    | FleetError::TooLarge { path, .. } => path.clone(),
+                    | FleetError::TooLarge { path, .. }
+                    | FleetError::Unsealed { path, .. } => path.clone(),
                     _ => PathBuf::new(),
+                };
+                let kind = match e {
+                    FleetError::Unsealed { .. } => "signature",
+                    _ => "unreadable",
                 };
                 self.errors.push(FileIssue {
                     file,
                     issue: e.to_string(),
-                    kind: "unreadable",
+                    kind,
                 })
             }
         }
@@ -405,6 +417,17 @@ impl Accumulator {
                 next_id
             }
         };
+        if let Some(key) = &r.signer {
+            self.signed += 1;
+            let short = key
+                .get(..16)
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+                .unwrap_or(0);
+            let keys = self.unit_keys.entry(unit).or_default();
+            if !keys.contains(&short) {
+                keys.push(short);
+            }
+        }
         // Configs repeat across a fleet: a handful of distinct ones, each with its units.
         let full = self.configs.len() >= CONFIGS;
         match self.configs.iter_mut().find(|c| c.0 == r.thresholds) {
@@ -687,6 +710,21 @@ impl Accumulator {
         let mut rejected_figures = self.rejected;
         rejected_figures
             .sort_by(|a, b| (&a.file, &a.device, &a.field).cmp(&(&b.file, &b.device, &b.field)));
+        let mut several_keys: Vec<UnitKeys> = self
+            .unit_keys
+            .iter()
+            .filter(|(_, k)| k.len() > 1)
+            .map(|(&u, k)| UnitKeys {
+                unit: self.unit_names[u as usize].clone(),
+                keys: k.len(),
+            })
+            .collect();
+        several_keys.sort_by(|a, b| a.unit.cmp(&b.unit));
+        let signatures = Signatures {
+            signed: self.signed as usize,
+            unsigned: self.reports as usize - self.signed as usize,
+            several_keys,
+        };
         FleetSummary {
             files: self.files.len() + self.not_regular,
             reports: self.reports as usize,
@@ -734,6 +772,7 @@ impl Accumulator {
             skipped,
             duplicates,
             rejected_figures,
+            signatures,
         }
     }
 }

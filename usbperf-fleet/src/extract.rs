@@ -81,6 +81,10 @@ pub struct UnitRecord {
     pub identity: String,
     /// Figures refused as no measurement (left out of `devices` and `thresholds`).
     pub rejected: Vec<RejectedFigure>,
+    /// The unit key (hex) whose signature of the report holds: the signature file beside a
+    /// report file, or the upload's signature the collector verified; `None`: unsigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
 }
 
 fn factory() -> String {
@@ -521,6 +525,7 @@ pub fn extract(file: u32, path: &Path, r: wire::Report) -> UnitRecord {
         thresholds,
         identity: String::new(),
         rejected,
+        signer: None,
     }
 }
 

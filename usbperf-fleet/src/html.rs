@@ -180,6 +180,18 @@ pub fn render_html_linked(
         }
         o.push_str("</ul>\n");
     }
+    if !s.signatures.several_keys.is_empty() {
+        let _ = write!(
+            o,
+            "<h2>Units signed by several keys ({}: a key replaced, or a report signed in the \
+             unit's name by someone else)</h2><ul>",
+            s.signatures.several_keys.len()
+        );
+        for u in &s.signatures.several_keys {
+            let _ = write!(o, "<li>{}: {} keys</li>", esc(&u.unit), u.keys);
+        }
+        o.push_str("</ul>\n");
+    }
     if !s.rejected_figures.is_empty() {
         let _ = write!(
             o,
@@ -240,6 +252,14 @@ fn tiles(o: &mut String, s: &FleetSummary) {
         s.errors.len().to_string(),
         !s.errors.is_empty(),
     );
+    let sig = &s.signatures;
+    if sig.signed > 0 {
+        tile(
+            "reports signed (signature holds)",
+            format!("{} of {}", sig.signed, sig.signed + sig.unsigned),
+            !sig.several_keys.is_empty(),
+        );
+    }
     o.push_str("</div>\n");
 }
 

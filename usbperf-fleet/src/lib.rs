@@ -104,6 +104,14 @@ pub enum FleetError {
         bytes: u64,
         limit: u64,
     },
+    /// The signature file beside the report does not vouch for its bytes: the report is not
+    /// what its unit wrote, and is not counted.
+    #[error(
+        "{}: {why}: not counted (re-copy the report and its .sig file from the unit or the \
+         collector)",
+        path.display()
+    )]
+    Unsealed { path: PathBuf, why: String },
     /// Readable reports exist but `--since` / `--board` left out every one: the filter is wrong.
     #[error("{0}")]
     FilterMatchedNothing(String),
@@ -129,6 +137,7 @@ impl usbperf_report::exit::Classify for FleetError {
             | FleetError::SchemaTooNew { .. }
             | FleetError::NotRegular { .. }
             | FleetError::TooLarge { .. }
+            | FleetError::Unsealed { .. }
             | FleetError::NothingUsable(_) => Error,
         }
     }

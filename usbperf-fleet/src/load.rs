@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use chrono::{DateTime, Utc};
+use usbperf_report::seal::SealState;
 
 use super::extract::{extract, report_identity, with_figures, UnitRecord};
 use super::parse_report;
@@ -306,9 +307,22 @@ fn process(idx: usize, path: &Path, buf: &mut Vec<u8>, opts: &LoadOptions) -> Ou
             return skipped(Skip::OtherBoard { board: b });
         }
     }
+    // Checked once the report is known to count: a signature file costs one verification
+    // (tens of microseconds), its absence one failed open.
+    let signer = match usbperf_report::seal::check_beside(path, buf) {
+        SealState::Unsigned => None,
+        SealState::Holds { key } => Some(key),
+        SealState::Broken { why } => {
+            return Outcome::Error(FleetError::Unsealed {
+                path: path.to_path_buf(),
+                why,
+            })
+        }
+    };
     let identity = report_identity(&r, buf);
     let mut rec = extract(idx as u32, path, r);
     rec.identity = with_figures(identity, &rec);
+    rec.signer = signer;
     Outcome::Record(Box::new(rec))
 }
 

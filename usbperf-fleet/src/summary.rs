@@ -99,6 +99,28 @@ pub struct FleetSummary {
     /// Figures refused as no measurement (not finite, negative, beyond a ceiling); the rest
     /// of their report counts.
     pub rejected_figures: Vec<RejectedFigure>,
+    /// Which counted reports carry a signature that holds; a report whose signature does not
+    /// hold is not counted (it is in `errors`, kind `signature`).
+    pub signatures: Signatures,
+}
+
+/// The counted reports' signatures (the unit's Ed25519 key over the report's bytes).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Signatures {
+    /// Reports whose signature holds (a `.sig` file beside the report file, or the upload's
+    /// signature the collector verified on receipt).
+    pub signed: usize,
+    pub unsigned: usize,
+    /// Units whose reports are signed by more than one key: its key was replaced, or
+    /// someone else signed a report in its name.
+    pub several_keys: Vec<UnitKeys>,
+}
+
+/// A unit whose reports carry several keys, and how many.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnitKeys {
+    pub unit: String,
+    pub keys: usize,
 }
 
 impl FleetSummary {
@@ -304,8 +326,8 @@ impl Histogram {
 pub struct FileIssue {
     pub file: PathBuf,
     pub issue: String,
-    /// For programs: `unreadable`, `not-regular`, `unfinished`, `before-since`,
-    /// `other-board`.
+    /// For programs: `unreadable`, `signature` (its signature does not hold),
+    /// `not-regular`, `unfinished`, `before-since`, `other-board`.
     pub kind: &'static str,
 }
 

@@ -195,6 +195,23 @@ pub fn render_table(s: &FleetSummary, width: usize) -> String {
             s.skipped.len()
         );
     }
+    let sig = &s.signatures;
+    if sig.signed > 0 {
+        let _ = writeln!(
+            out,
+            "       signatures: {} hold, {} unsigned{}",
+            sig.signed,
+            sig.unsigned,
+            if sig.several_keys.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {} signed by several keys (listed at the end)",
+                    count(sig.several_keys.len(), "unit", "units")
+                )
+            }
+        );
+    }
     if !s.duplicates.is_empty() || !s.rejected_figures.is_empty() {
         let _ = writeln!(
             out,
@@ -373,6 +390,18 @@ pub fn render_table(s: &FleetSummary, width: usize) -> String {
             let _ = writeln!(out, "  {} (copy of {})", d.file.display(), d.kept.display());
         }
         more(&mut out, s.duplicates.len());
+    }
+    if !sig.several_keys.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nunits whose reports are signed by several keys ({}; a key replaced, or a \
+             report signed in the unit's name by someone else):",
+            sig.several_keys.len()
+        );
+        for u in sig.several_keys.iter().take(NOTE_ROWS) {
+            let _ = writeln!(out, "  {}: {} keys", u.unit, u.keys);
+        }
+        more(&mut out, sig.several_keys.len());
     }
     if !s.rejected_figures.is_empty() {
         let _ = writeln!(

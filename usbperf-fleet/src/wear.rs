@@ -383,6 +383,7 @@ mod tests {
             thresholds: vec![],
             identity: String::new(),
             rejected: vec![],
+            signer: None,
         }
     }
 

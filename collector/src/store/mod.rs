@@ -90,6 +90,8 @@ pub struct Pending {
     pub board: Option<String>,
     pub started_ns: i64,
     pub raw: Vec<u8>,
+    /// The key whose signature the collector verified when it received the report.
+    pub signer_key: Option<String>,
 }
 
 /// Back-fills one batch at a time, so memory holds a few hundred raw documents.
@@ -109,7 +111,13 @@ pub(crate) fn backfill(
         let rows: Vec<_> = batch
             .into_iter()
             .map(|p| {
-                let c = crate::ingest::fleet_columns(&p.report_id, &p.format, p.started_ns, &p.raw);
+                let c = crate::ingest::fleet_columns(
+                    &p.report_id,
+                    &p.format,
+                    p.started_ns,
+                    &p.raw,
+                    p.signer_key.as_deref(),
+                );
                 (p, c)
             })
             .collect();

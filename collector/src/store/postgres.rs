@@ -322,7 +322,7 @@ impl Store for Postgres {
             self.with_session(|c| {
                 let rows = c.query(
                     "SELECT r.report_id, r.format, r.board, \
-                     (extract(epoch FROM r.started_at) * 1000000)::bigint, r.raw \
+                     (extract(epoch FROM r.started_at) * 1000000)::bigint, r.raw, r.signer_key \
                      FROM reports r LEFT JOIN fleet_records f ON f.report_id = r.report_id \
                      WHERE f.report_id IS NULL OR f.version < $1 LIMIT $2",
                     &[&version, &(BACKFILL_BATCH as i64)],
@@ -335,6 +335,7 @@ impl Store for Postgres {
                         board: r.get(2),
                         started_ns: r.get::<_, i64>(3).saturating_mul(1000),
                         raw: r.get(4),
+                        signer_key: r.get(5),
                     })
                     .collect())
             })

@@ -302,7 +302,8 @@ impl Store for Sqlite {
             let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
             let mut st = conn
                 .prepare_cached(
-                    "SELECT r.report_id, r.format, r.board, r.started_at, r.raw FROM reports r \
+                    "SELECT r.report_id, r.format, r.board, r.started_at, r.raw, r.signer_key \
+                     FROM reports r \
                      LEFT JOIN fleet_records f ON f.report_id = r.report_id \
                      WHERE f.report_id IS NULL OR f.version < ?1 LIMIT ?2",
                 )
@@ -317,6 +318,7 @@ impl Store for Sqlite {
                             board: row.get(2)?,
                             started_ns: rfc3339_ns(&row.get::<_, String>(3)?),
                             raw: row.get(4)?,
+                            signer_key: row.get(5)?,
                         })
                     },
                 )
