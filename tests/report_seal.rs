@@ -187,6 +187,22 @@ fn the_fleet_counts_signatures_and_leaves_out_a_report_whose_signature_does_not_
         "{errors:?}"
     );
 
+    // Named one by one (`fleet reports/*`), the signature files are read with their reports,
+    // never as reports.
+    let mut named: Vec<std::ffi::OsString> = vec!["fleet".into(), "--format".into(), "json".into()];
+    for f in &fleet.files {
+        named.push(f.clone().into());
+        if seal_path(f).exists() {
+            named.push(seal_path(f).into());
+        }
+    }
+    let run = cmd().args(&named).output().unwrap();
+    let by_name: serde_json::Value = serde_json::from_slice(&run.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&run.stderr)));
+    assert_eq!(by_name["files"], 16, "{}", by_name["errors"]);
+    assert_eq!(by_name["errors"], v["errors"]);
+    assert_eq!(by_name["signatures"], v["signatures"]);
+
     let run = matrix(&["fleet".as_ref(), out.as_os_str()]);
     let shown = text(&run.stdout);
     assert!(

@@ -155,6 +155,10 @@ struct Serve {
     /// stays open).
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     header_timeout: u64,
+    /// Seconds an answer may make no progress before its connection is closed (a client
+    /// that stops reading a page frees its connection slot).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    write_timeout: u64,
     /// Seconds a client has to send a report's body.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     body_timeout: u64,
@@ -285,6 +289,7 @@ fn run(args: Serve) -> anyhow::Result<()> {
         max_connections: args.max_connections as usize,
         max_per_address: args.max_per_address as usize,
         header_timeout: std::time::Duration::from_secs(args.header_timeout),
+        write_timeout: std::time::Duration::from_secs(args.write_timeout),
         ..server::ServeLimits::default()
     };
     // The sync PostgreSQL client runs its own small runtime and must not be dropped inside

@@ -1,16 +1,29 @@
 //! Owns the HTTP side: `POST /api/v1/reports` and `GET /healthz` on axum (hyper, tokio).
-//! The order of checks is the point: the token before any of the body is used (401; a body
-//! within the limit is read and dropped first, so the client sees the answer), the declared
-//! length before the body is read (413, so a 100 MB body is refused without being
-//! buffered; a chunked one is cut off at the limit), then the whole body (400 when it ends
-//! early), a re-send under a stored id (answered from the index, before decoding), the
-//! report itself within `report::decode`'s limits (400, 413 for size), and the database
-//! (503 when it fails, so the unit keeps the report and retries). The answer is 201 (stored
-//! now) or 200 (already stored with the same bytes), with `{"report_id": …, "sha256": …,
-//! "stored": "new"|"duplicate"}`, only after the commit; 409 when the id is stored with other
-//! bytes (nothing is replaced, and the unit must not take it for delivered).
+//! The order of checks is the point, and each is a tower layer of its own ([`router`],
+//! outermost first):
 //!
-//! Plain HTTP: TLS is terminated by a reverse proxy in front (docs/collector.md).
+//! 1. the access log ([`access_log`], every route of both routers): one line per request;
+//! 2. the token ([`authenticate`]) before any of the body is used: 401, or 429 past the
+//!    failed-auth limit; a small body is read and dropped first so the client sees the
+//!    answer, a larger one is never read;
+//! 3. the declared length ([`declared_length`]) before the body is read: 413, so a 100 MB
+//!    body is refused without being buffered (a chunked one is cut off at the limit below);
+//! 4. an ingest slot ([`ingest_slot`]): bodies in memory are bounded; 503 after
+//!    [`SLOT_WAIT`];
+//! 5. the whole body within the body timeout ([`body_in_time`]): 408 late, 413 past the
+//!    limit, 400 when it ends early.
+//!
+//! Then the handler: the signature (403), a re-send under a stored id (answered from the
+//! index, before decoding), the report itself within `report::decode`'s limits (400, 413 for
+//! size, 422 implausible), and the database (503 when it fails, so the unit keeps the report
+//! and retries). The answer is 201 (stored now) or 200 (already stored with the same bytes),
+//! with `{"report_id": …, "sha256": …, "stored": "new"|"duplicate"}`, only after the commit;
+//! 409 when the id is stored with other bytes (nothing is replaced, and the unit must not
+//! take it for delivered). Every refusal, of a layer or a handler, is an [`ApiError`].
+//!
+//! TLS: [`serve`] speaks https itself with `--tls-cert`/`--tls-key` (`crate::tls`), else
+//! plain HTTP, for a reverse proxy in front that terminates TLS (docs/collector.md). Every
+//! connection's writes are bounded by [`WriteDeadline`].
 //!
 //! The fleet page (`--page-listen`) is a router of its own on its own listener: read-only
 //! and token-free, since a browser kept open on the line cannot send a unit's bearer token
@@ -25,9 +38,11 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use tower::ServiceBuilder;
 
 use crate::fleet::{self, FleetDbError, FleetQuery, Format};
 use crate::ingest::{self, IngestError};
@@ -157,6 +172,9 @@ pub struct ServeLimits {
     /// A request's headers must arrive within this, and an idle keep-alive connection is
     /// closed after it.
     pub header_timeout: Duration,
+    /// A connection whose answer makes no progress for this long is closed
+    /// ([`WriteDeadline`]): a reader that stops reading frees its slot.
+    pub write_timeout: Duration,
     /// After SIGTERM, requests under way get this long (a connection still sending its
     /// headers is not one of them: hyper waits for those until the header timeout, and the
     /// process must be gone within 10 s).
@@ -169,6 +187,7 @@ impl Default for ServeLimits {
             max_connections: 512,
             max_per_address: 64,
             header_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(8),
         }
     }
@@ -201,35 +220,41 @@ pub async fn bind(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
     }))
 }
 
-/// One request through the router, with its peer's address (`ConnectInfo`), and its line in
-/// the access log: address, method, path, status, body bytes declared, milliseconds, report
-/// id. Failed authentications are left to their own rate-limited line, probes to none.
-async fn access(
-    mut router: Router,
-    peer: std::net::SocketAddr,
-    mut req: hyper::Request<hyper::body::Incoming>,
-) -> Result<Response, std::convert::Infallible> {
-    req.extensions_mut()
-        .insert(axum::extract::ConnectInfo(peer));
+/// The access log's layer: one line per request, with its peer's address (`ConnectInfo`):
+/// address, method, path, status, body bytes declared, milliseconds, report id. Failed
+/// authentications are left to their own rate-limited line, probes to none.
+pub async fn access_log(req: Request, next: Next) -> Response {
     let started = Instant::now();
+    let peer = peer_of(&req);
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let id = header_str(req.headers(), REPORT_ID_HEADER)
         .map(|v| v.chars().take(128).collect::<String>());
-    let sent = header_str(req.headers(), "content-length")
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let resp = tower_service::Service::call(&mut router, req).await?;
+    let sent = declared(req.headers()).unwrap_or(0);
+    let resp = next.run(req).await;
     let status = resp.status().as_u16();
     if !matches!(status, 401 | 429) && path != "/healthz" && path != "/readyz" {
         eprintln!(
             "access: {} {method} {path} {status} {sent}B {}ms{}",
-            peer.ip(),
+            peer.map_or_else(|| "?".to_string(), |p| p.to_string()),
             started.elapsed().as_millis(),
             id.map(|i| format!(" report={i}")).unwrap_or_default()
         );
     }
-    Ok(resp)
+    resp
+}
+
+/// The client's address, which [`serve`] gives every request (`ConnectInfo`); `None` in
+/// in-process tests.
+fn peer_of(req: &Request) -> Option<std::net::IpAddr> {
+    req.extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// The body's length as the headers declare it.
+fn declared(h: &HeaderMap) -> Option<u64> {
+    header_str(h, "content-length").and_then(|v| v.trim().parse::<u64>().ok())
 }
 
 /// Serves `router` on `listener` until `shutdown` completes: at most
@@ -288,7 +313,12 @@ pub async fn serve(
             *n += 1;
         }
         let router = router.clone();
-        let svc = hyper::service::service_fn(move |req| access(router.clone(), peer, req));
+        let svc = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            let mut router = router.clone();
+            async move { tower_service::Service::call(&mut router, req).await }
+        });
         let per_address = per_address.clone();
         let (watcher, http, acceptor) = (
             graceful.watcher(),
@@ -296,6 +326,7 @@ pub async fn serve(
             tls.as_ref().map(|t| t.acceptor()),
         );
         let handshake = limits.header_timeout;
+        let stream = WriteDeadline::new(stream, limits.write_timeout);
         tokio::spawn(async move {
             match acceptor {
                 None => {
@@ -334,6 +365,112 @@ pub async fn serve(
                 limits.shutdown_grace.as_secs()
             );
         }
+    }
+}
+
+/// A connection's stream whose writes fail (`TimedOut`) once they have made no progress for
+/// `limit`, so hyper closes the connection: a client that stops reading its answer (a page
+/// of megabytes read a byte a second) holds a connection slot for `limit`, not for ever. The
+/// kernel wakes a writer only when a good part of the send buffer is free, so a reader that
+/// trickles stalls the writes as one that reads nothing does. Reads are left alone: the
+/// header and body timeouts bound them.
+pub struct WriteDeadline<T> {
+    io: T,
+    limit: Duration,
+    /// Since when the pending write has waited.
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    pub fn new(io: T, limit: Duration) -> Self {
+        WriteDeadline {
+            io,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// A write that could not go on: wait, up to the limit since the stall began.
+    fn stall<R>(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<R>> {
+        use std::future::Future;
+        let limit = self.limit;
+        let timer = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match timer.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the client read nothing of its answer for {} s",
+                    limit.as_secs_f64()
+                ),
+            ))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+
+    /// A write that went on (or failed): the stall, if any, is over.
+    fn progressed<R>(
+        &mut self,
+        res: std::task::Poll<std::io::Result<R>>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<R>> {
+        match res {
+            std::task::Poll::Pending => self.stall(cx),
+            done => {
+                self.stalled = None;
+                done
+            }
+        }
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let res = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
+        self.progressed(res, cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let res = std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.progressed(res, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let res = std::pin::Pin::new(&mut self.io).poll_flush(cx);
+        self.progressed(res, cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -419,40 +556,172 @@ pub fn page_router(app: Arc<App>) -> Router {
         .route("/reports/:file", get(report_file))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .layer(middleware::from_fn(access_log))
         .with_state(app)
+}
+
+/// Why a request is refused: every layer and handler answers with one of these, so each
+/// status is decided in one place ([`ApiError::into_response`]). Upload refusals are JSON
+/// (`{"error": …}`), the page's plain text.
+#[derive(Debug)]
+pub enum ApiError {
+    /// A missing or wrong token: 401, or 429 when `over` the failed-auth limit.
+    Unauthorized { over: bool },
+    /// A body longer than the collector's limit: 413.
+    TooLarge { limit: u64 },
+    /// A report over one of the decoder's size limits: 413, with the limit.
+    ReportTooLarge(String),
+    /// Every ingest slot taken for [`SLOT_WAIT`]: 503, come back in a second.
+    Busy,
+    /// The body did not arrive within the body timeout: 408.
+    BodyLate { secs: u64 },
+    /// The body ended early or could not be read: 400.
+    BodyBroken(String),
+    /// The signature does not hold, or is not the unit's: 403 with `"refused": "signature"`.
+    Signature(String),
+    /// Not a report this collector reads: 400.
+    Malformed(String),
+    /// A report whose values cannot be true (a figure beyond the metric table's ceiling, a
+    /// start in the future, a name too long to index): 422.
+    Implausible(String),
+    /// The id is stored with other bytes: 409, and the stored version is kept.
+    Conflict {
+        report_id: String,
+        sha256: String,
+        stored_sha256: String,
+    },
+    /// The database did not store the report: 503, so the unit keeps it and retries.
+    Store(String),
+    /// A page query's filter is not one: 400 (plain text).
+    BadFilter(String),
+    /// No such report or fleet: 404 (plain text).
+    NotFound(String),
+    /// The database did not answer a page or a probe: 503 (plain text).
+    Unavailable(String),
+    /// A task failed: 500.
+    Internal(String),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let text = |status: StatusCode, msg: String| (status, format!("{msg}\n")).into_response();
+        match self {
+            ApiError::Unauthorized { over } => {
+                let (status, msg) = if over {
+                    (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        format!(
+                            "more than {AUTH_FAILURES_PER_MINUTE} requests with a missing or \
+                             wrong token from this address in a minute: fix the token, then \
+                             wait a minute"
+                        ),
+                    )
+                } else {
+                    (
+                        StatusCode::UNAUTHORIZED,
+                        "missing or wrong token: send `Authorization: Bearer TOKEN` with a \
+                         token of the collector's token file"
+                            .to_string(),
+                    )
+                };
+                let mut resp = refuse(status, msg);
+                let hs = resp.headers_mut();
+                hs.insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer realm=\"usbperf-collect\""),
+                );
+                hs.insert(
+                    header::CONNECTION,
+                    header::HeaderValue::from_static("close"),
+                );
+                if over {
+                    hs.insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
+                }
+                resp
+            }
+            ApiError::TooLarge { limit } => refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a report may have at most {limit} bytes (collect --max-body-bytes)"),
+            ),
+            ApiError::ReportTooLarge(why) => refuse(StatusCode::PAYLOAD_TOO_LARGE, why),
+            ApiError::Busy => {
+                let mut resp = refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the collector is storing as many reports as it may at once: send it \
+                     again later",
+                );
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+                resp
+            }
+            ApiError::BodyLate { secs } => refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the body did not arrive within {secs} s; send it again"),
+            ),
+            ApiError::BodyBroken(e) => refuse(
+                StatusCode::BAD_REQUEST,
+                format!("the body ended early or could not be read: {e}"),
+            ),
+            ApiError::Signature(why) => answer(
+                StatusCode::FORBIDDEN,
+                serde_json::json!({ "error": why, "refused": "signature" }),
+            ),
+            ApiError::Malformed(why) => refuse(StatusCode::BAD_REQUEST, why),
+            ApiError::Implausible(why) => refuse(StatusCode::UNPROCESSABLE_ENTITY, why),
+            ApiError::Conflict {
+                report_id,
+                sha256,
+                stored_sha256,
+            } => answer(
+                StatusCode::CONFLICT,
+                serde_json::json!({
+                    "error": format!(
+                        "report {report_id} is already stored with other content: the stored \
+                         version is kept, and this one is not; a unit must never reuse a \
+                         report_id (look at both copies before deleting either)"
+                    ),
+                    "report_id": report_id,
+                    "sha256": sha256,
+                    "stored_sha256": stored_sha256,
+                }),
+            ),
+            ApiError::Store(e) => refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the database did not take the report ({e}); send it again later"),
+            ),
+            ApiError::BadFilter(e) => text(StatusCode::BAD_REQUEST, e),
+            ApiError::NotFound(e) => text(StatusCode::NOT_FOUND, e),
+            ApiError::Unavailable(e) => text(StatusCode::SERVICE_UNAVAILABLE, e),
+            ApiError::Internal(e) => refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("internal error: {e}"),
+            ),
+        }
+    }
 }
 
 /// `GET /reports/<report_id>.<format>`: a stored report as sent, for the page's links.
 async fn report_file(
     State(app): State<Arc<App>>,
     axum::extract::Path(file): axum::extract::Path<String>,
-) -> Response {
-    let Some((id, ext)) = file.rsplit_once('.') else {
-        return (StatusCode::NOT_FOUND, "no such report\n").into_response();
-    };
-    let id = id.to_string();
-    let ext = ext.to_string();
-    let res = tokio::task::spawn_blocking(move || app.store.raw(&id)).await;
-    match res {
-        Ok(Ok(Some((format, raw)))) if format == ext => {
+) -> Result<Response, ApiError> {
+    let missing = || ApiError::NotFound("no such report".into());
+    let (id, ext) = file.rsplit_once('.').ok_or_else(missing)?;
+    let (id, ext) = (id.to_string(), ext.to_string());
+    let found = tokio::task::spawn_blocking(move || app.store.raw(&id))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| ApiError::Unavailable(format!("the database did not answer: {e}")))?;
+    match found {
+        Some((format, raw)) if format == ext => {
             let ctype = if format == "json" {
                 "application/json"
             } else {
                 "application/yaml"
             };
-            (StatusCode::OK, [(header::CONTENT_TYPE, ctype)], raw).into_response()
+            Ok((StatusCode::OK, [(header::CONTENT_TYPE, ctype)], raw).into_response())
         }
-        Ok(Ok(_)) => (StatusCode::NOT_FOUND, "no such report\n").into_response(),
-        Ok(Err(e)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the database did not answer: {e}\n"),
-        )
-            .into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("internal error: {e}\n"),
-        )
-            .into_response(),
+        _ => Err(missing()),
     }
 }
 
@@ -460,58 +729,155 @@ async fn fleet_page(
     State(app): State<Arc<App>>,
     Query(params): Query<HashMap<String, String>>,
     format: Format,
-) -> Response {
+) -> Result<Response, ApiError> {
     let nonempty = |k: &str| params.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
-    let since = match nonempty("since").map(usbperf_fleet::records::parse_since) {
-        None => None,
-        Some(Ok(t)) => Some(t),
-        Some(Err(e)) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("{}\n", e.replace("--since", "since=")),
-            )
-                .into_response()
-        }
-    };
+    // From the start of its minute: the cache's key, so a stranger's stream of distinct
+    // seconds costs a page a minute of them, not one each.
+    let since = nonempty("since")
+        .map(usbperf_fleet::records::parse_since)
+        .transpose()
+        .map_err(|e| ApiError::BadFilter(e.replace("--since", "since=")))?
+        .map(|t| {
+            let s = t.timestamp();
+            chrono::DateTime::from_timestamp(s - s.rem_euclid(60), 0).unwrap_or(t)
+        });
     let q = FleetQuery {
         since,
         board: nonempty("board").map(str::to_string),
         ..FleetQuery::default()
     };
-    let res =
-        tokio::task::spawn_blocking(move || app.page.get(app.store.as_ref(), (q, format))).await;
+    let body = tokio::task::spawn_blocking(move || app.page.get(app.store.as_ref(), (q, format)))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| match e {
+            FleetDbError::NothingMatched(_) | FleetDbError::Fleet(_) => {
+                ApiError::NotFound(e.to_string())
+            }
+            e => {
+                eprintln!("usbperf-collect: fleet page: {e}");
+                ApiError::Unavailable(format!("the database did not answer: {e}"))
+            }
+        })?;
     let ctype = match format {
         Format::Html => "text/html; charset=utf-8",
         Format::Json => "application/json",
         Format::Text => "text/plain; charset=utf-8",
     };
-    match res {
-        Ok(Ok(body)) => (StatusCode::OK, [(header::CONTENT_TYPE, ctype)], body).into_response(),
-        Ok(Err(e @ (FleetDbError::NothingMatched(_) | FleetDbError::Fleet(_)))) => {
-            (StatusCode::NOT_FOUND, format!("{e}\n")).into_response()
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, ctype)], body).into_response())
+}
+
+/// The upload port's router: `POST /api/v1/reports` behind its layers, in the order the
+/// module doc gives (outermost first: access log, token, declared length, ingest slot, body
+/// in time), and the probes, behind the access log only.
+pub fn router(app: Arc<App>) -> Router {
+    let upload = ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(app.clone(), authenticate))
+        .layer(middleware::from_fn_with_state(app.clone(), declared_length))
+        .layer(middleware::from_fn_with_state(app.clone(), ingest_slot))
+        .layer(middleware::from_fn_with_state(app.clone(), body_in_time));
+    Router::new()
+        .route(REPORTS_PATH, post(ingest_report).route_layer(upload))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .layer(middleware::from_fn(access_log))
+        .with_state(app)
+}
+
+/// Who holds the request's token (its name in the token file), set by [`authenticate`].
+#[derive(Debug, Clone)]
+struct Holder(String);
+
+/// The request's whole body, read by [`body_in_time`] (taken out, never copied, by the
+/// handler).
+#[derive(Debug, Clone)]
+struct ReportBody(Vec<u8>);
+
+/// The token layer: the holder's name for the layers within, or 401 (429 past the limit)
+/// decided from the headers alone. The body is not read, and `100 Continue` is never sent
+/// (hyper sends it only when the body is read). A small body without `Expect` is read and
+/// dropped, so a unit with a wrong token reads this answer rather than a broken pipe, and
+/// says so instead of retrying forever.
+async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+    let holder = app
+        .tokens
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .holder(header_str(req.headers(), "authorization"))
+        .map(str::to_string);
+    if let Some(holder) = holder {
+        req.extensions_mut().insert(Holder(holder));
+        return next.run(req).await;
+    }
+    let peer = peer_of(&req);
+    let small = declared(req.headers()).is_some_and(|n| n <= UNAUTHENTICATED_DRAIN);
+    if small && header_str(req.headers(), "expect").is_none() {
+        let drain = axum::body::to_bytes(req.into_body(), UNAUTHENTICATED_DRAIN as usize);
+        let _ = tokio::time::timeout(UNAUTHENTICATED_DRAIN_WAIT, drain).await;
+    }
+    ApiError::Unauthorized {
+        over: app.auth_failures.failed(peer),
+    }
+    .into_response()
+}
+
+/// The length layer: a body declared longer than the limit is refused unread (413).
+async fn declared_length(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    if declared(req.headers()).is_some_and(|len| len > app.max_body_bytes) {
+        return ApiError::TooLarge {
+            limit: app.max_body_bytes,
         }
-        Ok(Err(e)) => {
-            eprintln!("usbperf-collect: fleet page: {e}");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the database did not answer: {e}\n"),
-            )
-                .into_response()
-        }
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("internal error: {e}\n"),
-        )
-            .into_response(),
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// The concurrency layer: a slot before the body is read, held until the answer, so bodies
+/// in memory are bounded (see `App::ingest_slots`). A short wait absorbs a burst; past it the
+/// unit is told to come back (it backs off).
+async fn ingest_slot(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(SLOT_WAIT, app.ingest_slots.acquire()).await {
+        Ok(Ok(_slot)) => next.run(req).await,
+        _ => ApiError::Busy.into_response(),
     }
 }
 
-pub fn router(app: Arc<App>) -> Router {
-    Router::new()
-        .route(REPORTS_PATH, post(ingest_report))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .with_state(app)
+/// The body layer: the whole body within the body timeout and the limit, handed to the
+/// handler as [`ReportBody`].
+async fn body_in_time(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let read = tokio::time::timeout(
+        app.body_timeout,
+        read_body(body, app.max_body_bytes as usize, declared(&parts.headers)),
+    )
+    .await;
+    let bytes = match read {
+        Err(_) => {
+            return ApiError::BodyLate {
+                secs: app.body_timeout.as_secs(),
+            }
+            .into_response()
+        }
+        Ok(Err(e)) => {
+            // The limit's own error type, wherever it sits in the source chain.
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&*e);
+            let mut over = false;
+            while let Some(c) = cause {
+                over |= c.is::<http_body_util::LengthLimitError>();
+                cause = c.source();
+            }
+            return if over {
+                ApiError::TooLarge {
+                    limit: app.max_body_bytes,
+                }
+            } else {
+                ApiError::BodyBroken(e.to_string())
+            }
+            .into_response();
+        }
+        Ok(Ok(b)) => b,
+    };
+    parts.extensions.insert(ReportBody(bytes));
+    next.run(Request::from_parts(parts, Body::empty())).await
 }
 
 /// `GET /readyz`: `ok` only while the database takes a write; 503 with the reason otherwise
@@ -519,7 +885,7 @@ pub fn router(app: Arc<App>) -> Router {
 /// watchdog. The write is made at most once per [`READY_FRESH`]: probes in between (one at a
 /// time, the others waiting for its answer) are answered from the last one. `GET /healthz`
 /// is liveness only: the process answers.
-async fn readyz(State(app): State<Arc<App>>) -> Response {
+async fn readyz(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
     let mut last = app.ready.lock().await;
     let answer = match &*last {
         Some((at, answer)) if at.elapsed() < READY_FRESH => answer.clone(),
@@ -534,14 +900,9 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
         }
     };
     drop(last);
-    match answer {
-        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the database does not take writes: {e}\n"),
-        )
-            .into_response(),
-    }
+    answer
+        .map(|()| (StatusCode::OK, "ok\n").into_response())
+        .map_err(|e| ApiError::Unavailable(format!("the database does not take writes: {e}")))
 }
 
 fn answer(status: StatusCode, v: serde_json::Value) -> Response {
@@ -552,16 +913,6 @@ fn answer(status: StatusCode, v: serde_json::Value) -> Response {
 
 fn refuse(status: StatusCode, msg: impl Into<String>) -> Response {
     answer(status, serde_json::json!({ "error": msg.into() }))
-}
-
-/// 403 for a report whose signature does not hold or is not its unit's: `"refused":
-/// "signature"` tells the unit it is this report that is refused, not its token, so the
-/// unit sets the report aside (with this reason) and sends the rest.
-fn refuse_signature(msg: impl Into<String>) -> Response {
-    answer(
-        StatusCode::FORBIDDEN,
-        serde_json::json!({ "error": msg.into(), "refused": "signature" }),
-    )
 }
 
 fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -588,129 +939,29 @@ async fn read_body(
     Ok(buf)
 }
 
-async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
-    let peer = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip());
-    let (parts, body) = req.into_parts();
-    let h = &parts.headers;
-    let declared = header_str(h, "content-length").and_then(|v| v.trim().parse::<u64>().ok());
-    let holder = app
-        .tokens
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .holder(header_str(h, "authorization"))
-        .map(str::to_string);
-    let Some(holder) = holder else {
-        // Decided from the headers alone: the body is not read, and `100 Continue` is never
-        // sent (hyper sends it only when the body is read). A small body without `Expect` is
-        // read and dropped, so a unit with a wrong token reads this answer rather than a
-        // broken pipe, and says so instead of retrying forever.
-        let expects = header_str(h, "expect").is_some();
-        if !expects && declared.is_some_and(|n| n <= UNAUTHENTICATED_DRAIN) {
-            let drain = axum::body::to_bytes(body, UNAUTHENTICATED_DRAIN as usize);
-            let _ = tokio::time::timeout(UNAUTHENTICATED_DRAIN_WAIT, drain).await;
-        }
-        let over = app.auth_failures.failed(peer);
-        let (status, msg) = if over {
-            (
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "more than {AUTH_FAILURES_PER_MINUTE} requests with a missing or wrong token \
-                     from this address in a minute: fix the token, then wait a minute"
-                ),
-            )
-        } else {
-            (
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong token: send `Authorization: Bearer TOKEN` with a token of the \
-                 collector's token file"
-                    .to_string(),
-            )
-        };
-        let mut resp = refuse(status, msg);
-        let hs = resp.headers_mut();
-        hs.insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer realm=\"usbperf-collect\""),
-        );
-        hs.insert(
-            header::CONNECTION,
-            header::HeaderValue::from_static("close"),
-        );
-        if over {
-            hs.insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
-        }
-        return resp;
-    };
-    let too_large = || {
-        refuse(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "a report may have at most {} bytes (collect --max-body-bytes)",
-                app.max_body_bytes
-            ),
-        )
-    };
-    if declared.is_some_and(|len| len > app.max_body_bytes) {
-        return too_large();
-    }
-    // A slot before the body is read: bodies in memory are bounded (see `App::ingest_slots`).
-    // A short wait absorbs a burst; past it the unit is told to come back (it backs off).
-    let slot = tokio::time::timeout(SLOT_WAIT, app.ingest_slots.acquire()).await;
-    let Ok(Ok(_slot)) = slot else {
-        let mut resp = refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the collector is storing as many reports as it may at once: send it again later",
-        );
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-        return resp;
-    };
-    let read = tokio::time::timeout(
-        app.body_timeout,
-        read_body(Body::new(body), app.max_body_bytes as usize, declared),
-    )
-    .await;
-    let Ok(read) = read else {
-        return refuse(
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "the body did not arrive within {} s; send it again",
-                app.body_timeout.as_secs()
-            ),
-        );
-    };
-    let bytes = match read {
-        Ok(b) => b,
-        Err(e) => {
-            // The limit's own error type, wherever it sits in the source chain.
-            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&*e);
-            let mut over = false;
-            while let Some(c) = cause {
-                over |= c.is::<http_body_util::LengthLimitError>();
-                cause = c.source();
-            }
-            if over {
-                return too_large();
-            }
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                format!("the body ended early or could not be read: {e}"),
-            );
-        }
-    };
-    let signer_key = match verify_signature(h, &bytes) {
-        Ok(k) => k,
-        Err(why) => {
-            eprintln!(
-                "usbperf-collect: a report from {} (token {holder}) refused with 403: {why}",
-                peer.map_or_else(|| "?".to_string(), |p| p.to_string())
-            );
-            return refuse_signature(why);
-        }
-    };
+/// `POST /api/v1/reports`, behind its layers: the token's holder and the whole body come from
+/// them.
+async fn ingest_report(
+    State(app): State<Arc<App>>,
+    mut req: Request,
+) -> Result<Response, ApiError> {
+    let peer = peer_of(&req).map_or_else(|| "?".to_string(), |p| p.to_string());
+    let missing = |what: &str| ApiError::Internal(format!("the {what} layer did not run"));
+    let holder = req
+        .extensions_mut()
+        .remove::<Holder>()
+        .ok_or_else(|| missing("token"))?
+        .0;
+    let bytes = req
+        .extensions_mut()
+        .remove::<ReportBody>()
+        .ok_or_else(|| missing("body"))?
+        .0;
+    let h = req.headers();
+    let signer_key = verify_signature(h, &bytes).map_err(|why| {
+        eprintln!("usbperf-collect: a report from {peer} (token {holder}) refused with 403: {why}");
+        ApiError::Signature(why)
+    })?;
     let token_name = holder.clone();
     let listed = app
         .unit_keys
@@ -751,66 +1002,22 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
         let stored = store.insert(&rec, &bytes).map_err(Failure::Store)?;
         Ok((rec.report_id, sha256, stored, unit))
     })
-    .await;
-    match res {
-        Ok(Ok((id, sha256, stored, unit))) => match stored {
-            Stored::Forged { enrolled } => {
-                eprintln!(
-                    "usbperf-collect: report {id} from {} (token {}) claims unit {unit:?}, whose \
-                     key is {enrolled}, and is not signed by it: refused with 403",
-                    peer.map_or_else(|| "?".to_string(), |p| p.to_string()),
-                    token_name
-                );
-                refuse_signature(format!(
-                    "unit {unit:?} has another signing key enrolled: a report in its name \
-                         must be signed with that key (if the unit's key was replaced, remove \
-                         the old one from the collector's unit_keys table)"
-                ))
-            }
-            Stored::New => answer(
-                StatusCode::CREATED,
-                serde_json::json!({ "report_id": id, "sha256": sha256, "stored": "new" }),
-            ),
-            Stored::Duplicate => answer(
-                StatusCode::OK,
-                serde_json::json!({ "report_id": id, "sha256": sha256, "stored": "duplicate" }),
-            ),
-            Stored::Conflict { stored_sha256 } => {
-                eprintln!(
-                    "usbperf-collect: report {id} sent again with other content (sha256 \
-                     {sha256}, stored {stored_sha256}): refused with 409"
-                );
-                answer(
-                    StatusCode::CONFLICT,
-                    serde_json::json!({
-                        "error": format!(
-                            "report {id} is already stored with other content: the stored \
-                             version is kept, and this one is not; a unit must never reuse a \
-                             report_id (look at both copies before deleting either)"
-                        ),
-                        "report_id": id,
-                        "sha256": sha256,
-                        "stored_sha256": stored_sha256,
-                    }),
-                )
-            }
-        },
-        Ok(Err(Failure::Ingest(IngestError::Limit(
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let (id, sha256, stored, unit) = res.map_err(|f| match f {
+        Failure::Ingest(IngestError::Limit(
             r @ usbperf_report::decode::Refusal::TooLarge { .. },
-        )))) => refuse(StatusCode::PAYLOAD_TOO_LARGE, r.to_string()),
-        Ok(Err(Failure::Ingest(e @ IngestError::Implausible(_)))) => {
-            refuse(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
-        }
-        Ok(Err(Failure::Ingest(e))) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
-        Ok(Err(Failure::Unlisted(id, why))) => {
+        )) => ApiError::ReportTooLarge(r.to_string()),
+        Failure::Ingest(e @ IngestError::Implausible(_)) => ApiError::Implausible(e.to_string()),
+        Failure::Ingest(e) => ApiError::Malformed(e.to_string()),
+        Failure::Unlisted(id, why) => {
             eprintln!(
-                "usbperf-collect: report {id} from {} (token {token_name}) refused with 403: \
-                 {why}",
-                peer.map_or_else(|| "?".to_string(), |p| p.to_string()),
+                "usbperf-collect: report {id} from {peer} (token {token_name}) refused with \
+                 403: {why}"
             );
-            refuse_signature(why)
+            ApiError::Signature(why)
         }
-        Ok(Err(Failure::Store(e))) => {
+        Failure::Store(e) => {
             eprintln!("usbperf-collect: store: {e}");
             // The next readiness probe asks the database again instead of repeating an `ok`
             // from before this failure; a probe under way (the lock taken) asks it already,
@@ -818,15 +1025,40 @@ async fn ingest_report(State(app): State<Arc<App>>, req: Request) -> Response {
             if let Ok(mut last) = app.ready.try_lock() {
                 *last = None;
             }
-            refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the database did not take the report ({e}); send it again later"),
-            )
+            ApiError::Store(e.to_string())
         }
-        Err(e) => refuse(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("internal error: {e}"),
-        ),
+    })?;
+    match stored {
+        Stored::Forged { enrolled } => {
+            eprintln!(
+                "usbperf-collect: report {id} from {peer} (token {token_name}) claims unit \
+                 {unit:?}, whose key is {enrolled}, and is not signed by it: refused with 403"
+            );
+            Err(ApiError::Signature(format!(
+                "unit {unit:?} has another signing key enrolled: a report in its name must be \
+                 signed with that key (if the unit's key was replaced, remove the old one from \
+                 the collector's unit_keys table)"
+            )))
+        }
+        Stored::New => Ok(answer(
+            StatusCode::CREATED,
+            serde_json::json!({ "report_id": id, "sha256": sha256, "stored": "new" }),
+        )),
+        Stored::Duplicate => Ok(answer(
+            StatusCode::OK,
+            serde_json::json!({ "report_id": id, "sha256": sha256, "stored": "duplicate" }),
+        )),
+        Stored::Conflict { stored_sha256 } => {
+            eprintln!(
+                "usbperf-collect: report {id} sent again with other content (sha256 {sha256}, \
+                 stored {stored_sha256}): refused with 409"
+            );
+            Err(ApiError::Conflict {
+                report_id: id,
+                sha256,
+                stored_sha256,
+            })
+        }
     }
 }
 
@@ -875,6 +1107,206 @@ impl From<IngestError> for Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower::ServiceExt;
+
+    /// A body that never sends a byte: any layer that waited for it would hang the test.
+    struct Silent;
+
+    impl axum::body::HttpBody for Silent {
+        type Data = axum::body::Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+            std::task::Poll::Pending
+        }
+    }
+
+    const TOKEN: &str = "line3 s3cret-token-of-line-3";
+
+    /// The upload port's app on a fresh SQLite database, with `slots` ingest slots.
+    fn app(tag: &str, slots: usize) -> (Arc<App>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("usbperf-router-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = format!("sqlite:{}", dir.join("r.db").display());
+        let app = App {
+            store: crate::store::open(&db, 1, None).unwrap().into(),
+            tokens: std::sync::RwLock::new(
+                Tokens::parse(TOKEN, std::path::Path::new("t")).unwrap(),
+            ),
+            max_body_bytes: 1 << 20,
+            page: Page::new(30),
+            ingest_slots: tokio::sync::Semaphore::new(slots),
+            body_timeout: Duration::from_millis(300),
+            auth_failures: AuthFailures::default(),
+            unit_keys: std::sync::RwLock::new(None),
+            ready: tokio::sync::Mutex::new(None),
+        };
+        (Arc::new(app), dir)
+    }
+
+    fn upload(token: Option<&str>, length: Option<u64>, body: Body) -> Request {
+        let mut b = axum::http::Request::builder()
+            .method("POST")
+            .uri(REPORTS_PATH)
+            .header("content-type", "application/yaml");
+        if let Some(t) = token {
+            b = b.header("authorization", format!("Bearer {t}"));
+        }
+        if let Some(n) = length {
+            b = b.header("content-length", n);
+        }
+        b.body(body).unwrap()
+    }
+
+    /// The answer of the upload router to `req`, within 5 s (a layer that waited for a body
+    /// that never comes fails the test instead of hanging it).
+    async fn send(app: &Arc<App>, req: Request) -> (StatusCode, HeaderMap, String) {
+        let resp = tokio::time::timeout(Duration::from_secs(5), router(app.clone()).oneshot(req))
+            .await
+            .expect("answered without waiting for the body")
+            .unwrap();
+        let (parts, body) = resp.into_parts();
+        let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+        (
+            parts.status,
+            parts.headers,
+            String::from_utf8_lossy(&body).into_owned(),
+        )
+    }
+
+    /// Each layer answers for itself, in the module doc's order, before any layer within it
+    /// or the handler runs: a stranger's 10 MB body and a declared 2 MB one are never read
+    /// (the silent body would hold them forever), every slot taken is 503, a body that stops
+    /// is 408; then the handler stores, answers a re-send, and refuses a forged pair.
+    #[tokio::test]
+    async fn each_layer_answers_for_itself_before_the_ones_within() {
+        let (app, dir) = app("layers", 4);
+        let silent = || Body::new(Silent);
+
+        let (status, headers, body) = send(&app, upload(None, Some(10 << 20), silent())).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+        assert_eq!(headers[header::CONNECTION], "close");
+        assert!(headers.contains_key(header::WWW_AUTHENTICATE));
+        let (status, _, body) = send(&app, upload(Some("wrong"), Some(10), silent())).await;
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "a small body is drained in bounded time: {body}"
+        );
+
+        let (status, _, body) = send(
+            &app,
+            upload(Some("s3cret-token-of-line-3"), Some(2 << 20), silent()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+        assert!(body.contains("at most 1048576 bytes"), "{body}");
+
+        let (status, _, body) = send(
+            &app,
+            upload(Some("s3cret-token-of-line-3"), Some(100), silent()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{body}");
+
+        // A chunked body (no declared length) is cut off at the limit.
+        let big = Body::from(vec![b'#'; (1 << 20) + 1]);
+        let (status, _, body) = send(&app, upload(Some("s3cret-token-of-line-3"), None, big)).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+
+        let v1 = crate::ingest::tests::V1;
+        let report = || Body::from(v1);
+        let (status, _, body) =
+            send(&app, upload(Some("s3cret-token-of-line-3"), None, report())).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert!(body.contains(r#""stored":"new""#), "{body}");
+        let (status, _, body) =
+            send(&app, upload(Some("s3cret-token-of-line-3"), None, report())).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(body.contains(r#""stored":"duplicate""#), "{body}");
+        // The same id with other bytes: 409, the stored version kept.
+        let other = v1.replace("mib_per_s: 14.5", "mib_per_s: 14.6");
+        let (status, _, body) = send(
+            &app,
+            upload(Some("s3cret-token-of-line-3"), None, Body::from(other)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+
+        // Half of a signature pair: 403, refused as a signature, nothing stored.
+        let mut req = upload(Some("s3cret-token-of-line-3"), None, report());
+        req.headers_mut().insert(
+            usbperf_report::seal::KEY_HEADER,
+            header::HeaderValue::from_static("00"),
+        );
+        let (status, _, body) = send(&app, req).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert!(body.contains(r#""refused":"signature""#), "{body}");
+        assert_eq!(app.store.count().unwrap(), 1);
+
+        let req = axum::http::Request::builder()
+            .uri("/readyz")
+            .body(Body::empty())
+            .unwrap();
+        assert_eq!(send(&app, req).await.0, StatusCode::OK);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A reader that stops reading fails the writes after the limit; one that reads keeps
+    /// them going however long the answer takes.
+    #[tokio::test]
+    async fn a_write_that_makes_no_progress_fails_after_the_limit() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let big = vec![7u8; 1 << 20];
+        let (server, _client) = tokio::io::duplex(4096);
+        let mut w = WriteDeadline::new(server, Duration::from_millis(200));
+        let started = Instant::now();
+        let e = w.write_all(&big).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+
+        let (server, mut client) = tokio::io::duplex(4096);
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                // Slower than the limit in all, never stalled for as long as it.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                match client.read(&mut buf).await.unwrap() {
+                    0 => break got.len(),
+                    n => got.extend_from_slice(&buf[..n]),
+                }
+            }
+        });
+        let mut w = WriteDeadline::new(server, Duration::from_millis(200));
+        let big = vec![7u8; 1 << 20];
+        w.write_all(&big).await.unwrap();
+        w.shutdown().await.unwrap();
+        drop(w);
+        assert_eq!(reader.await.unwrap(), 1 << 20);
+    }
+
+    /// With every ingest slot taken, an upload waits [`SLOT_WAIT`] and is told to come back,
+    /// its body unread.
+    #[tokio::test]
+    async fn with_every_slot_taken_an_upload_is_told_to_come_back() {
+        let (app, dir) = app("busy", 0);
+        let (status, headers, body) = send(
+            &app,
+            upload(Some("s3cret-token-of-line-3"), Some(100), Body::new(Silent)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(headers[header::RETRY_AFTER], "1");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// Distinct filters, as anyone on the line may send them, churn the page cache instead of
     /// growing it: at most [`PAGE_CACHE_ENTRIES`] pages are held, each shared by its readers.

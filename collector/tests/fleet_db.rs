@@ -425,10 +425,18 @@ fn power_cut_verdicts_uploaded_are_counted_by_the_fleet_from_the_database_as_fro
         assert_eq!(out.status.code(), Some(0), "{out:?}");
     }
     // The directory run reads the same files, named as the database's export names them.
+    // `upload` signed them (this machine's own reports) with the key beside the spools: the
+    // files carry the same key's signature, so both fleets count them signed.
+    let key = usbperf::upload::key::UnitKey::load_or_create(&usbperf::upload::key::default_path(
+        &tmp.path().join("spool0"),
+    ))
+    .unwrap();
     for p in &cuts {
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
         let id = v["report_id"].as_str().unwrap();
-        std::fs::copy(p, tmp.path().join(format!("named0/{id}.json"))).unwrap();
+        let copy = tmp.path().join(format!("named0/{id}.json"));
+        std::fs::copy(p, &copy).unwrap();
+        key.seal_file(&copy).unwrap();
     }
     reports.extend(cuts);
     std::fs::rename(tmp.path().join("named0"), &named).unwrap();

@@ -310,10 +310,14 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(queued.len(), 1, "{queued:?}");
-    let reports: Vec<PathBuf> = std::fs::read_dir(dir.path().join("reports-upload"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let (reports, seals): (Vec<PathBuf>, Vec<PathBuf>) =
+        std::fs::read_dir(dir.path().join("reports-upload"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .partition(|p| p.extension().map_or(true, |e| e != "sig"));
+    // The run that uploads signs its report file too.
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!(seals, vec![usbperf_report::seal::seal_path(&reports[0])]);
     let local = std::fs::read_to_string(&reports[0]).unwrap();
     // The entry is the run's report, named by the SHA-256 of its bytes.
     let entry = std::fs::read(&queued[0]).unwrap();

@@ -37,7 +37,18 @@ minute) count them as separate units; attack 3 is the one host that tries to tak
   6. GET /readyz is 200, then 503 while the database's filesystem is full, then 200 again
      once there is room, from the same process: SQLite's file on a 4 MiB tmpfs, PostgreSQL's
      database in a tablespace on a 16 MiB tmpfs, filled with a file until ENOSPC, then the
-     file deleted.
+     file deleted;
+  7. the page port (--page-listen) of a database of 10,000 reports (collector/examples/
+     fleet-db-fill), at once: 10,000 page queries with distinct `since=` values (8 clients),
+     64 slow readers of the HTML page (8 addresses, each socket's receive buffer 4 KiB, reading
+     nothing for 6 s), and a unit uploading 20 reports on the upload port: the collector's
+     memory grows by at most 200 MB (VmHWM over VmRSS before), every upload is stored, and
+     the collector ends every slow reader's connection within 26 s of its request (cut after
+     --write-timeout, 5 s here, when the page outgrows the socket buffers; else idle after
+     its answer, --header-timeout 10 s);
+  8. 576 strangers' connections, 64 from each of 9 addresses, each declaring a 65,536-byte
+     body with no token and sending none: a real `usbperf-matrix upload` from a 10th address
+     exits 0 within 2 s, and every stalled connection is answered and closed within 15 s.
 `usbperf-matrix` is $USBPERF_MATRIX_BIN (scripts/ci/test-collect.sh sets it), else the debug build
 of the repository root, built here.
 """
@@ -218,7 +229,7 @@ class Figures:
 class Collector:
     """A fresh release collector for one attack; its standard error (the access log) in a file."""
 
-    def __init__(self, binary, db_url, work, tag, extra=(), nofile=None):
+    def __init__(self, binary, db_url, work, tag, extra=(), nofile=None, page=False):
         self.log = os.path.join(work, "collector-%s.log" % tag)
         pre = None
         if nofile:
@@ -235,6 +246,11 @@ class Collector:
         self.host, port = line.split("http://")[1].split("/")[0].rsplit(":", 1)
         self.port = int(port)
         self.url = "http://%s:%d%s" % (self.host, self.port, PATH)
+        if page:
+            line = self.proc.stdout.readline()
+            if "fleet page on" not in line:
+                sys.exit("bench-collect: the collector did not serve its page: %s" % self.stderr())
+            self.page_port = int(line.split("http://")[1].split("/")[0].rsplit(":", 1)[1])
 
     def stderr(self):
         with open(self.log, errors="replace") as f:
@@ -799,6 +815,150 @@ def matrix_bin():
     return os.path.join(json.loads(out)["target_directory"], "debug", "usbperf-matrix")
 
 
+def attack_page(binary, fill, matrix, kind, pg, reports_dir, single, work, fig):
+    """7: the page port: distinct queries and slow readers, a unit uploading beside them."""
+    what = "page port"
+    db = Db(kind, work, pg, "a7")
+    subprocess.run([fill, "--db", db.url, "--from", reports_dir, "--count", "10000"], check=True,
+                   stdout=subprocess.DEVNULL)
+    c = Collector(binary, db.url, work, "a7", extra=["--page-listen", "127.0.0.1:0",
+                                                     "--write-timeout", "5"], page=True)
+    try:
+        def get(path, src):
+            conn = http.client.HTTPConnection(c.host, c.page_port, timeout=120,
+                                              source_address=(src, 0))
+            try:
+                conn.request("GET", path)
+                r = conn.getresponse()
+                return r.status, len(r.read())
+            finally:
+                conn.close()
+
+        status, size = get("/fleet", "127.0.0.1")
+        if status != 200:
+            fig.skipped(kind, 7, what, "GET /fleet answered %d" % status)
+            return
+        get("/fleet.json", "127.0.0.1")
+        before = c.mem("VmRSS")
+        # The peak from here on.
+        with open("/proc/%d/clear_refs" % c.proc.pid, "w") as f:
+            f.write("5")
+        answers = {}
+        lock = threading.Lock()
+        base = time.time() - 30 * 86400
+
+        def queries(k):
+            src = "127.0.50.%d" % (k + 1)
+            for i in range(k, 10000, 8):
+                stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(base + i))
+                st, _ = get("/fleet.json?since=" + stamp, src)
+                with lock:
+                    answers[st] = answers.get(st, 0) + 1
+
+        closed = []
+
+        def slow_reader(n):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.bind(("127.0.60.%d" % (1 + n % 8), 0))
+            s.settimeout(120)
+            s.connect((c.host, c.page_port))
+            s.sendall(b"GET /fleet HTTP/1.1\r\nHost: x\r\n\r\n")
+            t0 = time.monotonic()
+            # Read nothing for longer than the write timeout, then whatever the kernel holds,
+            # until the collector ends the connection: cut while writing (a page larger than
+            # the socket buffers), or idle after its answer (the header timeout).
+            time.sleep(6)
+            got = 0
+            try:
+                while True:
+                    b = s.recv(1 << 16)
+                    if not b:
+                        break
+                    got += len(b)
+            except OSError:
+                pass
+            with lock:
+                closed.append((time.monotonic() - t0, got))
+            s.close()
+
+        uploads = []
+
+        def unit():
+            for i in range(20):
+                st = subprocess.run([matrix, "upload", "--url", c.url, "--token-file",
+                                     os.path.join(work, "tokens"), "--spool",
+                                     os.path.join(work, "a7-spool-%d" % i), single],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                uploads.append(st.returncode)
+                time.sleep(0.5)
+
+        threads = ([threading.Thread(target=queries, args=(k,)) for k in range(8)]
+                   + [threading.Thread(target=slow_reader, args=(n,)) for n in range(64)]
+                   + [threading.Thread(target=unit)])
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        peak = c.mem("VmHWM")
+    finally:
+        c.stop()
+    fig.info(kind, 7, what, "10,000 distinct since= queries (%s) in %.1f s; the page of 10,000 reports "
+             "is %.1f MB" % (", ".join("%d x %d" % (n, st) for st, n in sorted(answers.items())), wall,
+                             size / MB))
+    fig.bound(kind, 7, what, "collector memory growth (VmHWM over VmRSS before) %.1f MB"
+              % ((peak - before) / MB), peak - before <= 200 * MB, "200 MB")
+    fig.bound(kind, 7, what, "%d of 20 uploads beside it exited 0" % uploads.count(0),
+              uploads.count(0) == 20, "20")
+    slowest = max(t for t, _ in closed) if closed else float("inf")
+    fig.bound(kind, 7, what, "%d of 64 slow readers closed, the last after %.1f s (bytes read: at most %d)"
+              % (len(closed), slowest, max((g for _, g in closed), default=0)),
+              len(closed) == 64 and slowest <= 5 + 15 + 6, "64, within 26 s of the request")
+
+
+def attack_stalled_bodies(binary, db, matrix, report, work, fig):
+    """8: 576 stalled bodies without a token from 9 addresses, a unit uploading beside them."""
+    what = "576 stalled bodies"
+    c = Collector(binary, db.url, work, "a8")
+    socks = []
+    try:
+        t0 = time.monotonic()
+        for a in range(9):
+            for _ in range(64):
+                s = connect(c, "127.0.70.%d" % (a + 1))
+                s.sendall(b"POST /api/v1/reports HTTP/1.1\r\nHost: x\r\n"
+                          b"Content-Type: application/yaml\r\nContent-Length: 65536\r\n\r\n")
+                socks.append(s)
+        t1 = time.monotonic()
+        up = subprocess.run([matrix, "upload", "--url", c.url, "--token-file",
+                             os.path.join(work, "tokens"), "--spool", os.path.join(work, "a8-spool"),
+                             report], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        upload_s = time.monotonic() - t1
+        closed = 0
+        for s in socks:
+            s.settimeout(max(0.1, 15 - (time.monotonic() - t0)))
+            try:
+                while s.recv(65536):
+                    pass
+                closed += 1
+            except socket.timeout:
+                pass
+            except OSError:
+                # A reset is a close too.
+                closed += 1
+        all_s = time.monotonic() - t0
+    finally:
+        for s in socks:
+            s.close()
+        c.stop()
+    fig.bound(db.kind, 8, what, "an upload from a 10th address exited %d in %.2f s"
+              % (up.returncode, upload_s), up.returncode == 0 and upload_s <= 2.0, "0, within 2 s")
+    fig.bound(db.kind, 8, what, "%d of 576 closed by the collector, all within %.1f s" % (closed, all_s),
+              closed == 576 and all_s <= 15.0, "576 within 15 s")
+
+
 def attack(binary, dbs):
     # 1,100 sockets of attack 3 and 1,000 of attack 4, and their files, in this process.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -826,6 +986,12 @@ def attack(binary, dbs):
         one = os.path.join(work, "one")
         fleet_gen(["--units", "1", "--out", one, "--report-ids", "--seed", "24"])
         single = glob.glob(os.path.join(one, "*"))[0]
+        subprocess.run(["cargo", "build", "--release", "--locked", "-q", "--manifest-path",
+                        os.path.join(ROOT, "collector", "Cargo.toml"), "--example", "fleet-db-fill"],
+                       check=True)
+        fill = os.path.join(target_dir(), "release", "examples", "fleet-db-fill")
+        distinct = os.path.join(work, "distinct")
+        fleet_gen(["--units", "100", "--schema", "2", "--out", distinct, "--seed", "25"])
         print("bench-collect --attack: release build, a fresh collector and database per attack, "
               "client sockets from 127.0.0.0/8 source addresses", flush=True)
         for kind in dbs:
@@ -837,6 +1003,8 @@ def attack(binary, dbs):
                 attack_one_host(binary, Db(kind, work, pg, "a3"), matrix, single, work, fig)
                 attack_concurrent_uploads(binary, Db(kind, work, pg, "a4"), reports, work, fig)
                 attack_sigterm(binary, Db(kind, work, pg, "a5"), work, fig)
+                attack_page(binary, fill, matrix, kind, pg, distinct, single, work, fig)
+                attack_stalled_bodies(binary, Db(kind, work, pg, "a8"), matrix, single, work, fig)
                 if pg:
                     attack_full_postgres(binary, pg, single, work, fig)
                 else:

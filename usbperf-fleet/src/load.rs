@@ -158,6 +158,14 @@ fn is_report_name(p: &Path) -> bool {
     !hidden && matches!(ext, "yaml" | "yml" | "json")
 }
 
+/// A report's signature file (`r.yaml.sig`, `usbperf_report::seal::seal_path`).
+fn is_seal_name(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    [".yaml.sig", ".yml.sig", ".json.sig"]
+        .iter()
+        .any(|s| name.ends_with(s))
+}
+
 fn walk(dir: &Path, out: &mut Collected) -> Result<(), FleetError> {
     let rd = std::fs::read_dir(dir).map_err(|err| FleetError::Read {
         path: dir.to_path_buf(),
@@ -195,6 +203,10 @@ pub fn collect_paths(inputs: &[PathBuf]) -> Result<Collected, FleetError> {
             if out.paths.len() + out.skipped.len() == before {
                 return Err(FleetError::NoReports { path: i.clone() });
             }
+        } else if is_seal_name(i) {
+            // `fleet reports/*` names every report's signature file too: it is read with its
+            // report, never as one.
+            continue;
         } else if let Ok(m) = std::fs::symlink_metadata(i) {
             // A named file is read whatever its name; errors show up per file. A named
             // FIFO (`fleet <(cat r.yaml)`) is left out as well: the rule has no exceptions.

@@ -110,6 +110,9 @@ pub struct Postgres {
     config: ::postgres::Config,
     sessions: Vec<Mutex<Option<Client>>>,
     next: AtomicUsize,
+    /// The fleet's reads (a query, the page, a stored report), on a session of their own: a
+    /// fleet of many reports holds its session for seconds, and no upload waits behind it.
+    reader: Mutex<Option<Client>>,
 }
 
 fn connect(config: &::postgres::Config) -> Result<Client, StoreError> {
@@ -142,6 +145,7 @@ impl Postgres {
             config,
             sessions: v,
             next: AtomicUsize::new(0),
+            reader: Mutex::new(None),
         })
     }
 
@@ -153,10 +157,26 @@ impl Postgres {
     /// reads, so running it again after a failure is safe.
     fn with_session<T>(
         &self,
-        mut f: impl FnMut(&mut Client) -> Result<T, ::postgres::Error>,
+        f: impl FnMut(&mut Client) -> Result<T, ::postgres::Error>,
     ) -> Result<T, StoreError> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.sessions.len();
-        let mut slot = self.sessions[i].lock().unwrap_or_else(|e| e.into_inner());
+        self.on(&self.sessions[i], f)
+    }
+
+    /// [`Self::with_session`] on the fleet's own session.
+    fn with_reader<T>(
+        &self,
+        f: impl FnMut(&mut Client) -> Result<T, ::postgres::Error>,
+    ) -> Result<T, StoreError> {
+        self.on(&self.reader, f)
+    }
+
+    fn on<T>(
+        &self,
+        session: &Mutex<Option<Client>>,
+        mut f: impl FnMut(&mut Client) -> Result<T, ::postgres::Error>,
+    ) -> Result<T, StoreError> {
+        let mut slot = session.lock().unwrap_or_else(|e| e.into_inner());
         for fresh in [false, true] {
             if fresh || slot.as_ref().map_or(true, |c| c.is_closed()) {
                 *slot = None;
@@ -384,7 +404,7 @@ impl Store for Postgres {
             }
             None => {}
         }
-        self.with_session(|c| {
+        self.with_reader(|c| {
             use ::postgres::fallible_iterator::FallibleIterator;
             // Row by row as the server sends them, not `query`'s whole result first: that
             // held every row twice (180 MB of records over 100,000 reports) until the copy.
@@ -402,7 +422,7 @@ impl Store for Postgres {
     }
 
     fn raw(&self, report_id: &str) -> Result<Option<(String, Vec<u8>)>, StoreError> {
-        self.with_session(|c| {
+        self.with_reader(|c| {
             let row = c.query_opt(
                 "SELECT format, raw FROM reports WHERE report_id = $1",
                 &[&report_id],
@@ -412,7 +432,7 @@ impl Store for Postgres {
     }
 
     fn fleet_boards(&self) -> Result<Vec<(Option<String>, u64)>, StoreError> {
-        self.with_session(|c| {
+        self.with_reader(|c| {
             let rows = c.query(
                 "SELECT board, count(*) FROM fleet_records GROUP BY board ORDER BY board",
                 &[],
