@@ -508,8 +508,16 @@ impl Page {
                 return Ok(body.clone());
             }
         }
-        let view = fleet::fleet(store, &key.0)?;
-        let mut body = fleet::render(&view, key.1, "reports/");
+        let view = fleet::fleet(store, &key.0);
+        let computed = view.map(|view| fleet::render(&view, key.1, "reports/"));
+        // The binary's allocator is mimalloc (main.rs), which keeps a thread's freed memory
+        // until that thread allocates again: a blocking thread idle after this page would
+        // hold the query's whole working set. Given back now, the page port's memory stays
+        // that of one query whatever the number of distinct ones.
+        // SAFETY: mi_collect only frees what the allocator holds unused; it takes no
+        // pointer and is safe to call from any thread at any time.
+        unsafe { libmimalloc_sys::mi_collect(true) };
+        let mut body = computed?;
         if key.1 == Format::Html {
             // The page is what a production engineer keeps open: it reloads itself.
             let meta = format!(
