@@ -46,7 +46,7 @@ step "collector: hostile bodies (alias bombs behind CR/NEL/LS, 1,000,000 deep, 2
 # above: its memory is the release build's, only slower) or a row.
 cargo test --locked --release --manifest-path collector/Cargo.toml --test bench_hostile -- --ignored --nocapture
 
-step "collector: attacks on SQLite and PostgreSQL (no token and 8 MiB bodies, slow heads, one host's 1,100 connections, 1,000 uploads at once, SIGTERM, a full disk)"
+step "collector: attacks on SQLite and PostgreSQL (no token and 8 MiB bodies, slow heads, one host's 1,100 connections, 1,000 uploads at once, SIGTERM, a full disk, the page port, 576 stalled bodies)"
 # A benchmark with bounds (scripts/bench/bench-collect.py --attack): the release collector, a line per
 # figure with its bound; fails when one is missed or an attack cannot be run. Needs root.
 scripts/bench/bench-collect.py --attack --db both
