@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::exit::Exit;
+use crate::fleet::load::MAX_REPORT_BYTES;
 use crate::report::table::{render, render_fit, MatrixTable, Style};
 use crate::report::wire::{self, Newer};
 use usbperf_report::seal::{self, SealState};
@@ -45,8 +46,8 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<Exit> {
     let mut views = Vec::new();
     let mut seals = Vec::new();
     for path in &args.reports {
-        // A report is kilobytes; a device node or a runaway file must not exhaust memory.
-        const MAX_REPORT_BYTES: u64 = 64 << 20;
+        // A report is kilobytes; a device node or a runaway file must not exhaust memory:
+        // the fleet's bound on a report file.
         if let Ok(md) = std::fs::metadata(path) {
             if !md.is_file() || md.len() > MAX_REPORT_BYTES {
                 crate::errln!(

@@ -17,6 +17,7 @@ use ed25519_dalek::{Signer, SigningKey};
 
 /// Where the key is kept when the config names no file (the config's rule).
 pub use crate::config::upload::{default_key_path as default_path, KEY_FILE};
+use usbperf_fleet::load::MAX_REPORT_BYTES;
 use usbperf_report::seal::hex;
 pub use usbperf_report::seal::{parse_hex, KEY_HEADER, SIGNATURE_HEADER};
 
@@ -176,7 +177,8 @@ impl UnitKey {
             path: report.to_path_buf(),
             why,
         };
-        let bytes = usbperf_report::untrusted::read_file(report, MAX_SIGNED_BYTES)
+        // A file larger than any report is not signed: the fleet would not read it either.
+        let bytes = usbperf_report::untrusted::read_file(report, MAX_REPORT_BYTES)
             .map_err(|e| fail(e.to_string()))?;
         let path = usbperf_report::seal::seal_path(report);
         let text = usbperf_report::seal::seal_text(&self.public_hex(), &self.sign_hex(&bytes));
@@ -184,9 +186,6 @@ impl UnitKey {
         Ok(path)
     }
 }
-
-/// A report file larger than this is not signed (the fleet does not read one either).
-const MAX_SIGNED_BYTES: u64 = 64 << 20;
 
 #[cfg(test)]
 mod tests {

@@ -158,12 +158,10 @@ fn is_report_name(p: &Path) -> bool {
     !hidden && matches!(ext, "yaml" | "yml" | "json")
 }
 
-/// A report's signature file (`r.yaml.sig`, `usbperf_report::seal::seal_path`).
+/// A report's signature file (`r.yaml.sig`, `usbperf_report::seal::seal_path`): `.sig`
+/// after a report's name.
 fn is_seal_name(p: &Path) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    [".yaml.sig", ".yml.sig", ".json.sig"]
-        .iter()
-        .any(|s| name.ends_with(s))
+    p.extension().is_some_and(|e| e == "sig") && is_report_name(&p.with_extension(""))
 }
 
 fn walk(dir: &Path, out: &mut Collected) -> Result<(), FleetError> {
