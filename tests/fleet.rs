@@ -1822,3 +1822,53 @@ fn a_poisoning_report_moves_no_learned_limit_and_no_factory_line() {
         "the report's own limit is drawn: {lines:?}"
     );
 }
+
+#[test]
+fn a_figure_lists_its_most_extreme_outliers_and_counts_them_all() {
+    let d = TempDir::new("fleet-outlier-cap");
+    let dir = d.path().join("reports");
+    // 80 planted seq-write outliers among 500 units of one class: more than a figure lists.
+    let truth = generate(
+        &dir,
+        500,
+        "yaml",
+        &[
+            "--seed",
+            "5",
+            "--outliers",
+            "80",
+            "--slow-port-percent",
+            "0",
+        ],
+    );
+    let planted = truth.iter().filter(|t| t.2 == "seq-write-outlier").count();
+    assert_eq!(planted, 80);
+    let s = fleet_json(&[dir.to_str().unwrap(), "--group-by", "device-class"]);
+    let usb = group(&s, "device-class=usb");
+    let sw = metric(usb, "seq-write.mib_per_s");
+    let listed = sw["outliers"].as_array().unwrap();
+    let total = sw["outliers_total"].as_u64().unwrap() as usize;
+    assert!(total >= planted, "{total} flagged, {planted} planted");
+    assert_eq!(listed.len(), usbperf::fleet::aggregate::MAX_OUTLIERS);
+    // The listed ones are the most extreme, largest |z| first.
+    let z: Vec<f64> = listed
+        .iter()
+        .map(|o| o["modified_z"].as_f64().unwrap().abs())
+        .collect();
+    assert!(z.windows(2).all(|w| w[0] >= w[1]), "{z:?}");
+    let units: BTreeSet<&str> = listed.iter().map(|o| o["unit"].as_str().unwrap()).collect();
+    assert_eq!(units.len(), listed.len(), "a value per unit");
+    // The text table counts them all and says how many are listed.
+    let o = fleet(&[dir.to_str().unwrap(), "--group-by", "device-class"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let all: u64 = usb["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["outliers_total"].as_u64().unwrap())
+        .sum();
+    assert!(
+        text.contains(&format!("most extreme of {all} values")),
+        "{text}"
+    );
+}

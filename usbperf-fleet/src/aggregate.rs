@@ -878,6 +878,11 @@ fn summarise_metric(
             .then_with(|| a.unit.cmp(&b.unit))
             .then_with(|| a.device.cmp(&b.device))
     });
+    // Listed: each unit's most extreme value, so that one report of 256 slow sticks takes
+    // one line and cannot push the rest of the fleet's outliers off the list.
+    let outliers_total = outliers.len();
+    let mut listed_units = BTreeSet::new();
+    outliers.retain(|o| listed_units.len() < MAX_OUTLIERS && listed_units.insert(o.unit.clone()));
     let days: Vec<i32> = s.devs.iter().map(|&i| devs[i as usize].day).collect();
     let trend = stats::bucket_medians(&days, &s.values, bucket_days)
         .into_iter()
@@ -931,6 +936,7 @@ fn summarise_metric(
             p95: pp(95.0),
             p99: pp(99.0),
         },
+        outliers_total,
         outliers,
         trend,
         histogram,

@@ -10,7 +10,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::aggregate::{FleetSummary, GroupSummary, MetricSummary};
+use super::aggregate::{FleetSummary, GroupSummary, MetricSummary, MAX_OUTLIERS};
 use super::text::fmt_value;
 use super::thresholds::Suggestion;
 
@@ -455,10 +455,12 @@ fn outliers(o: &mut String, s: &FleetSummary, link: &dyn Fn(&Path) -> String) {
     let mut rows: Vec<(Key, Vec<(&MetricSummary, &super::aggregate::Outlier)>)> = Vec::new();
     let mut index: std::collections::HashMap<Key, usize> = std::collections::HashMap::new();
     let mut values = 0;
+    let mut capped = false;
     for g in &s.groups {
         for m in &g.metrics {
+            values += m.outliers_total;
+            capped |= m.outliers_total > m.outliers.len();
             for x in &m.outliers {
-                values += 1;
                 let k: Key = (&g.name, &x.unit, &x.device, &x.file);
                 let i = *index.entry(k).or_insert_with(|| {
                     rows.push((k, Vec::new()));
@@ -479,10 +481,15 @@ fn outliers(o: &mut String, s: &FleetSummary, link: &dyn Fn(&Path) -> String) {
     });
     let _ = write!(
         o,
-        "<h2>Outliers</h2><p>{} device tests with {} values beyond a modified z-score of &#177;3.5 \
-         (median absolute deviation within their group){}.</p>",
-        rows.len(),
+        "<h2>Outliers</h2><p>{} values beyond a modified z-score of &#177;3.5 (median absolute \
+         deviation within their group){}, in {} device tests listed{}.</p>",
         values,
+        if capped {
+            format!("; each figure lists its {MAX_OUTLIERS} most extreme units")
+        } else {
+            String::new()
+        },
+        rows.len(),
         if rows.len() > MAX_OUTLIER_ROWS {
             format!("; the first {MAX_OUTLIER_ROWS} shown, all in --format json")
         } else {
@@ -661,7 +668,7 @@ fn dist_chart(o: &mut String, m: &MetricSummary, lines: &[Line]) {
         m.count,
         pct(m.pass_rate),
         esc(&fmt_value(&m.metric, m.median)),
-        m.outliers.len(),
+        m.outliers_total,
         esc(&m.metric)
     );
     let bins = hgm.counts.len().max(1) as f64;

@@ -56,6 +56,10 @@ impl Dimension {
     }
 }
 
+/// Units whose outliers are listed per group and figure (the most extreme; `outliers_total`
+/// counts every value).
+pub const MAX_OUTLIERS: usize = 50;
+
 /// The fleet, summarised; what every output format renders.
 #[derive(Debug, Clone, Serialize)]
 pub struct FleetSummary {
@@ -182,7 +186,12 @@ pub struct MetricSummary {
     pub max: f64,
     /// The same figure over devices that passed, for threshold suggestions.
     pub passing: PassingStats,
-    /// Values with modified z-score beyond ±3.5, largest first.
+    /// Values with modified z-score beyond ±3.5: how many in all.
+    pub outliers_total: usize,
+    /// The most extreme of them, largest |z| first: each unit's most extreme value, for at
+    /// most [`MAX_OUTLIERS`] units. A whole product line's slow parts are a count and the
+    /// worst few to look at, not a list that grows with the fleet, and one unit cannot fill
+    /// it.
     pub outliers: Vec<Outlier>,
     /// Median per production day or week (`trend_bucket`).
     pub trend: Vec<TrendPoint>,
@@ -398,6 +407,7 @@ mod tests {
                 p95,
                 p99: max,
             },
+            outliers_total: 0,
             outliers: Vec::new(),
             trend: Vec::new(),
             histogram: Histogram::of(&[], 1),

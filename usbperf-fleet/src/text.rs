@@ -68,7 +68,7 @@ fn metric_row(m: &MetricSummary) -> Vec<String> {
         f(m.median),
         f(m.p95),
         f(m.max),
-        m.outliers.len().to_string(),
+        m.outliers_total.to_string(),
     ]
 }
 
@@ -137,10 +137,21 @@ fn outlier_rows(g: &super::aggregate::GroupSummary, width: usize, out: &mut Stri
             .fold(0.0f64, f64::max)
     };
     by_dev.sort_by(|a, b| worst(&b.2).total_cmp(&worst(&a.2)).then(a.0.cmp(b.0)));
+    let values: usize = g.metrics.iter().map(|m| m.outliers_total).sum();
+    let listed: usize = g.metrics.iter().map(|m| m.outliers.len()).sum();
     let _ = writeln!(
         out,
-        "  outliers (|modified z| > 3.5): {} device tests",
-        by_dev.len()
+        "  outliers (|modified z| > 3.5): {} device tests{}",
+        by_dev.len(),
+        if values > listed {
+            format!(
+                " with the {} most extreme of {values} values (a value per unit, {} units per figure)",
+                listed,
+                super::aggregate::MAX_OUTLIERS
+            )
+        } else {
+            String::new()
+        }
     );
     let mut rows = Vec::new();
     for (unit, device, ms) in by_dev.iter().take(OUTLIER_ROWS) {
@@ -461,7 +472,7 @@ pub fn render_csv(s: &FleetSummary) -> String {
             for v in [m.min, m.p5, m.median, m.p95, m.max] {
                 row.push(format!("{v}"));
             }
-            row.push(m.outliers.len().to_string());
+            row.push(m.outliers_total.to_string());
             row.push(g.units.to_string());
             out.push_str(&row.join(","));
             out.push('\n');
