@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::PathBuf;
 
+use super::distinct::Distinct;
 #[cfg(test)]
 use super::extract::WORKLOAD_METRICS;
 use super::extract::{
@@ -15,7 +16,7 @@ use super::extract::{
 };
 use super::load::{self, LoadOptions, Outcome, Skip};
 use super::parallel::parallel_map;
-use super::stats::{self, OUTLIER_Z};
+use super::stats::{self, Norm, OUTLIER_Z};
 pub use super::summary::*;
 use super::FleetError;
 use usbperf_report::metric;
@@ -65,6 +66,9 @@ struct Series {
     values: Vec<f64>,
     devs: Vec<u32>,
     ok: Vec<bool>,
+    /// Each value's weight in the norm, and in the passing figures (0 for a device that
+    /// failed): see [`stats::device_weight`].
+    weights: Vec<(u32, u32)>,
 }
 
 #[derive(Debug, Default)]
@@ -94,14 +98,39 @@ fn skip_kind(s: &Skip) -> &'static str {
 }
 
 /// Distinct threshold configs counted (a fleet runs a handful; more are left out).
-const CONFIGS: usize = 64;
+pub(crate) const CONFIGS: usize = 64;
+
+/// The units under a config, as the factory's lines count them: a set (the exact fleet) or
+/// a count that merges across days ([`Distinct`], the summarised fleet).
+pub(crate) trait UnitSet: Clone {
+    fn union(&mut self, other: &Self);
+    fn size(&self) -> usize;
+}
+
+impl UnitSet for BTreeSet<u32> {
+    fn union(&mut self, other: &Self) {
+        self.extend(other.iter().copied());
+    }
+    fn size(&self) -> usize {
+        self.len()
+    }
+}
+
+impl UnitSet for Distinct {
+    fn union(&mut self, other: &Self) {
+        self.merge(other);
+    }
+    fn size(&self) -> usize {
+        self.count() as usize
+    }
+}
 
 /// The factory limits a chart draws, from the configs the reports ran under and the units
 /// under each: for each class, figure and bound, the value carried by the most units (a
 /// tie keeps each). A config one unit brings (a report written by hand to move the page)
 /// never replaces the one the line's units ran under.
-fn factory_lines(configs: &[(Vec<Threshold>, BTreeSet<u32>)]) -> Vec<FactoryThreshold> {
-    let mut carried: Vec<(FactoryThreshold, BTreeSet<u32>)> = Vec::new();
+pub(crate) fn factory_lines<U: UnitSet>(configs: &[(Vec<Threshold>, U)]) -> Vec<FactoryThreshold> {
+    let mut carried: Vec<(FactoryThreshold, U)> = Vec::new();
     for (ts, units) in configs {
         for t in ts {
             if t.select.port.is_some() {
@@ -135,7 +164,7 @@ fn factory_lines(configs: &[(Vec<Threshold>, BTreeSet<u32>)]) -> Vec<FactoryThre
                     units: 0,
                 };
                 match carried.iter_mut().find(|c| c.0 == ft) {
-                    Some(c) => c.1.extend(units.iter().copied()),
+                    Some(c) => c.1.union(units),
                     None => carried.push((ft, units.clone())),
                 }
             }
@@ -150,10 +179,10 @@ fn factory_lines(configs: &[(Vec<Threshold>, BTreeSet<u32>)]) -> Vec<FactoryThre
             carried
                 .iter()
                 .filter(|(o, _)| same(o, t))
-                .all(|(_, o)| o.len() <= units.len())
+                .all(|(_, o)| o.size() <= units.size())
         })
         .map(|(t, units)| FactoryThreshold {
-            units: units.len(),
+            units: units.size(),
             ..t.clone()
         })
         .collect();
@@ -462,7 +491,9 @@ impl Accumulator {
             }
         }
         let day = stats::epoch_day(r.started_at);
+        let weights = class_weights(&r.devices);
         for mut d in r.devices {
+            let w = weights(&d.class, d.pass);
             let dev = self.devs.len() as u32;
             let gi = self.group_index(|dim| match dim {
                 Dimension::Board => &r.board,
@@ -517,6 +548,7 @@ impl Accumulator {
                 s.values.push(v);
                 s.devs.push(dev);
                 s.ok.push(ok);
+                s.weights.push(w);
             }
             if let Some(c) = d.curve {
                 let keep = self.opts.curves_per_model;
@@ -777,7 +809,31 @@ impl Accumulator {
     }
 }
 
-fn ratio(n: usize, d: usize) -> f64 {
+/// The weights of a report's devices in the norm, by class and verdict: each of its `k`
+/// devices of a class weighs [`stats::device_weight`]`(k)`, and among the passing figures each
+/// of its `j` passing devices of the class `device_weight(j)` (0 for a device that failed).
+pub fn class_weights(devices: &[DeviceRecord]) -> impl Fn(&str, bool) -> (u32, u32) {
+    let mut counts: Vec<(String, usize, usize)> = Vec::new();
+    for d in devices {
+        match counts.iter_mut().find(|c| c.0 == d.class) {
+            Some(c) => {
+                c.1 += 1;
+                c.2 += usize::from(d.pass);
+            }
+            None => counts.push((d.class.clone(), 1, usize::from(d.pass))),
+        }
+    }
+    move |class, pass| {
+        let (all, passing) = counts
+            .iter()
+            .find(|c| c.0 == class)
+            .map_or((1, 1), |c| (c.1, c.2));
+        let w = |k| stats::device_weight(k) as u32;
+        (w(all), if pass { w(passing) } else { 0 })
+    }
+}
+
+pub(crate) fn ratio(n: usize, d: usize) -> f64 {
     if d == 0 {
         0.0
     } else {
@@ -785,7 +841,7 @@ fn ratio(n: usize, d: usize) -> f64 {
     }
 }
 
-fn ranked(map: HashMap<String, (u32, String)>) -> Vec<ReasonCount> {
+pub(crate) fn ranked(map: HashMap<String, (u32, String)>) -> Vec<ReasonCount> {
     let mut v: Vec<ReasonCount> = map
         .into_iter()
         .map(|(reason, (count, example))| ReasonCount {
@@ -799,7 +855,7 @@ fn ranked(map: HashMap<String, (u32, String)>) -> Vec<ReasonCount> {
 }
 
 /// The workloads in the factory matrix's order, then any other metric by name.
-fn metric_rank(m: &str) -> (usize, String) {
+pub(crate) fn metric_rank(m: &str) -> (usize, String) {
     const ORDER: [&str; 9] = [
         "read-buffered",
         "seq-write",
@@ -838,24 +894,22 @@ fn summarise_metric(
     stats::sort_f64(&mut sorted);
     let p = |q: f64| stats::percentile(&sorted, q).unwrap_or(f64::NAN);
     let median = p(50.0);
-    // The outliers' baseline counts each unit once (the median of its values), so a unit
-    // that sends many devices cannot make its own figures the norm.
-    let mut by_unit_all: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    for (v, &d) in s.values.iter().zip(&s.devs) {
-        by_unit_all
-            .entry(devs[d as usize].unit)
-            .or_default()
-            .push(*v);
-    }
-    let mut baseline: Vec<f64> = by_unit_all
-        .into_values()
-        .filter_map(stats::median)
+    // The outliers' norm weighs each report once per class (its devices share the report's
+    // weight), so a report that sends many devices cannot make its own figures the norm.
+    let mut base: Vec<(f64, u64)> = s
+        .values
+        .iter()
+        .zip(&s.weights)
+        .map(|(v, w)| (*v, u64::from(w.0)))
         .collect();
-    stats::sort_f64(&mut baseline);
-    let mut outliers: Vec<Outlier> = match stats::modified_z_against(&s.values, &baseline) {
-        Some(z) => z
+    stats::sort_weighted(&mut base);
+    let norm = Norm::of(&base);
+    let mut outliers: Vec<Outlier> = match norm {
+        Some(norm) => s
+            .values
             .iter()
             .enumerate()
+            .map(|(i, v)| (i, norm.z(*v)))
             .filter(|(_, z)| z.abs() > OUTLIER_Z)
             .map(|(i, z)| {
                 let d = &devs[s.devs[i] as usize];
@@ -864,8 +918,8 @@ fn summarise_metric(
                     device: d.label.clone(),
                     file: file(d.file),
                     value: s.values[i],
-                    median: stats::percentile(&baseline, 50.0).unwrap_or(median),
-                    modified_z: *z,
+                    median: norm.median,
+                    modified_z: z,
                 }
             })
             .collect(),
@@ -892,31 +946,18 @@ fn summarise_metric(
             median,
         })
         .collect();
-    // Learned limits: each unit once, at the median of its passing device tests; a unit
-    // whose median is far outside the others' is left out (see `PassingStats`).
-    let mut by_unit: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    let mut passing_tests = 0;
-    for (v, &d) in s.values.iter().zip(&s.devs) {
-        let dev = &devs[d as usize];
-        if dev.pass {
-            by_unit.entry(dev.unit).or_default().push(*v);
-            passing_tests += 1;
-        }
-    }
-    let unit_medians: Vec<f64> = by_unit.into_values().filter_map(stats::median).collect();
-    let mut sorted_units = unit_medians.clone();
-    stats::sort_f64(&mut sorted_units);
-    let mut passing: Vec<f64> = match stats::modified_z(&unit_medians, &sorted_units) {
-        Some(z) => unit_medians
-            .iter()
-            .zip(z)
-            .filter(|(_, z)| z.abs() <= OUTLIER_Z)
-            .map(|(v, _)| *v)
-            .collect(),
-        None => unit_medians.clone(),
-    };
-    stats::sort_f64(&mut passing);
-    let pp = |q: f64| stats::percentile(&passing, q).unwrap_or(f64::NAN);
+    // Learned limits: the passing figures, each report weighing one per class; a figure
+    // far outside the others is left out (see `PassingStats`).
+    let mut passing: Vec<(f64, u64)> = s
+        .values
+        .iter()
+        .zip(&s.weights)
+        .filter(|(_, w)| w.1 > 0)
+        .map(|(v, w)| (*v, u64::from(w.1)))
+        .collect();
+    let passing_tests = passing.len();
+    stats::sort_weighted(&mut passing);
+    let passing = passing_stats(passing_tests, passing);
     let histogram = Histogram::of(&sorted, 30);
     MetricSummary {
         count: s.values.len(),
@@ -926,22 +967,39 @@ fn summarise_metric(
         median,
         p95: p(95.0),
         max: p(100.0),
-        passing: PassingStats {
-            count: passing_tests,
-            units: passing.len(),
-            units_left_out: unit_medians.len() - passing.len(),
-            p1: pp(1.0),
-            p5: pp(5.0),
-            median: pp(50.0),
-            p95: pp(95.0),
-            p99: pp(99.0),
-        },
+        passing,
         outliers_total,
         outliers,
         trend,
         histogram,
         metric,
         limits: Vec::new(),
+    }
+}
+
+/// The passing figures' statistics from their weighted values (sorted): `tests` passing
+/// device tests, those whose modified z-score against the others is beyond ±3.5 left out.
+pub fn passing_stats(tests: usize, sorted: Vec<(f64, u64)>) -> PassingStats {
+    type Pairs = Vec<(f64, u64)>;
+    let (kept, left_out): (Pairs, Pairs) = match Norm::of(&sorted) {
+        Some(norm) => sorted
+            .into_iter()
+            .partition(|(v, _)| norm.z(*v).abs() <= OUTLIER_Z),
+        None => (sorted, Vec::new()),
+    };
+    let pp = |q: f64| stats::weighted_percentile(&kept, q).unwrap_or(f64::NAN);
+    let reports = |v: &[(f64, u64)]| {
+        (v.iter().map(|p| p.1).sum::<u64>() as f64 / stats::REPORT_WEIGHT as f64).round() as usize
+    };
+    PassingStats {
+        count: tests,
+        reports: reports(&kept),
+        reports_left_out: reports(&left_out),
+        p1: pp(1.0),
+        p5: pp(5.0),
+        median: pp(50.0),
+        p95: pp(95.0),
+        p99: pp(99.0),
     }
 }
 

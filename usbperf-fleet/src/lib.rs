@@ -19,6 +19,8 @@ pub mod stats;
 pub mod parallel;
 // a figure's values in memory that grows with their range
 pub mod sketch;
+// distinct units, mergeable
+pub mod distinct;
 // one report as a compact record
 pub mod extract;
 // finding and reading report files
@@ -33,6 +35,8 @@ pub mod summary;
 pub mod aggregate;
 // records extracted elsewhere (a collector's database), aggregated without files
 pub mod records;
+// the fleet as mergeable summaries per day and board
+pub mod partial;
 // the summary as text and CSV
 pub mod text;
 // learned limits and the profile snippet

@@ -150,6 +150,53 @@ impl Sketch {
         Ok(())
     }
 
+    /// Adds `value` `n` times: a weighted value, as the fleet's norm weighs each of a
+    /// report's devices ([`super::stats::device_weight`]).
+    pub fn insert_n(&mut self, value: f64, n: u64) -> Result<(), SketchError> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.insert(value)?;
+        let value = if value == 0.0 { 0.0 } else { value };
+        self.count += n - 1;
+        if value == 0.0 {
+            self.zeros += n - 1;
+        } else {
+            let index = self.index(value);
+            if let Ok(at) = self.buckets.binary_search_by_key(&index, |b| b.index) {
+                self.buckets[at].count += n - 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The values as the sketch knows them, ascending, each with how many times it is held:
+    /// the order statistics [`Sketch::percentile`] reads (the exact minimum and maximum
+    /// first and last, each bucket's value between), for the weighted statistics of
+    /// [`super::stats`].
+    pub fn pairs(&self) -> Vec<(f64, u64)> {
+        if self.count == 0 {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(self.buckets.len() + 3);
+        if self.zeros > 0 {
+            out.push((0.0, self.zeros));
+        }
+        out.extend(self.buckets.iter().map(|b| (b.value(self), b.count)));
+        // The first and last order statistics are the exact extremes.
+        if out[0].0 != self.min {
+            out[0].1 -= 1;
+            out.insert(0, (self.min, 1));
+        }
+        let last = out.len() - 1;
+        if out[last].0 != self.max {
+            out[last].1 -= 1;
+            out.push((self.max, 1));
+        }
+        out.retain(|p| p.1 > 0);
+        out
+    }
+
     /// Adds every value of `other`, which must have the same accuracy. The result is the
     /// same whatever the order of the merges and inserts that built it.
     pub fn merge(&mut self, other: &Sketch) -> Result<(), SketchError> {
@@ -571,6 +618,33 @@ mod tests {
                     "{name}: p{p} is exact where each bucket holds one value"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn its_pairs_are_the_order_statistics_it_reads_and_a_weight_is_that_many_values() {
+        use super::super::stats::weighted_percentile;
+        for (name, values) in data_sets() {
+            let s = sketch_of(&values, VALUE_PPM);
+            let pairs = s.pairs();
+            assert_eq!(pairs.iter().map(|p| p.1).sum::<u64>(), s.count(), "{name}");
+            for p in [0.0, 0.1, 1.0, 5.0, 33.3, 50.0, 95.0, 99.9, 100.0] {
+                assert_eq!(
+                    weighted_percentile(&pairs, p),
+                    s.percentile(p),
+                    "{name} p{p}"
+                );
+            }
+            // A value put in 3 times at once is the same sketch as put in 3 times.
+            let mut once = Sketch::new(VALUE_PPM).unwrap();
+            let mut thrice = Sketch::new(VALUE_PPM).unwrap();
+            for v in values.iter().take(200) {
+                once.insert_n(*v, 3).unwrap();
+                for _ in 0..3 {
+                    thrice.insert(*v).unwrap();
+                }
+            }
+            assert_eq!(once.encode(), thrice.encode(), "{name}");
         }
     }
 

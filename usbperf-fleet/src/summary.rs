@@ -246,18 +246,19 @@ impl LimitDistance {
     }
 }
 
-/// The figure over the units whose devices passed, for learned limits: each unit counts
-/// once (the median of its passing device tests), and a unit far outside the others (its
-/// median's modified z-score beyond ±3.5) is left out, so one unit sending many devices or
-/// figures no other unit has cannot move a limit the fleet learns.
+/// The figure over the devices that passed, for learned limits: each report weighs one per
+/// device class (its `k` passing devices of a class `1/k` each), and a figure far outside the
+/// others (its modified z-score beyond ±3.5) is left out, so one report sending many devices
+/// or figures no other report has cannot move a limit the fleet learns.
 #[derive(Debug, Clone, Serialize)]
 pub struct PassingStats {
     /// Passing device tests.
     pub count: usize,
-    /// Units the percentiles are over.
-    pub units: usize,
-    /// Units left out as far outside the others.
-    pub units_left_out: usize,
+    /// Reports the percentiles are over (each weighing one; rounded where a report's devices
+    /// fall in several groups).
+    pub reports: usize,
+    /// Reports' worth of figures left out as far outside the others.
+    pub reports_left_out: usize,
     pub p1: f64,
     pub p5: f64,
     pub median: f64,
@@ -312,19 +313,26 @@ pub struct Histogram {
 
 impl Histogram {
     pub(super) fn of(sorted: &[f64], bins: usize) -> Histogram {
-        let (lo, hi) = match (sorted.first(), sorted.last()) {
-            (Some(&lo), Some(&hi)) => (lo, hi),
-            _ => (0.0, 0.0),
-        };
+        Histogram::of_pairs(sorted.iter().map(|v| (*v, 1)), bins)
+    }
+
+    /// The histogram of values given ascending, each with how many times it occurs (a
+    /// sketch's [`super::sketch::Sketch::pairs`]).
+    pub(super) fn of_pairs(
+        sorted: impl Iterator<Item = (f64, u64)> + Clone,
+        bins: usize,
+    ) -> Histogram {
+        let lo = sorted.clone().next().map_or(0.0, |p| p.0);
+        let hi = sorted.clone().last().map_or(0.0, |p| p.0);
         let mut counts = vec![0u32; bins];
         let width = (hi - lo) / bins as f64;
-        for v in sorted {
+        for (v, n) in sorted {
             let i = if width > 0.0 {
                 (((v - lo) / width) as usize).min(bins - 1)
             } else {
                 0
             };
-            counts[i] += 1;
+            counts[i] = counts[i].saturating_add(n.min(u64::from(u32::MAX)) as u32);
         }
         Histogram { lo, hi, counts }
     }
@@ -365,7 +373,7 @@ pub struct FactoryThreshold {
 }
 
 /// One write curve of one device test.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CurveTrace {
     pub unit: String,
     pub device: String,
@@ -399,8 +407,8 @@ mod tests {
             max,
             passing: PassingStats {
                 count: 10,
-                units: 10,
-                units_left_out: 0,
+                reports: 10,
+                reports_left_out: 0,
                 p1: min,
                 p5,
                 median,

@@ -128,11 +128,11 @@ pub fn suggest(s: &FleetSummary, o: &SuggestOptions) -> Vec<Suggestion> {
                 field,
                 value,
                 basis: format!(
-                    "{}: {} passing device tests of {} units{}, p1 {}, median {}, p99 {}",
+                    "{}: {} passing device tests of {} reports{}, p1 {}, median {}, p99 {}",
                     m.metric,
                     p.count,
-                    p.units,
-                    match p.units_left_out {
+                    p.reports,
+                    match p.reports_left_out {
                         0 => String::new(),
                         n => format!(" ({n} far from the others left out)"),
                     },
@@ -172,9 +172,9 @@ pub fn render_snippet(
          # from {} reports of {} units ({} .. {}), devices that passed only.\n\
          # Rule: minimum = p1 x {:.2} rounded down to 2 significant digits; p99 latency maximum =\n\
          # p99 x {:.2} rounded up; link = the p1 link speed; capacity = p1 - 5 %. Percentiles are\n\
-         # over units (each unit once, at the median of its passing tests; a unit far outside\n\
-         # the others is left out). Groups with fewer than {} passing device tests get no\n\
-         # limit. Review before use.",
+         # over passing device tests, each report weighing one per class (its n devices 1/n\n\
+         # each); a figure far outside the others is left out. Groups with fewer than {}\n\
+         # passing device tests get no limit. Review before use.",
         s.reports,
         s.units,
         s.first_day.as_deref().unwrap_or("-"),

@@ -1,0 +1,825 @@
+//! Owns the fleet kept as mergeable summaries: what each day's reports of each board add up
+//! to, kept as they arrive, so that a fleet of millions of reports is answered by merging a
+//! few summaries per group and day instead of reading every report again.
+//!
+//! A summary per (day, board) holds counters (reports, signatures, device tests and passes,
+//! yields, link failures per port, failure reasons), and per group below the board (class,
+//! port, device model, tool version) and figure: a [`Sketch`] of the values, sketches of the
+//! weighted norm and of the passing figures ([`super::stats::device_weight`]), the units as a
+//! [`Distinct`] count, and the most extreme values of [`MAX_OUTLIERS`] distinct units at each
+//! end. Summaries merge by adding counters, merging sketches and counts and keeping the
+//! extremes of the union: the result does not depend on the order in which days, boards or
+//! collectors are merged.
+//!
+//! [`Partial::finish`] gives the [`FleetSummary`] the exact fleet
+//! ([`super::aggregate::Accumulator`]) gives for the same reports, within the stated error:
+//! - every percentile and the trend's medians: within the sketches' accuracy, 0.1 %;
+//! - the learned limits' percentiles: within 1 % (the norm, within a few % of itself, decides
+//!   which passing figures are far from the others);
+//! - the histogram: a value near a bin's edge (within 0.2 %) may be counted in the next bin;
+//! - units per group: exact up to 1,024 units, within 1.6 % (one standard error) above;
+//! - counts, pass rates, yields, link failures, failure reasons, signatures, factory lines:
+//!   exact (the factory lines' units are counts of distinct units, as the groups' are);
+//! - outliers: the listed ones are the exact fleet's (the most extreme of each unit at either
+//!   end are kept), flagged against a norm within the accuracy above; a value whose z-score
+//!   is within that accuracy of 3.5 may be flagged by one and not the other, and the total
+//!   counts values by their bucket;
+//! - a unit's latest verdict (`units`, `unit_pass_rate`) is kept per unit in a [`UnitBook`]
+//!   beside the summaries (one entry a unit, never read by a query): the summaries count the
+//!   units whose latest run is on each day, moved when a later run arrives.
+//!
+//! What is kept per day, not per report: `--since` selects whole days (UTC), and duplicates
+//! are the store's to refuse (it keeps each `report_id` once). Build comparison and wear
+//! follow individual reports and parts, and are not summarised here.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+
+use super::aggregate::{
+    class_weights, factory_lines, metric_rank, passing_stats, ranked, ratio, Dimension,
+    FleetOptions, FleetSummary, GroupSummary, Histogram, LimitDistance, MetricSummary, ModelCurves,
+    Outlier, PortLinks, ReasonCount, Signatures, TrendPoint, UnitKeys, YieldRow, CONFIGS,
+    MAX_OUTLIERS,
+};
+use super::distinct::Distinct;
+use super::extract::{FleetReason, RejectedFigure, UnitRecord, POWER_CUT_PHASE};
+use super::sketch::Sketch;
+use super::stats::{self, Norm, OUTLIER_Z};
+use super::summary::{CurveTrace, FileIssue};
+use usbperf_report::wire::Threshold;
+
+/// The accuracy of every summary's sketches: 0.1 %. The norm's median absolute deviation is a
+/// few % of a figure, so a bucket's width (0.2 %) moves a modified z-score by a few % of
+/// itself; and a histogram's bin is about 1 % of a figure wide. A figure of a fleet spans
+/// 20-40 %, about 200 buckets: 2-3 KB a sketch.
+pub const SUMMARY_PPM: u32 = 1_000;
+/// Refused figures kept as examples per day and board (all are counted).
+const REJECTED_KEPT: usize = 16;
+
+/// The dimensions below the board a group can be keyed by: class, port, device model and
+/// tool version.
+pub type Slot = [String; 4];
+
+/// One value at an end of a figure's range, and whose it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extreme {
+    pub value: f64,
+    pub unit: String,
+    pub device: String,
+    pub file: PathBuf,
+}
+
+/// The most extreme values of distinct units at one end: ascending for the low end,
+/// descending for the high end, at most [`MAX_OUTLIERS`], each unit once (its most extreme).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extremes {
+    pub low: Vec<Extreme>,
+    pub high: Vec<Extreme>,
+}
+
+impl Extremes {
+    fn add(&mut self, e: &Extreme) {
+        keep(&mut self.low, e, |a, b| {
+            a.value
+                .total_cmp(&b.value)
+                .then_with(|| a.unit.cmp(&b.unit))
+                .then_with(|| a.device.cmp(&b.device))
+        });
+        keep(&mut self.high, e, |a, b| {
+            b.value
+                .total_cmp(&a.value)
+                .then_with(|| a.unit.cmp(&b.unit))
+                .then_with(|| a.device.cmp(&b.device))
+        });
+    }
+
+    fn merge(&mut self, other: &Extremes) {
+        for e in other.low.iter().chain(&other.high) {
+            self.add(e);
+        }
+    }
+}
+
+/// Puts `e` in `list` (ordered by `before`) unless its unit is there with a value as
+/// extreme; keeps the first [`MAX_OUTLIERS`].
+fn keep(
+    list: &mut Vec<Extreme>,
+    e: &Extreme,
+    before: impl Fn(&Extreme, &Extreme) -> std::cmp::Ordering,
+) {
+    if list.len() >= MAX_OUTLIERS && list.last().is_some_and(|l| before(e, l).is_ge()) {
+        return;
+    }
+    if let Some(i) = list.iter().position(|x| x.unit == e.unit) {
+        if before(&list[i], e).is_le() {
+            return;
+        }
+        list.remove(i);
+    }
+    let at = list.partition_point(|x| before(x, e).is_lt());
+    list.insert(at, e.clone());
+    list.truncate(MAX_OUTLIERS);
+}
+
+/// One figure of one group on one day.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricDay {
+    pub values: Sketch,
+    /// Values whose own check passed.
+    pub ok: u64,
+    /// Every value at its weight in the norm.
+    pub norm: Sketch,
+    /// The passing devices' values at their weight among the passing figures.
+    pub passing: Sketch,
+    pub passing_tests: u64,
+    pub extremes: Extremes,
+}
+
+impl MetricDay {
+    fn new() -> MetricDay {
+        let sketch = |ppm| Sketch::new(ppm).expect("a valid accuracy");
+        MetricDay {
+            values: sketch(SUMMARY_PPM),
+            ok: 0,
+            norm: sketch(SUMMARY_PPM),
+            passing: sketch(SUMMARY_PPM),
+            passing_tests: 0,
+            extremes: Extremes::default(),
+        }
+    }
+
+    fn merge(&mut self, o: &MetricDay) {
+        // Sketches of one accuracy, made here: a merge cannot fail.
+        let _ = self.values.merge(&o.values);
+        let _ = self.norm.merge(&o.norm);
+        let _ = self.passing.merge(&o.passing);
+        self.ok += o.ok;
+        self.passing_tests += o.passing_tests;
+        self.extremes.merge(&o.extremes);
+    }
+}
+
+/// One group below the board on one day.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SlotDay {
+    /// Device tests of runs (a power-cut verdict's device is a figure, not a test).
+    pub devices: u64,
+    pub passed: u64,
+    pub units: Distinct,
+    /// Failure reasons: key -> (count, one verbatim instance).
+    pub reasons: BTreeMap<String, (u64, String)>,
+    pub metrics: BTreeMap<String, MetricDay>,
+}
+
+/// What one day's reports of one board add up to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BoardDay {
+    pub reports: u64,
+    pub signed: u64,
+    /// Units whose latest run is on this day: (passed, failed). Moved by [`UnitBook`] when a
+    /// unit's later run arrives, so a day's count can be negative until its runs are all in.
+    pub latest: (i64, i64),
+    /// (dimension, value) -> device tests, first-pass passes, passes after a retest,
+    /// retested, marginal.
+    pub yields: BTreeMap<(String, String), [u64; 5]>,
+    /// USB port -> (device tests, link failures).
+    pub ports: BTreeMap<String, (u64, u64)>,
+    /// The distinct threshold configs and the units under each.
+    pub configs: Vec<(Vec<Threshold>, Distinct)>,
+    /// Write curves per device model, the first by report file name.
+    pub curves: BTreeMap<String, Vec<CurveTrace>>,
+    pub rejected: u64,
+    pub rejected_kept: Vec<RejectedFigure>,
+    pub slots: BTreeMap<Slot, SlotDay>,
+}
+
+impl BoardDay {
+    fn merge(&mut self, o: &BoardDay, curves_per_model: usize) {
+        self.reports += o.reports;
+        self.signed += o.signed;
+        self.latest.0 += o.latest.0;
+        self.latest.1 += o.latest.1;
+        for (k, v) in &o.yields {
+            let e = self.yields.entry(k.clone()).or_default();
+            for (a, b) in e.iter_mut().zip(v) {
+                *a += b;
+            }
+        }
+        for (k, v) in &o.ports {
+            let e = self.ports.entry(k.clone()).or_default();
+            e.0 += v.0;
+            e.1 += v.1;
+        }
+        for (ts, units) in &o.configs {
+            add_config(&mut self.configs, ts, units);
+        }
+        for (model, list) in &o.curves {
+            let mine = self.curves.entry(model.clone()).or_default();
+            for c in list {
+                keep_curve(mine, c, curves_per_model);
+            }
+        }
+        self.rejected += o.rejected;
+        for r in &o.rejected_kept {
+            keep_rejected(&mut self.rejected_kept, r);
+        }
+        for (slot, sd) in &o.slots {
+            let mine = self.slots.entry(slot.clone()).or_default();
+            mine.devices += sd.devices;
+            mine.passed += sd.passed;
+            mine.units.merge(&sd.units);
+            for (k, (n, ex)) in &sd.reasons {
+                merge_reason(&mut mine.reasons, k, *n, ex);
+            }
+            for (m, md) in &sd.metrics {
+                match mine.metrics.get_mut(m) {
+                    Some(x) => x.merge(md),
+                    None => {
+                        mine.metrics.insert(m.clone(), md.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A reason's count and its example: the example kept is the least by text, whichever
+/// summary saw it first.
+fn merge_reason(map: &mut BTreeMap<String, (u64, String)>, key: &str, n: u64, example: &str) {
+    match map.get_mut(key) {
+        Some(e) => {
+            e.0 += n;
+            if example < e.1.as_str() {
+                e.1 = example.to_string();
+            }
+        }
+        None => {
+            map.insert(key.to_string(), (n, example.to_string()));
+        }
+    }
+}
+
+fn add_config(configs: &mut Vec<(Vec<Threshold>, Distinct)>, ts: &[Threshold], units: &Distinct) {
+    let full = configs.len() >= CONFIGS;
+    match configs.iter_mut().find(|c| c.0 == ts) {
+        Some(c) => c.1.merge(units),
+        None if !full => configs.push((ts.to_vec(), units.clone())),
+        None => {}
+    }
+}
+
+fn keep_curve(list: &mut Vec<CurveTrace>, c: &CurveTrace, keep: usize) {
+    if keep == 0
+        || list
+            .iter()
+            .any(|x| x.file == c.file && x.device == c.device)
+    {
+        return;
+    }
+    let at = list.partition_point(|x| (&x.file, &x.device) < (&c.file, &c.device));
+    if at < keep {
+        list.insert(at, c.clone());
+        list.truncate(keep);
+    }
+}
+
+fn keep_rejected(list: &mut Vec<RejectedFigure>, r: &RejectedFigure) {
+    let key = |x: &RejectedFigure| (x.file.clone(), x.device.clone(), x.field.clone());
+    if list.iter().any(|x| key(x) == key(r)) {
+        return;
+    }
+    let at = list.partition_point(|x| key(x) < key(r));
+    if at < REJECTED_KEPT {
+        list.insert(at, r.clone());
+        list.truncate(REJECTED_KEPT);
+    }
+}
+
+/// Each unit's latest run and its keys: the state a store keeps beside the summaries (one
+/// row a unit), so that a unit counts once, under the day of its latest run.
+#[derive(Debug, Clone, Default)]
+pub struct UnitBook {
+    units: HashMap<String, UnitState>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct UnitState {
+    /// The latest run: when, its day and board, and whether it passed.
+    latest: Option<(DateTime<Utc>, i32, String, bool)>,
+    /// The keys its reports were signed with (their first 16 hex digits).
+    keys: Vec<u64>,
+}
+
+/// The fleet as mergeable summaries per day and board.
+#[derive(Debug, Clone, Default)]
+pub struct Partial {
+    pub days: BTreeMap<(i32, String), BoardDay>,
+    /// Units whose reports carry more than one key, and how many.
+    pub several_keys: BTreeMap<String, usize>,
+    /// Write curves kept per device model (as `FleetOptions::curves_per_model`).
+    pub curves_per_model: usize,
+}
+
+/// Which summaries a query merges.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// The first day (days since the epoch, UTC) whose summaries count.
+    pub since_day: Option<i32>,
+    pub board: Option<String>,
+}
+
+impl Partial {
+    pub fn new(curves_per_model: usize) -> Partial {
+        Partial {
+            curves_per_model,
+            ..Partial::default()
+        }
+    }
+
+    /// Folds one report in. `file` names it (its outliers' and curves' link); `book` holds
+    /// each unit's latest run, whichever summaries it is in.
+    pub fn add(&mut self, r: UnitRecord, file: PathBuf, book: &mut UnitBook) {
+        let day = stats::epoch_day(r.started_at);
+        let run = r.phase != POWER_CUT_PHASE;
+        let unit_state = book.units.entry(r.unit.clone()).or_default();
+        if let Some(key) = &r.signer {
+            let short = key
+                .get(..16)
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+                .unwrap_or(0);
+            if !unit_state.keys.contains(&short) {
+                unit_state.keys.push(short);
+                if unit_state.keys.len() > 1 {
+                    self.several_keys
+                        .insert(r.unit.clone(), unit_state.keys.len());
+                }
+            }
+        }
+        // A later run moves the unit's count from its former latest day to this one; a
+        // retest replaces the earlier verdict (the later run wins a tie, as in the exact
+        // fleet, which reads in name order).
+        if run {
+            let replaces = match &unit_state.latest {
+                Some((t, ..)) => *t <= r.started_at,
+                None => true,
+            };
+            if replaces {
+                if let Some((_, d, board, pass)) = unit_state.latest.take() {
+                    let bd = self.days.entry((d, board)).or_default();
+                    if pass {
+                        bd.latest.0 -= 1;
+                    } else {
+                        bd.latest.1 -= 1;
+                    }
+                }
+                unit_state.latest = Some((r.started_at, day, r.board.clone(), r.pass));
+                let bd = self.days.entry((day, r.board.clone())).or_default();
+                if r.pass {
+                    bd.latest.0 += 1;
+                } else {
+                    bd.latest.1 += 1;
+                }
+            }
+        }
+        let keep_curves = self.curves_per_model;
+        let bd = self.days.entry((day, r.board.clone())).or_default();
+        bd.reports += 1;
+        bd.signed += u64::from(r.signer.is_some());
+        bd.rejected += r.rejected.len() as u64;
+        for x in &r.rejected {
+            keep_rejected(&mut bd.rejected_kept, x);
+        }
+        let unit_hash = super::distinct::unit_hash(&r.unit);
+        let mut one = Distinct::default();
+        one.insert_hash(unit_hash);
+        add_config(&mut bd.configs, &r.thresholds, &one);
+        let weights = class_weights(&r.devices);
+        for d in r.devices {
+            let (w_all, w_pass) = weights(&d.class, d.pass);
+            let slot: Slot = [
+                d.class.clone(),
+                d.port.clone(),
+                d.model.clone(),
+                r.tool_version.clone(),
+            ];
+            if run {
+                for (dim, value) in [
+                    ("board", r.board.as_str()),
+                    ("station", r.station.as_str()),
+                    ("port", d.port.as_str()),
+                    ("device-class", d.class.as_str()),
+                ] {
+                    let e = bd
+                        .yields
+                        .entry((dim.to_string(), value.to_string()))
+                        .or_default();
+                    e[0] += 1;
+                    e[1] += u64::from(d.pass && d.retests == 0);
+                    e[2] += u64::from(d.pass && d.retests > 0);
+                    e[3] += u64::from(d.retests > 0);
+                    e[4] += u64::from(d.marginal);
+                }
+                if d.port.starts_with("usb:") {
+                    let e = bd.ports.entry(d.port.clone()).or_default();
+                    e.0 += 1;
+                    e.1 += u64::from(d.reasons.iter().any(|x: &FleetReason| x.link));
+                }
+            }
+            if let Some(c) = &d.curve {
+                let trace = CurveTrace {
+                    unit: r.unit.clone(),
+                    device: d.label.clone(),
+                    file: file.clone(),
+                    samples: c.samples.iter().map(|s| (s.t_s, s.mib_per_s)).collect(),
+                    knee: c
+                        .knee
+                        .map(|k| (k.t_s, k.before_mib_per_s, k.after_mib_per_s)),
+                };
+                keep_curve(
+                    bd.curves.entry(d.model.clone()).or_default(),
+                    &trace,
+                    keep_curves,
+                );
+            }
+            let sd = bd.slots.entry(slot).or_default();
+            if run {
+                sd.devices += 1;
+                sd.passed += u64::from(d.pass);
+                sd.units.insert_hash(unit_hash);
+                for reason in &d.reasons {
+                    merge_reason(&mut sd.reasons, &reason.key, 1, &reason.text);
+                }
+            }
+            for (metric, v, ok) in d.values {
+                if !v.is_finite() || v < 0.0 {
+                    continue;
+                }
+                let md = sd.metrics.entry(metric).or_insert_with(MetricDay::new);
+                // Finite and not negative: the sketches take it.
+                let _ = md.values.insert(v);
+                let _ = md.norm.insert_n(v, u64::from(w_all));
+                md.ok += u64::from(ok);
+                if w_pass > 0 {
+                    let _ = md.passing.insert_n(v, u64::from(w_pass));
+                    md.passing_tests += 1;
+                }
+                md.extremes.add(&Extreme {
+                    value: v,
+                    unit: r.unit.clone(),
+                    device: d.label.clone(),
+                    file: file.clone(),
+                });
+            }
+        }
+    }
+
+    /// Adds another partial's summaries (another batch of reports, another collector's).
+    pub fn merge(&mut self, o: &Partial) {
+        for (k, bd) in &o.days {
+            match self.days.get_mut(k) {
+                Some(mine) => mine.merge(bd, self.curves_per_model),
+                None => {
+                    self.days.insert(k.clone(), bd.clone());
+                }
+            }
+        }
+        for (u, n) in &o.several_keys {
+            let e = self.several_keys.entry(u.clone()).or_default();
+            *e = (*e).max(*n);
+        }
+    }
+
+    /// Boards with reports in the selection.
+    pub fn boards(&self, sel: &Selection) -> Vec<String> {
+        self.selected(sel)
+            .filter(|(_, bd)| bd.reports > 0)
+            .map(|((_, b), _)| b.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    fn selected<'a>(
+        &'a self,
+        sel: &'a Selection,
+    ) -> impl Iterator<Item = (&'a (i32, String), &'a BoardDay)> + 'a {
+        self.days.iter().filter(move |((d, b), _)| {
+            sel.since_day.map_or(true, |s| *d >= s) && sel.board.as_ref().map_or(true, |x| x == b)
+        })
+    }
+
+    /// The fleet summary of the selected summaries, grouped as `opts` says. `files`,
+    /// `errors` and `skipped` are the caller's (what it read or refused); `opts.compare_builds`
+    /// and `opts.wear` are not kept in summaries and are left empty.
+    pub fn finish(
+        &self,
+        sel: &Selection,
+        opts: &FleetOptions,
+        files: usize,
+        errors: Vec<FileIssue>,
+        skipped: Vec<FileIssue>,
+    ) -> FleetSummary {
+        struct MetricAgg {
+            day: MetricDay,
+            /// Trend bucket -> the values of its days.
+            days: BTreeMap<i32, Sketch>,
+        }
+        #[derive(Default)]
+        struct GroupAgg {
+            units: Distinct,
+            devices: u64,
+            passed: u64,
+            classes: BTreeSet<String>,
+            reasons: BTreeMap<String, (u64, String)>,
+            metrics: BTreeMap<String, MetricAgg>,
+        }
+        let selected: Vec<(&(i32, String), &BoardDay)> = self.selected(sel).collect();
+        // Days with figures set the span and the trend's bucket, as devices do in the exact
+        // fleet.
+        let with_devices = || {
+            selected
+                .iter()
+                .filter(|(_, bd)| !bd.slots.is_empty())
+                .map(|((d, _), _)| *d)
+        };
+        let (min_day, max_day) =
+            with_devices().fold((i32::MAX, i32::MIN), |(lo, hi), d| (lo.min(d), hi.max(d)));
+        let span_days = i64::from(max_day) - i64::from(min_day);
+        let bucket_days = if span_days <= 62 { 1 } else { 7 };
+        let date = |d: i32| {
+            chrono::NaiveDate::from_num_days_from_ce_opt(d + 719_163)
+                .map(|d| d.to_string())
+                .unwrap_or_default()
+        };
+        let mut groups: BTreeMap<Vec<String>, GroupAgg> = BTreeMap::new();
+        let mut reports = 0u64;
+        let mut signed = 0u64;
+        let (mut units_passed, mut units_failed) = (0i64, 0i64);
+        let mut yields: BTreeMap<(String, String), [u64; 5]> = BTreeMap::new();
+        let mut ports: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        let mut configs: Vec<(Vec<Threshold>, Distinct)> = Vec::new();
+        let mut curves: BTreeMap<String, Vec<CurveTrace>> = BTreeMap::new();
+        let mut rejected: Vec<RejectedFigure> = Vec::new();
+        for ((day, board), bd) in &selected {
+            reports += bd.reports;
+            signed += bd.signed;
+            units_passed += bd.latest.0;
+            units_failed += bd.latest.1;
+            for (k, v) in &bd.yields {
+                let e = yields.entry(k.clone()).or_default();
+                for (a, b) in e.iter_mut().zip(v) {
+                    *a += b;
+                }
+            }
+            for (k, v) in &bd.ports {
+                let e = ports.entry(k.clone()).or_default();
+                e.0 += v.0;
+                e.1 += v.1;
+            }
+            for (ts, u) in &bd.configs {
+                add_config(&mut configs, ts, u);
+            }
+            for (model, list) in &bd.curves {
+                let mine = curves.entry(model.clone()).or_default();
+                for c in list {
+                    keep_curve(mine, c, opts.curves_per_model);
+                }
+            }
+            rejected.extend(bd.rejected_kept.iter().cloned());
+            for (slot, sd) in &bd.slots {
+                let key: Vec<String> = opts
+                    .group_by
+                    .iter()
+                    .map(|dim| match dim {
+                        Dimension::Board => board.clone(),
+                        Dimension::DeviceClass => slot[0].clone(),
+                        Dimension::Port => slot[1].clone(),
+                        Dimension::DeviceModel => slot[2].clone(),
+                        Dimension::ToolVersion => slot[3].clone(),
+                    })
+                    .collect();
+                let g = groups.entry(key).or_default();
+                g.units.merge(&sd.units);
+                g.devices += sd.devices;
+                g.passed += sd.passed;
+                g.classes.insert(slot[0].clone());
+                for (k, (n, ex)) in &sd.reasons {
+                    merge_reason(&mut g.reasons, k, *n, ex);
+                }
+                for (m, md) in &sd.metrics {
+                    let agg = g.metrics.entry(m.clone()).or_insert_with(|| MetricAgg {
+                        day: MetricDay::new(),
+                        days: BTreeMap::new(),
+                    });
+                    agg.day.merge(md);
+                    let b = stats::bucket_start(*day, bucket_days);
+                    let _ = agg
+                        .days
+                        .entry(b)
+                        .or_insert_with(|| Sketch::new(SUMMARY_PPM).expect("a valid accuracy"))
+                        .merge(&md.values);
+                }
+            }
+        }
+        let thresholds = factory_lines(&configs);
+        let mut fleet_reasons: BTreeMap<String, (u64, String)> = BTreeMap::new();
+        let mut passed_devices = 0u64;
+        let mut devices = 0u64;
+        let mut out_groups: Vec<GroupSummary> = Vec::new();
+        for (key, g) in groups {
+            devices += g.devices;
+            passed_devices += g.passed;
+            for (k, (n, ex)) in &g.reasons {
+                merge_reason(&mut fleet_reasons, k, *n, ex);
+            }
+            let mut metrics: Vec<MetricSummary> = g
+                .metrics
+                .into_iter()
+                .map(|(metric, agg)| summarise(metric, agg.day, &agg.days, &date))
+                .collect();
+            metrics.sort_by_key(|m| metric_rank(&m.metric));
+            if let [class] = g.classes.iter().collect::<Vec<_>>()[..] {
+                for m in &mut metrics {
+                    m.limits = thresholds
+                        .iter()
+                        .filter(|t| t.class.as_ref().map_or(true, |c| c == class))
+                        .filter_map(|t| LimitDistance::of(m, t))
+                        .collect();
+                }
+            }
+            let name = opts
+                .group_by
+                .iter()
+                .zip(&key)
+                .map(|(d, v)| format!("{}={v}", d.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            out_groups.push(GroupSummary {
+                name,
+                key,
+                units: g.units.count() as usize,
+                devices: g.devices as usize,
+                device_pass_rate: ratio(g.passed as usize, g.devices as usize),
+                classes: g.classes.into_iter().collect(),
+                failure_reasons: ranked_u64(g.reasons),
+                metrics,
+            });
+        }
+        let mut link_failures_by_port: Vec<PortLinks> = ports
+            .into_iter()
+            .map(|(port, (n, fail))| PortLinks {
+                port,
+                devices: n as usize,
+                link_failures: fail as usize,
+                failure_rate: ratio(fail as usize, n as usize),
+            })
+            .collect();
+        link_failures_by_port.sort_by(|a, b| {
+            b.link_failures
+                .cmp(&a.link_failures)
+                .then_with(|| a.port.cmp(&b.port))
+        });
+        rejected
+            .sort_by(|a, b| (&a.file, &a.device, &a.field).cmp(&(&b.file, &b.device, &b.field)));
+        let units = (units_passed + units_failed).max(0) as usize;
+        let several_keys = self
+            .several_keys
+            .iter()
+            .map(|(u, n)| UnitKeys {
+                unit: u.clone(),
+                keys: *n,
+            })
+            .collect();
+        FleetSummary {
+            files,
+            reports: reports as usize,
+            units,
+            unit_pass_rate: ratio(units_passed.max(0) as usize, units),
+            devices: devices as usize,
+            device_pass_rate: ratio(passed_devices as usize, devices as usize),
+            group_by: opts.group_by.clone(),
+            first_day: (devices > 0).then(|| date(min_day)),
+            last_day: (devices > 0).then(|| date(max_day)),
+            trend_bucket: if bucket_days == 1 { "daily" } else { "weekly" }.into(),
+            failure_reasons: ranked_u64(fleet_reasons),
+            link_failures_by_port,
+            yields: yields
+                .into_iter()
+                .map(
+                    |((dimension, value), [n, first, after, retested, marginal])| {
+                        let n = n as usize;
+                        YieldRow {
+                            dimension,
+                            value,
+                            devices: n,
+                            first_pass_yield: ratio(first as usize, n),
+                            passed_after_retest: after as usize,
+                            retest_rate: ratio(retested as usize, n),
+                            marginal_rate: ratio(marginal as usize, n),
+                        }
+                    },
+                )
+                .collect(),
+            groups: out_groups,
+            builds: Vec::new(),
+            wear: None,
+            factory_thresholds: thresholds,
+            write_curves: curves
+                .into_iter()
+                .map(|(model, curves)| ModelCurves { model, curves })
+                .collect(),
+            errors,
+            skipped,
+            duplicates: Vec::new(),
+            rejected_figures: rejected,
+            signatures: Signatures {
+                signed: signed as usize,
+                unsigned: (reports - signed) as usize,
+                several_keys,
+            },
+        }
+    }
+}
+
+fn ranked_u64(map: BTreeMap<String, (u64, String)>) -> Vec<ReasonCount> {
+    ranked(
+        map.into_iter()
+            .map(|(k, (n, ex))| (k, (n.min(u64::from(u32::MAX)) as u32, ex)))
+            .collect(),
+    )
+}
+
+/// One figure of one group from its merged summaries, read as the exact fleet reads its
+/// values.
+fn summarise(
+    metric: String,
+    m: MetricDay,
+    days: &BTreeMap<i32, Sketch>,
+    date: &dyn Fn(i32) -> String,
+) -> MetricSummary {
+    let p = |q: f64| m.values.percentile(q).unwrap_or(f64::NAN);
+    let values = m.values.pairs();
+    let norm = Norm::of(&m.norm.pairs());
+    let (outliers_total, outliers) = match norm {
+        Some(norm) => {
+            let total: u64 = values
+                .iter()
+                .filter(|(v, _)| norm.z(*v).abs() > OUTLIER_Z)
+                .map(|p| p.1)
+                .sum();
+            let mut flagged: Vec<Outlier> = m
+                .extremes
+                .low
+                .iter()
+                .chain(&m.extremes.high)
+                .map(|e| (e, norm.z(e.value)))
+                .filter(|(_, z)| z.abs() > OUTLIER_Z)
+                .map(|(e, z)| Outlier {
+                    unit: e.unit.clone(),
+                    device: e.device.clone(),
+                    file: e.file.clone(),
+                    value: e.value,
+                    median: norm.median,
+                    modified_z: z,
+                })
+                .collect();
+            flagged.sort_by(|a, b| {
+                b.modified_z
+                    .abs()
+                    .total_cmp(&a.modified_z.abs())
+                    .then_with(|| a.unit.cmp(&b.unit))
+                    .then_with(|| a.device.cmp(&b.device))
+            });
+            let mut listed = BTreeSet::new();
+            flagged.retain(|o| listed.len() < MAX_OUTLIERS && listed.insert(o.unit.clone()));
+            (total as usize, flagged)
+        }
+        None => (0, Vec::new()),
+    };
+    let trend = days
+        .iter()
+        .map(|(d, s)| TrendPoint {
+            start: date(*d),
+            count: s.count() as usize,
+            median: s.percentile(50.0).unwrap_or(f64::NAN),
+        })
+        .collect();
+    MetricSummary {
+        count: m.values.count() as usize,
+        pass_rate: ratio(m.ok as usize, m.values.count() as usize),
+        min: p(0.0),
+        p5: p(5.0),
+        median: p(50.0),
+        p95: p(95.0),
+        max: p(100.0),
+        passing: passing_stats(m.passing_tests as usize, m.passing.pairs()),
+        outliers_total,
+        outliers,
+        trend,
+        histogram: Histogram::of_pairs(values.iter().copied(), 30),
+        metric,
+        limits: Vec::new(),
+    }
+}
