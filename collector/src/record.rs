@@ -19,8 +19,10 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
+use usbperf_fleet::bytes::{BytesError, Reader, Writer};
 use usbperf_fleet::extract::{DeviceRecord, FleetReason, PartSample, RejectedFigure, UnitRecord};
-use usbperf_report::wire::{Curve, Knee, Sample, Select, Threshold};
+use usbperf_fleet::stored::{read_threshold, write_threshold};
+use usbperf_report::wire::{Curve, Knee, Sample};
 
 /// The first byte of every encoded record: a different layout gets a different byte.
 pub const FORMAT: u8 = 5;
@@ -30,14 +32,8 @@ pub const FORMAT: u8 = 5;
 pub enum DecodeError {
     #[error("format byte {0}, this collector reads {FORMAT}")]
     Format(u8),
-    #[error("it ends inside {0}")]
-    Truncated(&'static str),
-    #[error("{0} is not UTF-8")]
-    NotUtf8(&'static str),
-    #[error("{0} is out of range")]
-    Range(&'static str),
-    #[error("{0} trailing bytes")]
-    Trailing(usize),
+    #[error(transparent)]
+    Bytes(#[from] BytesError),
 }
 
 /// The record as stored. `file` is not stored: it is the record's place in a query's order.
@@ -66,8 +62,8 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
             }
         }
     }
-    let mut w = Writer(Vec::with_capacity(2048));
-    w.0.push(FORMAT);
+    let mut w = Writer::with_capacity(2048);
+    w.byte(FORMAT);
     w.len(names.len());
     for n in &names {
         w.str(n);
@@ -172,33 +168,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
     }
     w.len(thresholds.len());
     for t in thresholds {
-        let Threshold {
-            select:
-                Select {
-                    all_non_system,
-                    class,
-                    port,
-                },
-            workload,
-            min_mib_per_s,
-            min_iops,
-            max_p99_latency_ms,
-            min_link_mbps,
-            max_life_used_percent,
-        } = t;
-        w.bool(*all_non_system);
-        w.opt_str(class);
-        w.opt_str(port);
-        w.opt_str(workload);
-        for f in [
-            min_mib_per_s,
-            min_iops,
-            max_p99_latency_ms,
-            min_link_mbps,
-            max_life_used_percent,
-        ] {
-            w.opt_f64(*f);
-        }
+        write_threshold(&mut w, t);
     }
     w.str(identity);
     w.len(rejected.len());
@@ -224,7 +194,7 @@ pub fn encode(r: &UnitRecord) -> Vec<u8> {
 
 /// The record stored as `bytes`, with `file` as its place in the query's order.
 pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
-    let mut r = Reader { b: bytes, at: 0 };
+    let mut r = Reader::new(bytes);
     let format = r.byte("the format byte")?;
     if format != FORMAT {
         return Err(DecodeError::Format(format));
@@ -243,7 +213,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
     let secs = i64::from_le_bytes(r.array("started_at")?);
     let nanos = u32::from_le_bytes(r.array("started_at")?);
     let started_at: DateTime<Utc> =
-        DateTime::from_timestamp(secs, nanos).ok_or(DecodeError::Range("started_at"))?;
+        DateTime::from_timestamp(secs, nanos).ok_or(BytesError::Range("started_at"))?;
     let pass = r.bool("pass")?;
     let n = r.len("the devices")?;
     let mut devices = Vec::with_capacity(n.min(64));
@@ -254,7 +224,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
         let model = r.string("a device model")?;
         let pass = r.bool("a device verdict")?;
         let retests = u32::try_from(r.len("a device's retests")?)
-            .map_err(|_| DecodeError::Range("a device's retests"))?;
+            .map_err(|_| BytesError::Range("a device's retests"))?;
         let marginal = r.bool("a device verdict")?;
         let k = r.len("the reasons")?;
         let mut reasons = Vec::with_capacity(k.min(64));
@@ -271,7 +241,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
         for _ in 0..k {
             let name = names
                 .get(r.len("a value")?)
-                .ok_or(DecodeError::Range("a metric name index"))?;
+                .ok_or(BytesError::Range("a metric name index"))?;
             values.push((name.to_string(), r.f64("a value")?, r.bool("a value")?));
         }
         let curve = if r.bool("the curve")? {
@@ -332,19 +302,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
     let n = r.len("the thresholds")?;
     let mut thresholds = Vec::with_capacity(n.min(64));
     for _ in 0..n {
-        thresholds.push(Threshold {
-            select: Select {
-                all_non_system: r.bool("a threshold")?,
-                class: r.opt_string("a threshold")?,
-                port: r.opt_string("a threshold")?,
-            },
-            workload: r.opt_string("a threshold")?,
-            min_mib_per_s: r.opt_f64("a threshold")?,
-            min_iops: r.opt_f64("a threshold")?,
-            max_p99_latency_ms: r.opt_f64("a threshold")?,
-            min_link_mbps: r.opt_f64("a threshold")?,
-            max_life_used_percent: r.opt_f64("a threshold")?,
-        });
+        thresholds.push(read_threshold(&mut r)?);
     }
     let identity = r.string("the identity")?;
     let n = r.len("the rejected figures")?;
@@ -360,9 +318,7 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
         });
     }
     let signer = r.opt_string("the signer's key")?;
-    if r.at != bytes.len() {
-        return Err(DecodeError::Trailing(bytes.len() - r.at));
-    }
+    r.finish()?;
     Ok(UnitRecord {
         file,
         unit,
@@ -379,129 +335,6 @@ pub fn decode(file: u32, bytes: &[u8]) -> Result<UnitRecord, DecodeError> {
         rejected,
         signer,
     })
-}
-
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn len(&mut self, mut n: usize) {
-        loop {
-            let low = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                self.0.push(low);
-                return;
-            }
-            self.0.push(low | 0x80);
-        }
-    }
-
-    fn str(&mut self, s: &str) {
-        self.len(s.len());
-        self.0.extend_from_slice(s.as_bytes());
-    }
-
-    fn opt_str(&mut self, s: &Option<String>) {
-        self.bool(s.is_some());
-        if let Some(s) = s {
-            self.str(s);
-        }
-    }
-
-    fn bool(&mut self, b: bool) {
-        self.0.push(u8::from(b));
-    }
-
-    fn f64(&mut self, v: f64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-
-    fn opt_f64(&mut self, v: Option<f64>) {
-        self.bool(v.is_some());
-        if let Some(v) = v {
-            self.f64(v);
-        }
-    }
-}
-
-/// Reads what [`Writer`] wrote; `what` names the field for the error.
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&e| e <= self.b.len())
-            .ok_or(DecodeError::Truncated(what))?;
-        let s = &self.b[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], DecodeError> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(N, what)?);
-        Ok(a)
-    }
-
-    fn byte(&mut self, what: &'static str) -> Result<u8, DecodeError> {
-        Ok(self.take(1, what)?[0])
-    }
-
-    fn len(&mut self, what: &'static str) -> Result<usize, DecodeError> {
-        let mut n = 0usize;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte(what)?;
-            n |= usize::from(b & 0x7f)
-                .checked_shl(shift)
-                .ok_or(DecodeError::Range(what))?;
-            if b & 0x80 == 0 {
-                return Ok(n);
-            }
-        }
-        Err(DecodeError::Range(what))
-    }
-
-    fn str(&mut self, what: &'static str) -> Result<&'a str, DecodeError> {
-        let n = self.len(what)?;
-        std::str::from_utf8(self.take(n, what)?).map_err(|_| DecodeError::NotUtf8(what))
-    }
-
-    fn string(&mut self, what: &'static str) -> Result<String, DecodeError> {
-        self.str(what).map(str::to_string)
-    }
-
-    fn opt_string(&mut self, what: &'static str) -> Result<Option<String>, DecodeError> {
-        Ok(if self.bool(what)? {
-            Some(self.string(what)?)
-        } else {
-            None
-        })
-    }
-
-    fn bool(&mut self, what: &'static str) -> Result<bool, DecodeError> {
-        match self.byte(what)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(DecodeError::Range(what)),
-        }
-    }
-
-    fn f64(&mut self, what: &'static str) -> Result<f64, DecodeError> {
-        Ok(f64::from_le_bytes(self.array(what)?))
-    }
-
-    fn opt_f64(&mut self, what: &'static str) -> Result<Option<f64>, DecodeError> {
-        Ok(if self.bool(what)? {
-            Some(self.f64(what)?)
-        } else {
-            None
-        })
-    }
 }
 
 #[cfg(test)]
@@ -600,7 +433,10 @@ devices:
         assert_eq!(decode(0, &other).unwrap_err(), DecodeError::Format(9));
         let mut longer = bytes.clone();
         longer.push(0);
-        assert_eq!(decode(0, &longer).unwrap_err(), DecodeError::Trailing(1));
+        assert_eq!(
+            decode(0, &longer).unwrap_err(),
+            DecodeError::Bytes(BytesError::Trailing(1))
+        );
         assert!(decode(0, b"{\"file\":0}").is_err());
     }
 }

@@ -13,6 +13,8 @@
 
 // Layers, bottom up: each imports only those above it (scripts/ci/check-imports.py).
 
+// the compact binary form of stored rows
+pub mod bytes;
 // percentiles, robust outliers, medians per production day
 pub mod stats;
 // work spread over every CPU
@@ -37,6 +39,8 @@ pub mod aggregate;
 pub mod records;
 // the fleet as mergeable summaries per day and board
 pub mod partial;
+// summaries and units as a store keeps them
+pub mod stored;
 // the summary as text and CSV
 pub mod text;
 // learned limits and the profile snippet

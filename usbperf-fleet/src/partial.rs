@@ -304,12 +304,37 @@ pub struct UnitBook {
     units: HashMap<String, UnitState>,
 }
 
-#[derive(Debug, Clone, Default)]
-struct UnitState {
+/// One unit's entry in the [`UnitBook`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UnitState {
     /// The latest run: when, its day and board, and whether it passed.
-    latest: Option<(DateTime<Utc>, i32, String, bool)>,
+    pub latest: Option<(DateTime<Utc>, i32, String, bool)>,
     /// The keys its reports were signed with (their first 16 hex digits).
-    keys: Vec<u64>,
+    pub keys: Vec<u64>,
+}
+
+impl UnitBook {
+    /// Puts a unit's entry as a store read it, before reports of the unit are folded in.
+    pub fn put(&mut self, unit: String, state: UnitState) {
+        self.units.insert(unit, state);
+    }
+
+    pub fn get(&self, unit: &str) -> Option<&UnitState> {
+        self.units.get(unit)
+    }
+
+    /// Every unit's entry, for a store to write back.
+    pub fn entries(&self) -> impl Iterator<Item = (&String, &UnitState)> {
+        self.units.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.units.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.units.is_empty()
+    }
 }
 
 /// The fleet as mergeable summaries per day and board.
