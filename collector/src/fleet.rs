@@ -7,16 +7,21 @@
 //! lists those `--since` / `--board` dropped under `skipped`; here SQL never reads them, so
 //! `skipped` holds only unfinished runs of the selection.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use usbperf_fleet::aggregate::{Dimension, FleetOptions, FleetSummary};
 use usbperf_fleet::load::{LoadOptions, Outcome, Skip};
+use usbperf_fleet::partial::Summarizer;
 use usbperf_fleet::records::aggregate_outcomes;
+use usbperf_fleet::stats::bucket_start;
+use usbperf_fleet::stored;
+use usbperf_fleet::summary::FileIssue;
 use usbperf_fleet::thresholds::{render_snippet, suggest, SuggestOptions};
 use usbperf_fleet::{html, text, FleetError};
 
-use crate::store::{FleetFilter, FleetRow, Store, StoreError};
+use crate::store::{FleetFilter, FleetRow, Store, StoreError, SummaryFilter};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FleetDbError {
@@ -38,6 +43,8 @@ pub struct FleetQuery {
     pub compare_builds: bool,
     /// Follow each flash part's wear across the stored reports.
     pub wear: bool,
+    /// Read every stored record (`--exact`) instead of the summaries.
+    pub exact: bool,
 }
 
 impl Default for FleetQuery {
@@ -48,6 +55,7 @@ impl Default for FleetQuery {
             group_by: FleetOptions::default().group_by,
             compare_builds: false,
             wear: false,
+            exact: false,
         }
     }
 }
@@ -132,8 +140,136 @@ fn aggregate_rows(
     })
 }
 
-/// The fleet `q` selects, aggregated.
+/// Unfinished runs and unreadable reports listed by a query from summaries (all are counted
+/// in `files`).
+const ISSUES_LISTED: usize = 1000;
+
+/// The fleet `q` selects: from the stored summaries, merged per board and day or week, so
+/// its cost grows with the days and groups selected, not with the reports; from every
+/// stored record with `q.exact`, and for build comparison and wear, which follow single
+/// reports and parts. `--since` takes whole days (UTC) from summaries.
 pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbError> {
+    if q.exact || q.compare_builds || q.wear {
+        return fleet_exact(store, q);
+    }
+    // What was stored since the last fold is folded first: a query sees every report
+    // acknowledged before it.
+    store.fleet_fold(&mut |_, _| {})?;
+    let since_day = q.since.map(usbperf_fleet::stats::epoch_day);
+    let board = q.board.as_deref().map(str::trim);
+    let span = store.fleet_summary_days(since_day, board)?;
+    let opts = FleetOptions {
+        group_by: q.group_by.clone(),
+        load: LoadOptions {
+            since: q.since,
+            board: q.board.clone(),
+            threads: 0,
+        },
+        ..FleetOptions::default()
+    };
+    let mut sum = Summarizer::new(&opts, span);
+    let mut damaged = None;
+    {
+        let mut read = |f: SummaryFilter| {
+            store.fleet_summaries(&f, &mut |start, board, bytes| {
+                match stored::decode(&bytes) {
+                    Ok(bd) => sum.add(start, &board, &bd),
+                    Err(e) => damaged = Some(e),
+                }
+                Ok(())
+            })
+        };
+        let board = board.map(str::to_string);
+        if span.map_or(0, |(a, b)| i64::from(b) - i64::from(a)) <= 62 {
+            read(SummaryFilter {
+                span: 1,
+                from_day: since_day,
+                until_day: None,
+                board,
+            })?;
+        } else {
+            // Whole weeks, the trend's bucket; the days of a first week the query starts
+            // inside come from the daily summaries.
+            let first_week = since_day.map(|d| {
+                let w = bucket_start(d, 7);
+                if w == d {
+                    d
+                } else {
+                    w + 7
+                }
+            });
+            if let (Some(d), Some(w)) = (since_day, first_week) {
+                if d < w {
+                    read(SummaryFilter {
+                        span: 1,
+                        from_day: Some(d),
+                        until_day: Some(w),
+                        board: board.clone(),
+                    })?;
+                }
+            }
+            read(SummaryFilter {
+                span: 7,
+                from_day: first_week,
+                until_day: None,
+                board,
+            })?;
+        }
+    }
+    if let Some(e) = damaged {
+        return Err(FleetDbError::Store(StoreError::Summary(format!(
+            "a stored fleet summary does not read ({e}): rebuild the summaries with \
+             `usbperf-collect fleet-rebuild --db URL`"
+        ))));
+    }
+    let filter = FleetFilter {
+        since_ns: q.since.and_then(|t| t.timestamp_nanos_opt()),
+        board: q.board.clone(),
+    };
+    let (issue_rows, issues) = store.fleet_issues(&filter, ISSUES_LISTED)?;
+    if sum.reports() == 0 {
+        // Nothing summarised: the records say why (a filter, or nothing usable), as they
+        // always did.
+        return fleet_exact(store, q);
+    }
+    let mut errors = Vec::new();
+    let mut skipped = Vec::new();
+    for row in issue_rows {
+        let file = PathBuf::from(&row.file);
+        if row.kind == "unfinished" {
+            skipped.push(FileIssue {
+                issue: Skip::Unfinished { status: row.body }.to_string(),
+                file,
+                kind: "unfinished",
+            });
+        } else {
+            errors.push(FileIssue {
+                issue: FleetError::Malformed {
+                    path: file.clone(),
+                    msg: row.body,
+                }
+                .to_string(),
+                file,
+                kind: "unreadable",
+            });
+        }
+    }
+    let several: BTreeMap<String, usize> = store
+        .fleet_several_keys()?
+        .into_iter()
+        .map(|(u, n)| (u, n.max(0) as usize))
+        .collect();
+    let boards = sum.boards();
+    let files = sum.reports() as usize + issues as usize;
+    Ok(FleetAnswer {
+        summary: sum.finish(files, errors, skipped, &several),
+        boards,
+    })
+}
+
+/// The fleet `q` selects, aggregated from every stored record in name order: exactly what
+/// `usbperf-matrix fleet` gives for a directory of the same reports.
+pub fn fleet_exact(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbError> {
     // Reports stored before the fleet table existed get their records now, once.
     store.fleet_backfill()?;
     let filter = FleetFilter {

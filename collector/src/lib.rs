@@ -25,6 +25,9 @@ pub mod tls;
 // one body: bounded decode, checks, the row and the record
 pub mod ingest;
 
+// reports folded into the fleet's summaries per day and week
+pub mod summaries;
+
 // SQLite and PostgreSQL
 pub mod store;
 

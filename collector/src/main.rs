@@ -41,6 +41,24 @@ enum Cmd {
     /// The fleet of the stored reports: the tables, learned thresholds or HTML page of
     /// `usbperf-matrix fleet` over the same reports as files.
     Fleet(FleetArgs),
+    /// Build the fleet's summaries again from every stored report (after a damaged summary,
+    /// or to check them); with --resume, fold only what is still queued (an interrupted
+    /// rebuild goes on where it stopped). Progress on standard error.
+    FleetRebuild(RebuildArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RebuildArgs {
+    /// Database: sqlite:PATH or postgres://USER@HOST/DB.
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "sqlite:/var/lib/usbperf-collect/reports.db"
+    )]
+    db: String,
+    /// Fold what is queued, without queueing every report again.
+    #[arg(long)]
+    resume: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -87,6 +105,11 @@ struct FleetArgs {
     /// when it reaches its limit, and the parts wearing faster than their board's others.
     #[arg(long)]
     wear: bool,
+    /// Read every stored report instead of the summaries: exactly `usbperf-matrix fleet` of
+    /// the same files (percentiles from the summaries are within 0.1 %), at a cost that grows
+    /// with the reports stored.
+    #[arg(long)]
+    exact: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -173,6 +196,7 @@ fn main() -> std::process::ExitCode {
     let args = Args::parse();
     let res = match &args.command {
         Some(Cmd::Fleet(f)) => fleet(f),
+        Some(Cmd::FleetRebuild(r)) => rebuild(r),
         None => run(args.serve),
     };
     match res {
@@ -183,6 +207,53 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(if usage { 2 } else { 1 })
         }
     }
+}
+
+/// The database a command names, which must exist when it is a SQLite file: opening creates
+/// a missing one, and a mistyped path would show an empty fleet.
+fn existing_store(db: &str) -> anyhow::Result<Box<dyn store::Store>> {
+    if let Some(path) = db.strip_prefix("sqlite:") {
+        let path = path.strip_prefix("//").unwrap_or(path);
+        if !std::path::Path::new(path).is_file() {
+            return Err(Usage(format!(
+                "--db {db}: no such database file (the collector's --db, e.g. \
+                 sqlite:/var/lib/usbperf-collect/reports.db)"
+            ))
+            .into());
+        }
+    }
+    let password = db_password(None)?;
+    store::open(db, 1, password.as_deref())
+        .with_context(|| format!("cannot open the database {}", store::shown(db)))
+}
+
+fn rebuild(args: &RebuildArgs) -> anyhow::Result<()> {
+    let store = existing_store(&args.db)?;
+    let queued = if args.resume {
+        store.fleet_queued()?
+    } else {
+        store.fleet_rebuild()?
+    };
+    eprintln!("usbperf-collect: {queued} reports to fold into the fleet's summaries");
+    let started = std::time::Instant::now();
+    let mut shown = 0u64;
+    let folded = store.fleet_fold(&mut |done, of| {
+        // A line per tenth, and the last: a million reports print ten lines, not two thousand.
+        if done * 10 / of.max(1) > shown * 10 / of.max(1) || done == of {
+            shown = done;
+            eprintln!(
+                "usbperf-collect: folded {done} of {of} ({:.0} %, {:.0} s)",
+                done as f64 * 100.0 / of.max(1) as f64,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    })?;
+    eprintln!(
+        "usbperf-collect: the fleet's summaries hold every stored report ({folded} folded in \
+         {:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn fleet(args: &FleetArgs) -> anyhow::Result<()> {
@@ -205,22 +276,9 @@ fn fleet(args: &FleetArgs) -> anyhow::Result<()> {
         group_by,
         compare_builds: args.compare_builds,
         wear: args.wear,
+        exact: args.exact,
     };
-    // Opening creates a missing SQLite file: a mistyped path would show an empty fleet.
-    if let Some(path) = args.db.strip_prefix("sqlite:") {
-        let path = path.strip_prefix("//").unwrap_or(path);
-        if !std::path::Path::new(path).is_file() {
-            return Err(Usage(format!(
-                "--db {}: no such database file (the collector's --db, e.g. \
-                 sqlite:/var/lib/usbperf-collect/reports.db)",
-                args.db
-            ))
-            .into());
-        }
-    }
-    let password = db_password(None)?;
-    let store = store::open(&args.db, 1, password.as_deref())
-        .with_context(|| format!("cannot open the database {}", store::shown(&args.db)))?;
+    let store = existing_store(&args.db)?;
     let view = match fleetdb::fleet(store.as_ref(), &q) {
         Ok(v) => v,
         Err(e @ fleetdb::FleetDbError::NothingMatched(_)) => {
@@ -274,6 +332,30 @@ fn run(args: Serve) -> anyhow::Result<()> {
         )
         .with_context(|| format!("cannot open the database {}", store::shown(&args.db)))?,
     );
+    // Folds what units send into the fleet's summaries as it arrives, so that a page or a
+    // `fleet` query folds only the last seconds' reports before it reads.
+    {
+        let store = store.clone();
+        std::thread::Builder::new()
+            .name("fleet-fold".into())
+            .spawn(move || {
+                let mut said: Option<String> = None;
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(2));
+                    match store.fleet_fold(&mut |_, _| {}) {
+                        Ok(_) => said = None,
+                        Err(e) => {
+                            let m = e.to_string();
+                            if said.as_deref() != Some(m.as_str()) {
+                                eprintln!("usbperf-collect: the fleet's summaries: {m}");
+                                said = Some(m);
+                            }
+                        }
+                    }
+                }
+            })
+            .context("cannot start the fleet's folding thread")?;
+    }
     let app = Arc::new(App {
         store,
         tokens: std::sync::RwLock::new(tokens),

@@ -91,6 +91,74 @@ fn same(got: &str, want: &str, what: &str) {
     );
 }
 
+/// The fleet from summaries agrees with the exact one (`want`) within the stated error:
+/// counts, pass rates, extremes and groups exactly; percentiles within 0.1 %; a group's
+/// units within 5 % (a HyperLogLog count above 1,024 units, exact below).
+fn agree(got: &str, want: &str, what: &str) {
+    let g: serde_json::Value = serde_json::from_str(got).unwrap();
+    let w: serde_json::Value = serde_json::from_str(want).unwrap();
+    for k in [
+        "reports",
+        "units",
+        "unit_pass_rate",
+        "devices",
+        "device_pass_rate",
+    ] {
+        assert_eq!(g[k], w[k], "{what}: {k}");
+    }
+    assert_eq!(
+        g["signatures"]["signed"], w["signatures"]["signed"],
+        "{what}"
+    );
+    let counts = |v: &serde_json::Value| -> Vec<(String, u64)> {
+        let mut c: Vec<(String, u64)> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["reason"].to_string(), r["count"].as_u64().unwrap()))
+            .collect();
+        c.sort();
+        c
+    };
+    assert_eq!(
+        counts(&g["failure_reasons"]),
+        counts(&w["failure_reasons"]),
+        "{what}: failure reasons"
+    );
+    let (gg, wg) = (
+        g["groups"].as_array().unwrap(),
+        w["groups"].as_array().unwrap(),
+    );
+    assert_eq!(gg.len(), wg.len(), "{what}: groups");
+    for (a, b) in gg.iter().zip(wg) {
+        assert_eq!(a["key"], b["key"], "{what}");
+        let (ua, ub) = (a["units"].as_f64().unwrap(), b["units"].as_f64().unwrap());
+        assert!(
+            (ua - ub).abs() <= 0.05 * ub,
+            "{what}: units {ua} against {ub}"
+        );
+        assert_eq!(a["devices"], b["devices"], "{what}");
+        let (ma, mb) = (
+            a["metrics"].as_array().unwrap(),
+            b["metrics"].as_array().unwrap(),
+        );
+        assert_eq!(ma.len(), mb.len(), "{what}: {} metrics", a["key"]);
+        for (x, y) in ma.iter().zip(mb) {
+            let name = format!("{what}: {} {}", a["key"], x["metric"]);
+            for k in ["metric", "count", "pass_rate", "min", "max"] {
+                assert_eq!(x[k], y[k], "{name} {k}");
+            }
+            for k in ["p5", "median", "p95"] {
+                let (p, q) = (x[k].as_f64().unwrap(), y[k].as_f64().unwrap());
+                assert!(
+                    (p - q).abs() <= 0.001 * q.abs(),
+                    "{name} {k}: {p} against {q}"
+                );
+            }
+        }
+    }
+}
+
 /// The summary without what the filters change by design: a directory run counts and lists
 /// the files a filter dropped (`files`, `skipped`), SQL never reads them.
 fn without_file_counts(json: &str) -> serde_json::Value {
@@ -143,10 +211,18 @@ fn fleet_from_sqlite_and_postgres_is_the_fleet_from_a_directory_and_the_page_ser
     let v: serde_json::Value = serde_json::from_str(&dir_json).unwrap();
     assert_eq!(v["reports"], 120);
     for db in [&sqlite, &pg.url()] {
+        let (code, json, err) = db_fleet(db, &["--exact", "--format", "json"]);
+        assert_eq!(code, 0, "usbperf-collect fleet --db {db}: {err}");
+        same(
+            &json,
+            &dir_json,
+            &format!("{db}: fleet --exact --format json"),
+        );
+        // From the summaries (the default): the same tables within their stated error.
         let (code, json, err) = db_fleet(db, &["--format", "json"]);
         assert_eq!(code, 0, "usbperf-collect fleet --db {db}: {err}");
-        same(&json, &dir_json, &format!("{db}: fleet --format json"));
-        let (_, text, _) = db_fleet(db, &["--format", "text"]);
+        agree(&json, &dir_json, &format!("{db}: fleet from summaries"));
+        let (_, text, _) = db_fleet(db, &["--exact", "--format", "text"]);
         same(
             &text,
             &dir_fleet(&named, &["--format", "table"]).1,
@@ -154,7 +230,7 @@ fn fleet_from_sqlite_and_postgres_is_the_fleet_from_a_directory_and_the_page_ser
         );
         // The one difference: the page links each report by the name the export writes
         // beside it, not by a file:// URL into the directory.
-        let (_, html, _) = db_fleet(db, &["--format", "html"]);
+        let (_, html, _) = db_fleet(db, &["--exact", "--format", "html"]);
         let dir_html = dir_fleet(&named, &["--format", "html"]).1;
         let local = format!("href=\"file://{}/", named.display());
         assert!(dir_html.contains(&local));
@@ -187,13 +263,21 @@ fn fleet_from_sqlite_and_postgres_is_the_fleet_from_a_directory_and_the_page_ser
             "{args:?} filters nothing out"
         );
         for db in [&sqlite, &pg.url()] {
-            let (code, got, err) = db_fleet(db, &a);
+            let mut exact = a.clone();
+            exact.push("--exact");
+            let (code, got, err) = db_fleet(db, &exact);
             assert_eq!(code, 0, "{db} {args:?}: {err}");
             assert_eq!(
                 without_file_counts(&got),
                 without_file_counts(&want),
                 "{db} {args:?}"
             );
+            // Summaries take whole days: a day's start is the same selection.
+            if !args.iter().any(|a| a.contains('T')) {
+                let (code, got, err) = db_fleet(db, &a);
+                assert_eq!(code, 0, "{db} {args:?}: {err}");
+                agree(&got, &want, &format!("{db} {args:?} from summaries"));
+            }
         }
     }
     for db in [&sqlite, &pg.url()] {
@@ -225,7 +309,12 @@ fn fleet_from_sqlite_and_postgres_is_the_fleet_from_a_directory_and_the_page_ser
         let base = format!("http://{page}");
         let (status, json) = get(&format!("{base}/fleet.json"));
         assert_eq!(status, 200);
-        same(&json, &dir_json, &format!("{db}: /fleet.json"));
+        same(
+            &json,
+            &db_fleet(db, &["--format", "json"]).1,
+            &format!("{db}: /fleet.json is `fleet` from the summaries"),
+        );
+        agree(&json, &dir_json, &format!("{db}: /fleet.json"));
         let (status, html) = get(&format!("{base}/fleet"));
         assert_eq!(status, 200);
         assert!(html.contains("<meta http-equiv=\"refresh\" content=\"7\">"));
@@ -281,7 +370,7 @@ fn back_filled(seed: u32, older: &str) -> (TempDir, String) {
     let conn = rusqlite::Connection::open(tmp.path().join("r.db")).unwrap();
     conn.execute_batch(older).unwrap();
     drop(conn);
-    let (code, json, err) = db_fleet(&db, &["--format", "json"]);
+    let (code, json, err) = db_fleet(&db, &["--exact", "--format", "json"]);
     assert_eq!(code, 0, "{err}");
     same(&json, &dir_fleet(&named, &["--format", "json"]).1, older);
     (tmp, db)
@@ -461,8 +550,17 @@ fn power_cut_verdicts_uploaded_are_counted_by_the_fleet_from_the_database_as_fro
         cut[0]
     );
     for db in [&sqlite, &pg.url()] {
-        let (code, json, err) = db_fleet(db, &args);
+        let mut exact = args.to_vec();
+        exact.push("--exact");
+        let (code, json, err) = db_fleet(db, &exact);
         assert_eq!(code, 0, "usbperf-collect fleet --db {db}: {err}");
         same(&json, &dir_json, &format!("{db}: fleet with power cuts"));
+        let (code, json, err) = db_fleet(db, &args);
+        assert_eq!(code, 0, "usbperf-collect fleet --db {db}: {err}");
+        agree(
+            &json,
+            &dir_json,
+            &format!("{db}: power cuts from summaries"),
+        );
     }
 }

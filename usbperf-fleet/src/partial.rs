@@ -178,6 +178,9 @@ pub struct SlotDay {
 pub struct BoardDay {
     pub reports: u64,
     pub signed: u64,
+    /// Units whose latest run among the board's reports is on this day: (passed, failed),
+    /// what a query of one board counts.
+    pub latest_in_board: (i64, i64),
     /// Units whose latest run is on this day: (passed, failed). Moved by [`UnitBook`] when a
     /// unit's later run arrives, so a day's count can be negative until its runs are all in.
     pub latest: (i64, i64),
@@ -196,11 +199,14 @@ pub struct BoardDay {
 }
 
 impl BoardDay {
-    fn merge(&mut self, o: &BoardDay, curves_per_model: usize) {
+    /// Adds another summary of the same board and span (another batch of reports).
+    pub fn merge(&mut self, o: &BoardDay, curves_per_model: usize) {
         self.reports += o.reports;
         self.signed += o.signed;
         self.latest.0 += o.latest.0;
         self.latest.1 += o.latest.1;
+        self.latest_in_board.0 += o.latest_in_board.0;
+        self.latest_in_board.1 += o.latest_in_board.1;
         for (k, v) in &o.yields {
             let e = self.yields.entry(k.clone()).or_default();
             for (a, b) in e.iter_mut().zip(v) {
@@ -297,6 +303,38 @@ fn keep_rejected(list: &mut Vec<RejectedFigure>, r: &RejectedFigure) {
     }
 }
 
+/// A unit's latest run, `was`, replaced by `now` unless `was` is later: the unit's count moves
+/// from `was`'s day to `now`'s (among the board's own counts when `in_board`). Whether it was
+/// replaced.
+fn move_latest(
+    days: &mut BTreeMap<(i32, String), BoardDay>,
+    was: Option<&(DateTime<Utc>, i32, String, bool)>,
+    now: &(DateTime<Utc>, i32, String, bool),
+    in_board: bool,
+) -> bool {
+    if was.is_some_and(|w| w.0 > now.0) {
+        return false;
+    }
+    let mut count = |d: i32, board: &str, pass: bool, by: i64| {
+        let bd = days.entry((d, board.to_string())).or_default();
+        let c = if in_board {
+            &mut bd.latest_in_board
+        } else {
+            &mut bd.latest
+        };
+        if pass {
+            c.0 += by;
+        } else {
+            c.1 += by;
+        }
+    };
+    if let Some((_, d, board, pass)) = was {
+        count(*d, board, *pass, -1);
+    }
+    count(now.1, &now.2, now.3, 1);
+    true
+}
+
 /// Each unit's latest run and its keys: the state a store keeps beside the summaries (one
 /// row a unit), so that a unit counts once, under the day of its latest run.
 #[derive(Debug, Clone, Default)]
@@ -309,6 +347,9 @@ pub struct UnitBook {
 pub struct UnitState {
     /// The latest run: when, its day and board, and whether it passed.
     pub latest: Option<(DateTime<Utc>, i32, String, bool)>,
+    /// The latest run among each board's reports (one board, unless a serial is reused or
+    /// a unit moved to another board).
+    pub by_board: Vec<(DateTime<Utc>, i32, String, bool)>,
     /// The keys its reports were signed with (their first 16 hex digits).
     pub keys: Vec<u64>,
 }
@@ -384,28 +425,21 @@ impl Partial {
         }
         // A later run moves the unit's count from its former latest day to this one; a
         // retest replaces the earlier verdict (the later run wins a tie, as in the exact
-        // fleet, which reads in name order).
+        // fleet, which reads in name order). Kept twice: over all boards (a query of the
+        // whole fleet counts a unit once), and within each board (a query of one board
+        // counts the units of its reports).
         if run {
-            let replaces = match &unit_state.latest {
-                Some((t, ..)) => *t <= r.started_at,
-                None => true,
-            };
-            if replaces {
-                if let Some((_, d, board, pass)) = unit_state.latest.take() {
-                    let bd = self.days.entry((d, board)).or_default();
-                    if pass {
-                        bd.latest.0 -= 1;
-                    } else {
-                        bd.latest.1 -= 1;
-                    }
+            let now = (r.started_at, day, r.board.clone(), r.pass);
+            let i = unit_state.by_board.iter().position(|o| o.2 == r.board);
+            let was = i.map(|i| unit_state.by_board[i].clone());
+            if move_latest(&mut self.days, was.as_ref(), &now, true) {
+                match i {
+                    Some(i) => unit_state.by_board[i] = now.clone(),
+                    None => unit_state.by_board.push(now.clone()),
                 }
-                unit_state.latest = Some((r.started_at, day, r.board.clone(), r.pass));
-                let bd = self.days.entry((day, r.board.clone())).or_default();
-                if r.pass {
-                    bd.latest.0 += 1;
-                } else {
-                    bd.latest.1 += 1;
-                }
+            }
+            if move_latest(&mut self.days, unit_state.latest.as_ref(), &now, false) {
+                unit_state.latest = Some(now);
             }
         }
         let keep_curves = self.curves_per_model;
@@ -535,6 +569,16 @@ impl Partial {
         })
     }
 
+    /// The first and last day with figures among the selected summaries.
+    pub fn span(&self, sel: &Selection) -> Option<(i32, i32)> {
+        let mut days = self
+            .selected(sel)
+            .filter(|(_, bd)| !bd.slots.is_empty())
+            .map(|((d, _), _)| *d);
+        let first = days.next()?;
+        Some(days.fold((first, first), |(lo, hi), d| (lo.min(d), hi.max(d))))
+    }
+
     /// The fleet summary of the selected summaries, grouped as `opts` says. `files`,
     /// `errors` and `skipped` are the caller's (what it read or refused); `opts.compare_builds`
     /// and `opts.wear` are not kept in summaries and are left empty.
@@ -546,114 +590,207 @@ impl Partial {
         errors: Vec<FileIssue>,
         skipped: Vec<FileIssue>,
     ) -> FleetSummary {
-        struct MetricAgg {
-            day: MetricDay,
-            /// Trend bucket -> the values of its days.
-            days: BTreeMap<i32, Sketch>,
+        let mut sum = Summarizer::new(opts, self.span(sel));
+        for ((day, board), bd) in self.selected(sel) {
+            sum.add(*day, board, bd);
         }
-        #[derive(Default)]
-        struct GroupAgg {
-            units: Distinct,
-            devices: u64,
-            passed: u64,
-            classes: BTreeSet<String>,
-            reasons: BTreeMap<String, (u64, String)>,
-            metrics: BTreeMap<String, MetricAgg>,
+        sum.finish(files, errors, skipped, &self.several_keys)
+    }
+}
+
+/// One figure of one group, merged over the summaries read so far.
+struct MetricAgg {
+    all: MetricDay,
+    /// The trend bucket being read, and its values so far.
+    bucket: Option<(i32, Sketch)>,
+    trend: Vec<TrendPoint>,
+}
+
+impl MetricAgg {
+    fn close_bucket(&mut self, date: &dyn Fn(i32) -> String) {
+        if let Some((start, s)) = self.bucket.take() {
+            self.trend.push(TrendPoint {
+                start: date(start),
+                count: s.count() as usize,
+                median: s.percentile(50.0).unwrap_or(f64::NAN),
+            });
         }
-        let selected: Vec<(&(i32, String), &BoardDay)> = self.selected(sel).collect();
-        // Days with figures set the span and the trend's bucket, as devices do in the exact
-        // fleet.
-        let with_devices = || {
-            selected
+    }
+}
+
+#[derive(Default)]
+struct GroupAgg {
+    units: Distinct,
+    devices: u64,
+    passed: u64,
+    classes: BTreeSet<String>,
+    reasons: BTreeMap<String, (u64, String)>,
+    metrics: BTreeMap<String, MetricAgg>,
+}
+
+fn date(d: i32) -> String {
+    chrono::NaiveDate::from_num_days_from_ce_opt(d + 719_163)
+        .map(|d| d.to_string())
+        .unwrap_or_default()
+}
+
+/// Merges summaries, read in order of their first day, into a fleet summary: the groups'
+/// merged figures, and each trend bucket's median once its summaries are read, so that
+/// memory holds one bucket of values per figure however many days are read.
+pub struct Summarizer<'o> {
+    opts: &'o FleetOptions,
+    span: Option<(i32, i32)>,
+    bucket_days: i32,
+    groups: BTreeMap<Vec<String>, GroupAgg>,
+    boards: BTreeSet<String>,
+    reports: u64,
+    signed: u64,
+    latest: (i64, i64),
+    yields: BTreeMap<(String, String), [u64; 5]>,
+    ports: BTreeMap<String, (u64, u64)>,
+    configs: Vec<(Vec<Threshold>, Distinct)>,
+    curves: BTreeMap<String, Vec<CurveTrace>>,
+    rejected: Vec<RejectedFigure>,
+    /// Summaries of one board are read: a unit counts by its latest run of that board.
+    one_board: bool,
+}
+
+impl<'o> Summarizer<'o> {
+    /// `span`: the first and last day with figures among the summaries to be read (which
+    /// sets the trend's bucket, daily up to 62 days, weekly beyond, as the exact fleet's).
+    pub fn new(opts: &'o FleetOptions, span: Option<(i32, i32)>) -> Summarizer<'o> {
+        let days = span.map_or(0, |(a, b)| i64::from(b) - i64::from(a));
+        Summarizer {
+            one_board: opts.load.board.is_some(),
+            opts,
+            span,
+            bucket_days: if days <= 62 { 1 } else { 7 },
+            groups: BTreeMap::new(),
+            boards: BTreeSet::new(),
+            reports: 0,
+            signed: 0,
+            latest: (0, 0),
+            yields: BTreeMap::new(),
+            ports: BTreeMap::new(),
+            configs: Vec::new(),
+            curves: BTreeMap::new(),
+            rejected: Vec::new(),
+        }
+    }
+
+    /// The trend's bucket in days (1 or 7): the span of summaries a store may give as one.
+    pub fn bucket_days(&self) -> i32 {
+        self.bucket_days
+    }
+
+    /// Boards with reports among the summaries read.
+    pub fn boards(&self) -> Vec<String> {
+        self.boards.iter().cloned().collect()
+    }
+
+    /// Reports among the summaries read.
+    pub fn reports(&self) -> u64 {
+        self.reports
+    }
+
+    /// Adds the summaries of `board` from `start` (a day, or the first day of a trend bucket
+    /// they cover whole); called in order of `start`.
+    pub fn add(&mut self, start: i32, board: &str, bd: &BoardDay) {
+        if bd.reports > 0 {
+            self.boards.insert(board.to_string());
+        }
+        self.reports += bd.reports;
+        self.signed += bd.signed;
+        let latest = if self.one_board {
+            bd.latest_in_board
+        } else {
+            bd.latest
+        };
+        self.latest.0 += latest.0;
+        self.latest.1 += latest.1;
+        for (k, v) in &bd.yields {
+            let e = self.yields.entry(k.clone()).or_default();
+            for (a, b) in e.iter_mut().zip(v) {
+                *a += b;
+            }
+        }
+        for (k, v) in &bd.ports {
+            let e = self.ports.entry(k.clone()).or_default();
+            e.0 += v.0;
+            e.1 += v.1;
+        }
+        for (ts, u) in &bd.configs {
+            add_config(&mut self.configs, ts, u);
+        }
+        for (model, list) in &bd.curves {
+            let mine = self.curves.entry(model.clone()).or_default();
+            for c in list {
+                keep_curve(mine, c, self.opts.curves_per_model);
+            }
+        }
+        for r in &bd.rejected_kept {
+            keep_rejected_all(&mut self.rejected, r);
+        }
+        let bucket = stats::bucket_start(start, self.bucket_days);
+        for (slot, sd) in &bd.slots {
+            let key: Vec<String> = self
+                .opts
+                .group_by
                 .iter()
-                .filter(|(_, bd)| !bd.slots.is_empty())
-                .map(|((d, _), _)| *d)
-        };
-        let (min_day, max_day) =
-            with_devices().fold((i32::MAX, i32::MIN), |(lo, hi), d| (lo.min(d), hi.max(d)));
-        let span_days = i64::from(max_day) - i64::from(min_day);
-        let bucket_days = if span_days <= 62 { 1 } else { 7 };
-        let date = |d: i32| {
-            chrono::NaiveDate::from_num_days_from_ce_opt(d + 719_163)
-                .map(|d| d.to_string())
-                .unwrap_or_default()
-        };
-        let mut groups: BTreeMap<Vec<String>, GroupAgg> = BTreeMap::new();
-        let mut reports = 0u64;
-        let mut signed = 0u64;
-        let (mut units_passed, mut units_failed) = (0i64, 0i64);
-        let mut yields: BTreeMap<(String, String), [u64; 5]> = BTreeMap::new();
-        let mut ports: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        let mut configs: Vec<(Vec<Threshold>, Distinct)> = Vec::new();
-        let mut curves: BTreeMap<String, Vec<CurveTrace>> = BTreeMap::new();
-        let mut rejected: Vec<RejectedFigure> = Vec::new();
-        for ((day, board), bd) in &selected {
-            reports += bd.reports;
-            signed += bd.signed;
-            units_passed += bd.latest.0;
-            units_failed += bd.latest.1;
-            for (k, v) in &bd.yields {
-                let e = yields.entry(k.clone()).or_default();
-                for (a, b) in e.iter_mut().zip(v) {
-                    *a += b;
-                }
-            }
-            for (k, v) in &bd.ports {
-                let e = ports.entry(k.clone()).or_default();
-                e.0 += v.0;
-                e.1 += v.1;
-            }
-            for (ts, u) in &bd.configs {
-                add_config(&mut configs, ts, u);
-            }
-            for (model, list) in &bd.curves {
-                let mine = curves.entry(model.clone()).or_default();
-                for c in list {
-                    keep_curve(mine, c, opts.curves_per_model);
-                }
-            }
-            rejected.extend(bd.rejected_kept.iter().cloned());
-            for (slot, sd) in &bd.slots {
-                let key: Vec<String> = opts
-                    .group_by
-                    .iter()
-                    .map(|dim| match dim {
-                        Dimension::Board => board.clone(),
-                        Dimension::DeviceClass => slot[0].clone(),
-                        Dimension::Port => slot[1].clone(),
-                        Dimension::DeviceModel => slot[2].clone(),
-                        Dimension::ToolVersion => slot[3].clone(),
-                    })
-                    .collect();
-                let g = groups.entry(key).or_default();
-                g.units.merge(&sd.units);
-                g.devices += sd.devices;
-                g.passed += sd.passed;
+                .map(|dim| match dim {
+                    Dimension::Board => board.to_string(),
+                    Dimension::DeviceClass => slot[0].clone(),
+                    Dimension::Port => slot[1].clone(),
+                    Dimension::DeviceModel => slot[2].clone(),
+                    Dimension::ToolVersion => slot[3].clone(),
+                })
+                .collect();
+            let g = self.groups.entry(key).or_default();
+            g.units.merge(&sd.units);
+            g.devices += sd.devices;
+            g.passed += sd.passed;
+            if !g.classes.contains(&slot[0]) {
                 g.classes.insert(slot[0].clone());
-                for (k, (n, ex)) in &sd.reasons {
-                    merge_reason(&mut g.reasons, k, *n, ex);
+            }
+            for (k, (n, ex)) in &sd.reasons {
+                merge_reason(&mut g.reasons, k, *n, ex);
+            }
+            for (m, md) in &sd.metrics {
+                let agg = match g.metrics.get_mut(m) {
+                    Some(a) => a,
+                    None => g.metrics.entry(m.clone()).or_insert(MetricAgg {
+                        all: MetricDay::new(),
+                        bucket: None,
+                        trend: Vec::new(),
+                    }),
+                };
+                agg.all.merge(md);
+                if agg.bucket.as_ref().is_some_and(|b| b.0 != bucket) {
+                    agg.close_bucket(&date);
                 }
-                for (m, md) in &sd.metrics {
-                    let agg = g.metrics.entry(m.clone()).or_insert_with(|| MetricAgg {
-                        day: MetricDay::new(),
-                        days: BTreeMap::new(),
-                    });
-                    agg.day.merge(md);
-                    let b = stats::bucket_start(*day, bucket_days);
-                    let _ = agg
-                        .days
-                        .entry(b)
-                        .or_insert_with(|| Sketch::new(SUMMARY_PPM).expect("a valid accuracy"))
-                        .merge(&md.values);
-                }
+                let (_, s) = agg.bucket.get_or_insert_with(|| {
+                    (bucket, Sketch::new(SUMMARY_PPM).expect("a valid accuracy"))
+                });
+                let _ = s.merge(&md.values);
             }
         }
-        let thresholds = factory_lines(&configs);
+    }
+
+    /// The fleet summary; `several_keys` the units whose reports carry more than one key.
+    pub fn finish(
+        self,
+        files: usize,
+        errors: Vec<FileIssue>,
+        skipped: Vec<FileIssue>,
+        several_keys: &BTreeMap<String, usize>,
+    ) -> FleetSummary {
+        let opts = self.opts;
+        let thresholds = factory_lines(&self.configs);
         let mut fleet_reasons: BTreeMap<String, (u64, String)> = BTreeMap::new();
         let mut passed_devices = 0u64;
         let mut devices = 0u64;
         let mut out_groups: Vec<GroupSummary> = Vec::new();
-        for (key, g) in groups {
+        for (key, g) in self.groups {
             devices += g.devices;
             passed_devices += g.passed;
             for (k, (n, ex)) in &g.reasons {
@@ -662,7 +799,10 @@ impl Partial {
             let mut metrics: Vec<MetricSummary> = g
                 .metrics
                 .into_iter()
-                .map(|(metric, agg)| summarise(metric, agg.day, &agg.days, &date))
+                .map(|(metric, mut agg)| {
+                    agg.close_bucket(&date);
+                    summarise(metric, agg.all, agg.trend)
+                })
                 .collect();
             metrics.sort_by_key(|m| metric_rank(&m.metric));
             if let [class] = g.classes.iter().collect::<Vec<_>>()[..] {
@@ -692,7 +832,8 @@ impl Partial {
                 metrics,
             });
         }
-        let mut link_failures_by_port: Vec<PortLinks> = ports
+        let mut link_failures_by_port: Vec<PortLinks> = self
+            .ports
             .into_iter()
             .map(|(port, (n, fail))| PortLinks {
                 port,
@@ -706,31 +847,30 @@ impl Partial {
                 .cmp(&a.link_failures)
                 .then_with(|| a.port.cmp(&b.port))
         });
-        rejected
-            .sort_by(|a, b| (&a.file, &a.device, &a.field).cmp(&(&b.file, &b.device, &b.field)));
-        let units = (units_passed + units_failed).max(0) as usize;
-        let several_keys = self
-            .several_keys
-            .iter()
-            .map(|(u, n)| UnitKeys {
-                unit: u.clone(),
-                keys: *n,
-            })
-            .collect();
+        let (units_passed, units_failed) = (self.latest.0.max(0), self.latest.1.max(0));
+        let units = (units_passed + units_failed) as usize;
+        let with_devices = devices > 0 && self.span.is_some();
+        let (first, last) = self.span.unwrap_or((0, 0));
         FleetSummary {
             files,
-            reports: reports as usize,
+            reports: self.reports as usize,
             units,
-            unit_pass_rate: ratio(units_passed.max(0) as usize, units),
+            unit_pass_rate: ratio(units_passed as usize, units),
             devices: devices as usize,
             device_pass_rate: ratio(passed_devices as usize, devices as usize),
             group_by: opts.group_by.clone(),
-            first_day: (devices > 0).then(|| date(min_day)),
-            last_day: (devices > 0).then(|| date(max_day)),
-            trend_bucket: if bucket_days == 1 { "daily" } else { "weekly" }.into(),
+            first_day: with_devices.then(|| date(first)),
+            last_day: with_devices.then(|| date(last)),
+            trend_bucket: if self.bucket_days == 1 {
+                "daily"
+            } else {
+                "weekly"
+            }
+            .into(),
             failure_reasons: ranked_u64(fleet_reasons),
             link_failures_by_port,
-            yields: yields
+            yields: self
+                .yields
                 .into_iter()
                 .map(
                     |((dimension, value), [n, first, after, retested, marginal])| {
@@ -751,20 +891,38 @@ impl Partial {
             builds: Vec::new(),
             wear: None,
             factory_thresholds: thresholds,
-            write_curves: curves
+            write_curves: self
+                .curves
                 .into_iter()
                 .map(|(model, curves)| ModelCurves { model, curves })
                 .collect(),
             errors,
             skipped,
             duplicates: Vec::new(),
-            rejected_figures: rejected,
+            rejected_figures: self.rejected,
             signatures: Signatures {
-                signed: signed as usize,
-                unsigned: (reports - signed) as usize,
-                several_keys,
+                signed: self.signed as usize,
+                unsigned: (self.reports - self.signed) as usize,
+                several_keys: several_keys
+                    .iter()
+                    .map(|(u, n)| UnitKeys {
+                        unit: u.clone(),
+                        keys: *n,
+                    })
+                    .collect(),
             },
         }
+    }
+}
+
+/// The refused figures a query lists: every kept example, in order, at most a thousand.
+fn keep_rejected_all(list: &mut Vec<RejectedFigure>, r: &RejectedFigure) {
+    const LISTED: usize = 1000;
+    let key = |x: &RejectedFigure| (x.file.clone(), x.device.clone(), x.field.clone());
+    let at = list.partition_point(|x| key(x) < key(r));
+    if at < LISTED && list.get(at).map_or(true, |x| key(x) != key(r)) {
+        list.insert(at, r.clone());
+        list.truncate(LISTED);
     }
 }
 
@@ -778,12 +936,7 @@ fn ranked_u64(map: BTreeMap<String, (u64, String)>) -> Vec<ReasonCount> {
 
 /// One figure of one group from its merged summaries, read as the exact fleet reads its
 /// values.
-fn summarise(
-    metric: String,
-    m: MetricDay,
-    days: &BTreeMap<i32, Sketch>,
-    date: &dyn Fn(i32) -> String,
-) -> MetricSummary {
+fn summarise(metric: String, m: MetricDay, trend: Vec<TrendPoint>) -> MetricSummary {
     let p = |q: f64| m.values.percentile(q).unwrap_or(f64::NAN);
     let values = m.values.pairs();
     let norm = Norm::of(&m.norm.pairs());
@@ -823,14 +976,6 @@ fn summarise(
         }
         None => (0, Vec::new()),
     };
-    let trend = days
-        .iter()
-        .map(|(d, s)| TrendPoint {
-            start: date(*d),
-            count: s.count() as usize,
-            median: s.percentile(50.0).unwrap_or(f64::NAN),
-        })
-        .collect();
     MetricSummary {
         count: m.values.count() as usize,
         pass_rate: ratio(m.ok as usize, m.values.count() as usize),

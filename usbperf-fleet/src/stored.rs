@@ -117,6 +117,7 @@ pub fn encode(d: &BoardDay) -> Vec<u8> {
         reports,
         signed,
         latest,
+        latest_in_board,
         yields,
         ports,
         configs,
@@ -131,6 +132,8 @@ pub fn encode(d: &BoardDay) -> Vec<u8> {
     w.u64(*signed);
     w.i64(latest.0);
     w.i64(latest.1);
+    w.i64(latest_in_board.0);
+    w.i64(latest_in_board.1);
     w.len(yields.len());
     for ((dim, value), counts) in yields {
         s.put(&mut w, dim);
@@ -295,6 +298,7 @@ pub fn decode(bytes: &[u8]) -> Result<BoardDay, StoredError> {
         reports: r.u64("the reports")?,
         signed: r.u64("the signed reports")?,
         latest: (r.i64("the latest runs")?, r.i64("the latest runs")?),
+        latest_in_board: (r.i64("the latest runs")?, r.i64("the latest runs")?),
         ..BoardDay::default()
     };
     for _ in 0..r.count(7, "the yields")? {
@@ -410,19 +414,30 @@ pub fn decode(bytes: &[u8]) -> Result<BoardDay, StoredError> {
 
 /// A unit's latest run and keys as bytes.
 pub fn encode_unit(u: &UnitState) -> Vec<u8> {
-    let UnitState { latest, keys } = u;
+    let UnitState {
+        latest,
+        by_board,
+        keys,
+    } = u;
     let mut w = Writer::with_capacity(64);
     w.byte(FORMAT);
+    let run = |w: &mut Writer, (at, day, board, pass): &(DateTime<Utc>, i32, String, bool)| {
+        w.i64(at.timestamp());
+        w.u64(u64::from(at.timestamp_subsec_nanos()));
+        w.i64(i64::from(*day));
+        w.str(board);
+        w.bool(*pass);
+    };
     match latest {
         None => w.bool(false),
-        Some((at, day, board, pass)) => {
+        Some(l) => {
             w.bool(true);
-            w.i64(at.timestamp());
-            w.u64(u64::from(at.timestamp_subsec_nanos()));
-            w.i64(i64::from(*day));
-            w.str(board);
-            w.bool(*pass);
+            run(&mut w, l);
         }
+    }
+    w.len(by_board.len());
+    for b in by_board {
+        run(&mut w, b);
     }
     w.len(keys.len());
     for k in keys {
@@ -437,29 +452,33 @@ pub fn decode_unit(bytes: &[u8]) -> Result<UnitState, StoredError> {
     if format != FORMAT {
         return Err(StoredError::Format(format));
     }
-    let latest = if r.bool("the latest run")? {
-        let secs = r.i64("the latest run")?;
-        let nanos = u32::try_from(r.u64("the latest run")?)
-            .map_err(|_| BytesError::Range("the latest run"))?;
+    let run = |r: &mut Reader| -> Result<(DateTime<Utc>, i32, String, bool), BytesError> {
+        let secs = r.i64("a run")?;
+        let nanos = u32::try_from(r.u64("a run")?).map_err(|_| BytesError::Range("a run"))?;
         let at: DateTime<Utc> =
-            DateTime::from_timestamp(secs, nanos).ok_or(BytesError::Range("the latest run"))?;
-        let day = i32::try_from(r.i64("the latest run")?)
-            .map_err(|_| BytesError::Range("the latest run"))?;
-        Some((
-            at,
-            day,
-            r.string("the latest run")?,
-            r.bool("the latest run")?,
-        ))
+            DateTime::from_timestamp(secs, nanos).ok_or(BytesError::Range("a run"))?;
+        let day = i32::try_from(r.i64("a run")?).map_err(|_| BytesError::Range("a run"))?;
+        Ok((at, day, r.string("a run")?, r.bool("a run")?))
+    };
+    let latest = if r.bool("the latest run")? {
+        Some(run(&mut r)?)
     } else {
         None
     };
+    let mut by_board = Vec::new();
+    for _ in 0..r.count(12, "the runs by board")? {
+        by_board.push(run(&mut r)?);
+    }
     let mut keys = Vec::new();
     for _ in 0..r.count(8, "the keys")? {
         keys.push(u64::from_le_bytes(r.array("a key")?));
     }
     r.finish()?;
-    Ok(UnitState { latest, keys })
+    Ok(UnitState {
+        latest,
+        by_board,
+        keys,
+    })
 }
 
 /// Summaries by (day, board), as [`super::partial::Partial::days`] holds them.

@@ -60,6 +60,30 @@ pub enum StoreError {
     Sqlite { path: String, err: rusqlite::Error },
     #[error("PostgreSQL: {0} (is the server up, and the URL's user allowed to create tables?)")]
     Postgres(#[from] ::postgres::Error),
+    /// A stored summary that does not read: the summaries must be built again.
+    #[error("{0}")]
+    Summary(String),
+}
+
+impl From<crate::summaries::FoldError<StoreError>> for StoreError {
+    fn from(e: crate::summaries::FoldError<StoreError>) -> StoreError {
+        match e {
+            crate::summaries::FoldError::Store(e) => e,
+            e @ crate::summaries::FoldError::Damaged(_) => StoreError::Summary(e.to_string()),
+        }
+    }
+}
+
+/// Which stored summaries a fleet query reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SummaryFilter {
+    /// 1 (days) or 7 (weeks from Monday).
+    pub span: i32,
+    /// Summaries starting on or after this day (days since 1970-01-01, UTC).
+    pub from_day: Option<i32>,
+    /// Summaries starting before this day.
+    pub until_day: Option<i32>,
+    pub board: Option<String>,
 }
 
 /// Which reports a fleet query takes: SQL filters on indexed columns.
@@ -148,6 +172,39 @@ pub trait Store: Send + Sync {
     fn raw(&self, report_id: &str) -> Result<Option<(String, Vec<u8>)>, StoreError>;
     /// Reports per board over the whole database, for "nothing matched" advice.
     fn fleet_boards(&self) -> Result<Vec<(Option<String>, u64)>, StoreError>;
+    /// Folds the queued reports into the fleet's summaries, a batch per transaction, until
+    /// none is left; first builds them again from every stored record when they are of
+    /// another generation ([`crate::summaries::generation`]). `progress(folded, queued)`
+    /// after each batch. How many reports it folded.
+    fn fleet_fold(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64, StoreError>;
+    /// Drops the summaries and queues every stored record to be folded again (resumable:
+    /// what is folded stays folded); how many are queued.
+    fn fleet_rebuild(&self) -> Result<u64, StoreError>;
+    /// Reports waiting to be folded.
+    fn fleet_queued(&self) -> Result<u64, StoreError>;
+    /// The first and last day with figures among the daily summaries of `board` from
+    /// `from_day`.
+    fn fleet_summary_days(
+        &self,
+        from_day: Option<i32>,
+        board: Option<&str>,
+    ) -> Result<Option<(i32, i32)>, StoreError>;
+    /// The stored summaries `f` selects, in order of first day, then board: `each(first day,
+    /// board, bytes)`.
+    fn fleet_summaries(
+        &self,
+        f: &SummaryFilter,
+        each: &mut dyn FnMut(i32, String, Vec<u8>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+    /// Units whose reports were signed by more than one key, and how many.
+    fn fleet_several_keys(&self) -> Result<Vec<(String, i32)>, StoreError>;
+    /// The rows `f` selects that are not records (unfinished runs, reports that could not be
+    /// read): the first `limit` by name, and how many.
+    fn fleet_issues(
+        &self,
+        f: &FleetFilter,
+        limit: usize,
+    ) -> Result<(Vec<FleetRow>, u64), StoreError>;
 }
 
 /// Opens (and creates the tables of) the database `--db` names; `connections` is how many

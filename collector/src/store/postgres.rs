@@ -11,8 +11,11 @@ use std::sync::Mutex;
 
 use ::postgres::{Client, NoTls};
 
-use super::{FleetFilter, FleetRow, Pending, Store, StoreError, Stored, BACKFILL_BATCH};
+use super::{
+    FleetFilter, FleetRow, Pending, Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
+};
 use crate::ingest::{Record, FLEET_RECORD_VERSION};
+use crate::summaries::{fold_batch, generation, FoldError, FOLD_BATCH};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -93,7 +96,33 @@ CREATE INDEX IF NOT EXISTS fleet_records_version ON fleet_records (version);
 -- What /readyz writes: emptied and written again at each probe, so the probe needs a new
 -- block of the database's storage (a full disk fails it, as it fails an upload).
 CREATE TABLE IF NOT EXISTS collector_health_probe (checked_at timestamptz NOT NULL);
+-- Reports stored and not yet folded into the summaries, in the order they were stored.
+CREATE TABLE IF NOT EXISTS fleet_queue (
+    seq bigserial PRIMARY KEY,
+    report_id text NOT NULL
+);
+-- Each unit's latest run and keys (what a unit counts as in the summaries).
+CREATE TABLE IF NOT EXISTS fleet_units (
+    unit text PRIMARY KEY,
+    keys integer NOT NULL,
+    state bytea NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fleet_units_several ON fleet_units (unit) WHERE keys > 1;
+-- The fleet's summaries per board and day (span 1) or week (span 7).
+CREATE TABLE IF NOT EXISTS fleet_summaries (
+    span integer NOT NULL,
+    start integer NOT NULL,
+    board text NOT NULL,
+    figures boolean NOT NULL,
+    summary bytea NOT NULL,
+    PRIMARY KEY (span, start, board)
+);
+CREATE TABLE IF NOT EXISTS fleet_meta (name text PRIMARY KEY, value text NOT NULL);
+CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (started_ns) WHERE kind <> 'record';
 ";
+
+/// Held by the one collector folding the queue at a time (transaction-scoped).
+const FOLD_LOCK: &str = "SELECT pg_advisory_xact_lock(7715100016)";
 
 const PUT_FLEET: &str = "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, \
      body, version, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (report_id) DO \
@@ -277,6 +306,12 @@ impl Store for Postgres {
                     &record_value(&r.fleet.record),
                 ],
             )?;
+            if r.fleet.kind == "record" {
+                tx.execute(
+                    "INSERT INTO fleet_queue (report_id) VALUES ($1)",
+                    &[&r.report_id],
+                )?;
+            }
             let dev = tx.prepare(
                 "INSERT INTO devices (report_id, idx, name, class, port, model, serial, pass) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
@@ -444,6 +479,226 @@ impl Store for Postgres {
         })
     }
 
+    fn fleet_fold(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64, StoreError> {
+        self.fleet_backfill()?;
+        let generation = generation();
+        self.with_session(|c| {
+            let mut tx = c.transaction()?;
+            tx.batch_execute(FOLD_LOCK)?;
+            let have: Option<String> = tx
+                .query_opt(
+                    "SELECT value FROM fleet_meta WHERE name = 'generation'",
+                    &[],
+                )?
+                .map(|r| r.get(0));
+            if have.as_deref() != Some(generation.as_str()) {
+                requeue(&mut tx, &generation)?;
+            }
+            tx.commit()
+        })?;
+        let queued = self.fleet_queued()?;
+        let mut folded = 0u64;
+        loop {
+            let step = self.with_session(|c| {
+                let mut tx = c.transaction()?;
+                // One folder at a time, whichever collector: the others wait here, then find
+                // the queue entries it folded gone.
+                tx.batch_execute(FOLD_LOCK)?;
+                let batch = tx.query(
+                    "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record \
+                     FROM fleet_queue q LEFT JOIN fleet_records f ON f.report_id = q.report_id \
+                     ORDER BY q.seq LIMIT $1",
+                    &[&(FOLD_BATCH as i64)],
+                )?;
+                if batch.is_empty() {
+                    return Ok(Ok(0));
+                }
+                let records: Vec<(String, Vec<u8>)> = batch
+                    .iter()
+                    .filter(|r| r.get::<_, String>(2) == "record")
+                    .filter_map(|r| Some((r.get(1), r.get::<_, Option<Vec<u8>>>(3)?)))
+                    .collect();
+                // Both readers use the transaction, one after the other.
+                let cell = std::cell::RefCell::new(&mut tx);
+                let folded = fold_batch(
+                    &records,
+                    |units| {
+                        let rows = cell.borrow_mut().query(
+                            "SELECT unit, state FROM fleet_units WHERE unit = ANY($1)",
+                            &[&units],
+                        )?;
+                        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+                    },
+                    |keys| {
+                        let mut tx = cell.borrow_mut();
+                        let st = tx.prepare(
+                            "SELECT summary FROM fleet_summaries \
+                             WHERE span = $1 AND start = $2 AND board = $3",
+                        )?;
+                        let mut got = Vec::new();
+                        for k in keys {
+                            if let Some(r) = tx.query_opt(&st, &[&k.0, &k.1, &k.2])? {
+                                got.push((k.clone(), r.get(0)));
+                            }
+                        }
+                        Ok(got)
+                    },
+                );
+                let out = match folded {
+                    Ok(out) => out,
+                    Err(FoldError::Store(e)) => return Err(e),
+                    Err(e @ FoldError::Damaged(_)) => return Ok(Err(e.to_string())),
+                };
+                let put = tx.prepare(
+                    "INSERT INTO fleet_summaries (span, start, board, figures, summary) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (span, start, board) DO UPDATE \
+                     SET figures = excluded.figures, summary = excluded.summary",
+                )?;
+                for ((span, start, board), figures, bytes) in &out.summaries {
+                    tx.execute(&put, &[span, start, board, figures, bytes])?;
+                }
+                let unit = tx.prepare(
+                    "INSERT INTO fleet_units (unit, keys, state) VALUES ($1, $2, $3) \
+                     ON CONFLICT (unit) DO UPDATE SET keys = excluded.keys, \
+                     state = excluded.state",
+                )?;
+                for (u, bytes, keys) in &out.units {
+                    tx.execute(&unit, &[u, keys, bytes])?;
+                }
+                let seqs: Vec<i64> = batch.iter().map(|r| r.get(0)).collect();
+                tx.execute("DELETE FROM fleet_queue WHERE seq = ANY($1)", &[&seqs])?;
+                tx.commit()?;
+                Ok(Ok(seqs.len() as u64))
+            })?;
+            match step {
+                Ok(0) => return Ok(folded),
+                Ok(n) => {
+                    folded += n;
+                    progress(folded, queued);
+                }
+                Err(damaged) => return Err(StoreError::Summary(damaged)),
+            }
+        }
+    }
+
+    fn fleet_rebuild(&self) -> Result<u64, StoreError> {
+        self.fleet_backfill()?;
+        let generation = generation();
+        self.with_session(|c| {
+            let mut tx = c.transaction()?;
+            tx.batch_execute(FOLD_LOCK)?;
+            let n = requeue(&mut tx, &generation)?;
+            tx.commit()?;
+            Ok(n)
+        })
+    }
+
+    fn fleet_queued(&self) -> Result<u64, StoreError> {
+        self.with_session(|c| {
+            let row = c.query_one("SELECT count(*) FROM fleet_queue", &[])?;
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+
+    fn fleet_summary_days(
+        &self,
+        from_day: Option<i32>,
+        board: Option<&str>,
+    ) -> Result<Option<(i32, i32)>, StoreError> {
+        self.with_reader(|c| {
+            let row = c.query_one(
+                "SELECT min(start), max(start) FROM fleet_summaries WHERE span = 1 AND figures \
+                 AND ($1::integer IS NULL OR start >= $1) AND ($2::text IS NULL OR board = $2)",
+                &[&from_day, &board],
+            )?;
+            Ok(match (row.get::<_, Option<i32>>(0), row.get(1)) {
+                (Some(a), Some(b)) => Some((a, b)),
+                _ => None,
+            })
+        })
+    }
+
+    fn fleet_summaries(
+        &self,
+        f: &SummaryFilter,
+        each: &mut dyn FnMut(i32, String, Vec<u8>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        // Row by row as the server sends them; an error of `each` stops the read and is
+        // returned as it is.
+        let mut failed: Option<StoreError> = None;
+        self.with_reader(|c| {
+            use ::postgres::fallible_iterator::FallibleIterator;
+            let mut rows = c.query_raw(
+                "SELECT start, board, summary FROM fleet_summaries WHERE span = $1 \
+                 AND ($2::integer IS NULL OR start >= $2) AND ($3::integer IS NULL OR start < $3) \
+                 AND ($4::text IS NULL OR board = $4) ORDER BY start, board",
+                [
+                    &f.span as &(dyn ::postgres::types::ToSql + Sync),
+                    &f.from_day,
+                    &f.until_day,
+                    &f.board,
+                ],
+            )?;
+            while let Some(r) = rows.next()? {
+                if failed.is_none() {
+                    if let Err(e) = each(r.try_get(0)?, r.try_get(1)?, r.try_get(2)?) {
+                        failed = Some(e);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn fleet_several_keys(&self) -> Result<Vec<(String, i32)>, StoreError> {
+        self.with_reader(|c| {
+            let rows = c.query(
+                "SELECT unit, keys FROM fleet_units WHERE keys > 1 ORDER BY unit",
+                &[],
+            )?;
+            Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+    }
+
+    fn fleet_issues(
+        &self,
+        f: &FleetFilter,
+        limit: usize,
+    ) -> Result<(Vec<FleetRow>, u64), StoreError> {
+        let board = f.board.as_deref().map(str::trim);
+        let unknown = board == Some(usbperf_fleet::extract::UNKNOWN_BOARD);
+        let board = board.filter(|_| !unknown);
+        let cond = "kind <> 'record' AND ($1::bigint IS NULL OR started_ns >= $1) \
+                    AND ($2::text IS NULL OR board = $2) AND (NOT $3 OR board IS NULL)";
+        self.with_reader(|c| {
+            let total: i64 = c
+                .query_one(
+                    &format!("SELECT count(*) FROM fleet_records WHERE {cond}"),
+                    &[&f.since_ns, &board, &unknown],
+                )?
+                .get(0);
+            let rows = c.query(
+                &format!(
+                    "SELECT file, kind, body FROM fleet_records WHERE {cond} \
+                     ORDER BY file COLLATE \"C\" LIMIT {limit}"
+                ),
+                &[&f.since_ns, &board, &unknown],
+            )?;
+            Ok((
+                rows.into_iter()
+                    .map(|r| FleetRow {
+                        file: r.get(0),
+                        kind: r.get(1),
+                        body: r.get(2),
+                        record: Vec::new(),
+                    })
+                    .collect(),
+                total as u64,
+            ))
+        })
+    }
+
     fn lookup(&self, report_id: &str, sha256: &str) -> Result<Option<Stored>, StoreError> {
         let row = self.with_session(|c| {
             c.query_opt(
@@ -474,4 +729,21 @@ impl Store for Postgres {
             Ok(row.get::<_, i64>(0) as u64)
         })
     }
+}
+
+/// Empties the summaries and queues every record again, in order of start; marks the
+/// summaries as `generation`'s. Under the fold lock.
+fn requeue(tx: &mut ::postgres::Transaction, generation: &str) -> Result<u64, ::postgres::Error> {
+    tx.batch_execute("TRUNCATE fleet_summaries, fleet_units, fleet_queue")?;
+    let n = tx.execute(
+        "INSERT INTO fleet_queue (report_id) SELECT report_id FROM fleet_records \
+         WHERE kind = 'record' ORDER BY started_ns, report_id",
+        &[],
+    )?;
+    tx.execute(
+        "INSERT INTO fleet_meta (name, value) VALUES ('generation', $1) \
+         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        &[&generation],
+    )?;
+    Ok(n)
 }

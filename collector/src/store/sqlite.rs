@@ -7,8 +7,11 @@ use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
-use super::{FleetFilter, FleetRow, Pending, Store, StoreError, Stored, BACKFILL_BATCH};
+use super::{
+    FleetFilter, FleetRow, Pending, Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
+};
 use crate::ingest::{rfc3339_ns, Record, FLEET_RECORD_VERSION};
+use crate::summaries::{fold_batch, generation, FOLD_BATCH};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -81,7 +84,32 @@ CREATE INDEX IF NOT EXISTS fleet_records_time ON fleet_records (started_ns);
 CREATE INDEX IF NOT EXISTS fleet_records_board_time ON fleet_records (board, started_ns);
 CREATE INDEX IF NOT EXISTS fleet_records_version ON fleet_records (version);
 CREATE TABLE IF NOT EXISTS collector_health (id INTEGER PRIMARY KEY, checked_at TEXT NOT NULL);
+-- Reports stored and not yet folded into the summaries, in the order they were stored.
+CREATE TABLE IF NOT EXISTS fleet_queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    report_id TEXT NOT NULL
+);
+-- Each unit's latest run and keys (what a unit counts as in the summaries).
+CREATE TABLE IF NOT EXISTS fleet_units (
+    unit TEXT PRIMARY KEY,
+    keys INTEGER NOT NULL,
+    state BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fleet_units_several ON fleet_units (unit) WHERE keys > 1;
+-- The fleet's summaries per board and day (span 1) or week (span 7).
+CREATE TABLE IF NOT EXISTS fleet_summaries (
+    span INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    board TEXT NOT NULL,
+    figures INTEGER NOT NULL,
+    summary BLOB NOT NULL,
+    PRIMARY KEY (span, start, board)
+);
+CREATE TABLE IF NOT EXISTS fleet_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (started_ns) WHERE kind <> 'record';
 ";
+
+const QUEUE: &str = "INSERT INTO fleet_queue (report_id) VALUES (?1)";
 
 const PUT_FLEET: &str = "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, \
      body, version, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (report_id) DO \
@@ -150,6 +178,44 @@ impl Sqlite {
             path: path.to_string(),
             conn: Mutex::new(conn),
         })
+    }
+
+    /// A read-only connection of its own: WAL readers do not block the writer, so the page's
+    /// query never holds up a unit's upload.
+    fn reader(&self) -> Result<Connection, StoreError> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| self.err(e))?;
+        // Read through a memory map: the rows are hundreds of MB for a large fleet, and
+        // page-sized read() calls cost more than the copy.
+        conn.pragma_update(None, "mmap_size", 1i64 << 32)
+            .map_err(|e| self.err(e))?;
+        Ok(conn)
+    }
+
+    /// Empties the summaries and queues every record again, in order of start; marks the
+    /// summaries as this build's generation.
+    fn requeue(&self, tx: &rusqlite::Transaction) -> Result<u64, StoreError> {
+        tx.execute_batch(
+            "DELETE FROM fleet_summaries; DELETE FROM fleet_units; DELETE FROM fleet_queue;",
+        )
+        .map_err(|e| self.err(e))?;
+        let n = tx
+            .execute(
+                "INSERT INTO fleet_queue (report_id) SELECT report_id FROM fleet_records \
+                 WHERE kind = 'record' ORDER BY started_ns, report_id",
+                [],
+            )
+            .map_err(|e| self.err(e))?;
+        tx.execute(
+            "INSERT INTO fleet_meta (name, value) VALUES ('generation', ?1) \
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            params![generation()],
+        )
+        .map_err(|e| self.err(e))?;
+        Ok(n as u64)
     }
 
     fn err(&self, err: rusqlite::Error) -> StoreError {
@@ -241,6 +307,10 @@ impl Store for Sqlite {
             ],
         )
         .map_err(|e| self.err(e))?;
+        if r.fleet.kind == "record" {
+            tx.execute(QUEUE, params![r.report_id])
+                .map_err(|e| self.err(e))?;
+        }
         {
             let mut dev = tx
                 .prepare_cached(
@@ -350,17 +420,7 @@ impl Store for Sqlite {
     }
 
     fn fleet_rows(&self, f: &FleetFilter) -> Result<Vec<FleetRow>, StoreError> {
-        // A connection of its own: WAL readers do not block the writer, so the page's query
-        // never holds up a unit's upload.
-        let conn = Connection::open_with_flags(
-            &self.path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| self.err(e))?;
-        // Read through a memory map: the rows are hundreds of MB for a large fleet, and
-        // page-sized read() calls cost more than the copy.
-        conn.pragma_update(None, "mmap_size", 1i64 << 32)
-            .map_err(|e| self.err(e))?;
+        let conn = self.reader()?;
         let mut sql =
             String::from("SELECT file, kind, body, record FROM fleet_records WHERE 1 = 1");
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
@@ -413,6 +473,238 @@ impl Store for Sqlite {
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
     }
 
+    fn fleet_fold(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64, StoreError> {
+        self.fleet_backfill()?;
+        {
+            let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| self.err(e))?;
+            let have: Option<String> = tx
+                .query_row(
+                    "SELECT value FROM fleet_meta WHERE name = 'generation'",
+                    [],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            if have.as_deref() != Some(generation().as_str()) {
+                self.requeue(&tx)?;
+            }
+            tx.commit().map_err(|e| self.err(e))?;
+        }
+        let queued = self.fleet_queued()?;
+        let mut folded = 0u64;
+        loop {
+            let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| self.err(e))?;
+            let batch: Vec<(i64, String, String, Option<Vec<u8>>)> = {
+                let mut st = tx
+                    .prepare_cached(
+                        "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record                          FROM fleet_queue q LEFT JOIN fleet_records f                          ON f.report_id = q.report_id ORDER BY q.seq LIMIT ?1",
+                    )
+                    .map_err(|e| self.err(e))?;
+                let rows = st
+                    .query_map(params![FOLD_BATCH as i64], |row| {
+                        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                    })
+                    .map_err(|e| self.err(e))?;
+                rows.collect::<Result<_, _>>().map_err(|e| self.err(e))?
+            };
+            if batch.is_empty() {
+                return Ok(folded);
+            }
+            let records: Vec<(String, Vec<u8>)> = batch
+                .iter()
+                .filter(|b| b.2 == "record")
+                .filter_map(|b| Some((b.1.clone(), b.3.clone()?)))
+                .collect();
+            let out = fold_batch(
+                &records,
+                |units| {
+                    let mut st = tx
+                        .prepare_cached("SELECT state FROM fleet_units WHERE unit = ?1")
+                        .map_err(|e| self.err(e))?;
+                    let mut got = Vec::new();
+                    for u in units {
+                        if let Some(b) = st
+                            .query_row(params![u], |row| row.get::<_, Vec<u8>>(0))
+                            .optional()
+                            .map_err(|e| self.err(e))?
+                        {
+                            got.push((u.clone(), b));
+                        }
+                    }
+                    Ok(got)
+                },
+                |keys| {
+                    let mut st = tx
+                        .prepare_cached(
+                            "SELECT summary FROM fleet_summaries \
+                             WHERE span = ?1 AND start = ?2 AND board = ?3",
+                        )
+                        .map_err(|e| self.err(e))?;
+                    let mut got = Vec::new();
+                    for k in keys {
+                        if let Some(b) = st
+                            .query_row(params![k.0, k.1, k.2], |row| row.get::<_, Vec<u8>>(0))
+                            .optional()
+                            .map_err(|e| self.err(e))?
+                        {
+                            got.push((k.clone(), b));
+                        }
+                    }
+                    Ok(got)
+                },
+            )?;
+            {
+                let mut put = tx
+                    .prepare_cached(
+                        "INSERT INTO fleet_summaries (span, start, board, figures, summary) \
+                         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (span, start, board) DO \
+                         UPDATE SET figures = excluded.figures, summary = excluded.summary",
+                    )
+                    .map_err(|e| self.err(e))?;
+                for ((span, start, board), figures, bytes) in &out.summaries {
+                    put.execute(params![span, start, board, figures, bytes])
+                        .map_err(|e| self.err(e))?;
+                }
+                let mut unit = tx
+                    .prepare_cached(
+                        "INSERT INTO fleet_units (unit, keys, state) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT (unit) DO UPDATE SET keys = excluded.keys, \
+                         state = excluded.state",
+                    )
+                    .map_err(|e| self.err(e))?;
+                for (u, bytes, keys) in &out.units {
+                    unit.execute(params![u, keys, bytes])
+                        .map_err(|e| self.err(e))?;
+                }
+                let mut gone = tx
+                    .prepare_cached("DELETE FROM fleet_queue WHERE seq = ?1")
+                    .map_err(|e| self.err(e))?;
+                for b in &batch {
+                    gone.execute(params![b.0]).map_err(|e| self.err(e))?;
+                }
+            }
+            tx.commit().map_err(|e| self.err(e))?;
+            folded += batch.len() as u64;
+            progress(folded, queued);
+        }
+    }
+
+    fn fleet_rebuild(&self) -> Result<u64, StoreError> {
+        self.fleet_backfill()?;
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let n = self.requeue(&tx)?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(n)
+    }
+
+    fn fleet_queued(&self) -> Result<u64, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row("SELECT count(*) FROM fleet_queue", [], |row| {
+            row.get::<_, i64>(0)
+        })
+        .map(|n| n as u64)
+        .map_err(|e| self.err(e))
+    }
+
+    fn fleet_summary_days(
+        &self,
+        from_day: Option<i32>,
+        board: Option<&str>,
+    ) -> Result<Option<(i32, i32)>, StoreError> {
+        let conn = self.reader()?;
+        conn.query_row(
+            "SELECT min(start), max(start) FROM fleet_summaries WHERE span = 1 AND figures \
+             AND (?1 IS NULL OR start >= ?1) AND (?2 IS NULL OR board = ?2)",
+            params![from_day, board],
+            |row| {
+                Ok(match (row.get::<_, Option<i32>>(0)?, row.get(1)?) {
+                    (Some(a), Some(b)) => Some((a, b)),
+                    _ => None,
+                })
+            },
+        )
+        .map_err(|e| self.err(e))
+    }
+
+    fn fleet_summaries(
+        &self,
+        f: &SummaryFilter,
+        each: &mut dyn FnMut(i32, String, Vec<u8>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let conn = self.reader()?;
+        let mut st = conn
+            .prepare(
+                "SELECT start, board, summary FROM fleet_summaries WHERE span = ?1 \
+                 AND (?2 IS NULL OR start >= ?2) AND (?3 IS NULL OR start < ?3) \
+                 AND (?4 IS NULL OR board = ?4) ORDER BY start, board",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = st
+            .query(params![f.span, f.from_day, f.until_day, f.board])
+            .map_err(|e| self.err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            each(
+                row.get(0).map_err(|e| self.err(e))?,
+                row.get(1).map_err(|e| self.err(e))?,
+                row.get(2).map_err(|e| self.err(e))?,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn fleet_several_keys(&self) -> Result<Vec<(String, i32)>, StoreError> {
+        let conn = self.reader()?;
+        let mut st = conn
+            .prepare("SELECT unit, keys FROM fleet_units WHERE keys > 1 ORDER BY unit")
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+    }
+
+    fn fleet_issues(
+        &self,
+        f: &FleetFilter,
+        limit: usize,
+    ) -> Result<(Vec<FleetRow>, u64), StoreError> {
+        let conn = self.reader()?;
+        let (sql, args) = issue_query(f);
+        let total: i64 = conn
+            .query_row(
+                &format!("SELECT count(*) FROM ({sql})"),
+                rusqlite::params_from_iter(args.clone()),
+                |row| row.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        let mut st = conn
+            .prepare(&format!("{sql} ORDER BY file LIMIT {limit}"))
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(rusqlite::params_from_iter(args), |row| {
+                Ok(FleetRow {
+                    file: row.get(0)?,
+                    kind: row.get(1)?,
+                    body: row.get(2)?,
+                    record: Vec::new(),
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        let rows = rows
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))?;
+        Ok((rows, total as u64))
+    }
+
     fn lookup(&self, report_id: &str, sha256: &str) -> Result<Option<Stored>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let row: Option<(Option<String>, Vec<u8>)> = conn
@@ -451,4 +743,23 @@ impl Store for Sqlite {
         .map(|n| n as u64)
         .map_err(|e| self.err(e))
     }
+}
+
+/// The rows of a fleet query that are not records: (SQL, its arguments).
+fn issue_query(f: &FleetFilter) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = String::from("SELECT file, kind, body FROM fleet_records WHERE kind <> 'record'");
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    if let Some(t) = f.since_ns {
+        args.push(t.into());
+        sql.push_str(&format!(" AND started_ns >= ?{}", args.len()));
+    }
+    match f.board.as_deref().map(str::trim) {
+        Some(usbperf_fleet::extract::UNKNOWN_BOARD) => sql.push_str(" AND board IS NULL"),
+        Some(b) => {
+            args.push(b.to_string().into());
+            sql.push_str(&format!(" AND board = ?{}", args.len()));
+        }
+        None => {}
+    }
+    (sql, args)
 }
