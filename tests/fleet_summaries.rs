@@ -215,6 +215,44 @@ fn compare(e: &FleetSummary, s: &FleetSummary) {
             .collect()
     };
     assert_eq!(curves(e), curves(s), "write curves");
+    // Builds: the same pairs, figures compared and regressions named; each change within the
+    // medians' accuracy.
+    assert_eq!(e.builds.len(), s.builds.len(), "build pairs");
+    for (a, b) in e.builds.iter().zip(&s.builds) {
+        assert_eq!(
+            (
+                &a.board,
+                &a.from,
+                &a.to,
+                a.reports_from,
+                a.reports_to,
+                a.compared
+            ),
+            (
+                &b.board,
+                &b.from,
+                &b.to,
+                b.reports_from,
+                b.reports_to,
+                b.compared
+            )
+        );
+        let named = |c: &usbperf::fleet::builds::BuildComparison| -> Vec<(String, String)> {
+            c.regressions
+                .iter()
+                .map(|r| (r.class.clone(), r.metric.clone()))
+                .collect()
+        };
+        assert_eq!(named(a), named(b), "{} to {}: regressions", a.from, a.to);
+        for (x, y) in a.regressions.iter().zip(&b.regressions) {
+            assert!(
+                (x.change_percent - y.change_percent).abs() < 0.3,
+                "{x:?} {y:?}"
+            );
+            assert_eq!((x.n_from, x.n_to), (y.n_from, y.n_to));
+        }
+    }
+
     let keys =
         |v: &FleetSummary| -> Vec<Vec<String>> { v.groups.iter().map(|g| g.key.clone()).collect() };
     assert_eq!(keys(e), keys(s), "groups");
@@ -251,7 +289,18 @@ fn the_fleet_from_summaries_agrees_with_the_exact_fleet_within_the_stated_error(
     generate(
         &dir,
         2_500,
-        &["--schema", "2", "--field-months", "3", "--outliers", "30"],
+        &[
+            "--schema",
+            "2",
+            "--field-months",
+            "3",
+            "--outliers",
+            "30",
+            "--builds",
+            "7.1,7.2,7.3",
+            "--regress",
+            "emmc:seq-write:-18",
+        ],
     );
     let (partial, files) = summaries(&dir);
     assert_eq!(files, 10_000);
@@ -265,11 +314,17 @@ fn the_fleet_from_summaries_agrees_with_the_exact_fleet_within_the_stated_error(
     ] {
         let opts = FleetOptions {
             group_by: group_by.clone(),
+            compare_builds: true,
             ..FleetOptions::default()
         };
         let e = exact(&dir, opts.clone());
         let s = partial.finish(&Selection::default(), &opts, files, Vec::new(), Vec::new());
         assert!(e.units > 2_000 && e.groups.len() >= 2, "{group_by:?}");
+        assert!(
+            e.builds.iter().any(|b| !b.regressions.is_empty()),
+            "the planted regression is named: {:?}",
+            e.builds
+        );
         compare(&e, &s);
     }
     // One board, from a day on: the summaries of the selected days and board.

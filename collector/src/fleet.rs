@@ -146,10 +146,10 @@ const ISSUES_LISTED: usize = 1000;
 
 /// The fleet `q` selects: from the stored summaries, merged per board and day or week, so
 /// its cost grows with the days and groups selected, not with the reports; from every
-/// stored record with `q.exact`, and for build comparison and wear, which follow single
-/// reports and parts. `--since` takes whole days (UTC) from summaries.
+/// stored record with `q.exact`, and for wear, which follows single parts. `--since` takes
+/// whole days (UTC) from summaries.
 pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbError> {
-    if q.exact || q.compare_builds || q.wear {
+    if q.exact || q.wear {
         return fleet_exact(store, q);
     }
     // What was stored since the last fold is folded first: a query sees every report
@@ -160,6 +160,7 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbEr
     let span = store.fleet_summary_days(since_day, board)?;
     let opts = FleetOptions {
         group_by: q.group_by.clone(),
+        compare_builds: q.compare_builds,
         load: LoadOptions {
             since: q.since,
             board: q.board.clone(),

@@ -15,9 +15,19 @@ use usbperf_fleet::partial::{BoardDay, Partial, UnitBook};
 use usbperf_fleet::stats::bucket_start;
 use usbperf_fleet::stored::{self, StoredError};
 
-/// Queue entries folded per transaction: a few MB of summaries rewritten, well under a
-/// second, so ingest waits little for the store's writer.
+/// Queue entries folded per transaction while reports arrive one by one: a few MB of
+/// summaries rewritten, well under a second, so ingest waits little for the store's writer.
 pub const FOLD_BATCH: usize = 512;
+/// The most folded per transaction: a rebuild queues every report in order of start, and
+/// a batch rewrites the one or two days (and week) it covers, so larger batches rewrite
+/// each summary fewer times.
+pub const FOLD_BATCH_MAX: usize = 16_384;
+
+/// How many to fold per transaction with `queued` waiting: [`FOLD_BATCH`] for the trickle of
+/// a line's uploads, up to [`FOLD_BATCH_MAX`] for a rebuild's backlog.
+pub fn fold_batch_size(queued: u64) -> usize {
+    (queued / 16).clamp(FOLD_BATCH as u64, FOLD_BATCH_MAX as u64) as usize
+}
 
 /// What the summaries are built by: a stored summary, a unit's entry, the records they are
 /// folded from and the rules they follow. A store whose summaries were built by another

@@ -3,10 +3,12 @@
 //! (Mann-Whitney U) and the change of the median; a regression is named only when the test
 //! and the size of the change both say so, and a pair with too few reports says that instead.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+
+use super::sketch::Sketch;
 
 /// Figures of each side a comparison needs; fewer, and the pair says so rather than guess.
 pub const MIN_REPORTS: usize = 8;
@@ -49,56 +51,174 @@ impl BuildValues {
 
     /// Each board's builds, oldest first, each compared with the one before it.
     pub fn compare(&self) -> Vec<BuildComparison> {
-        let mut boards: HashMap<&str, Vec<(&str, DateTime<Utc>)>> = HashMap::new();
-        for ((board, build), at) in &self.first {
-            boards.entry(board).or_default().push((build, *at));
-        }
-        let mut out = Vec::new();
-        let mut names: Vec<&&str> = boards.keys().collect();
-        names.sort();
-        for board in names {
-            let mut builds = boards[*board].clone();
-            builds.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
-            for pair in builds.windows(2) {
-                out.push(self.pair(board, pair[0].0, pair[1].0));
-            }
-        }
-        out
+        compare(
+            &self.first,
+            &self.reports,
+            |board, build, class, metric| {
+                let v = self.values.get(&(
+                    board.to_string(),
+                    build.to_string(),
+                    class.to_string(),
+                    metric.to_string(),
+                ))?;
+                let mut pairs: Vec<(f64, u64)> = v.iter().map(|x| (*x, 1)).collect();
+                super::stats::sort_weighted(&mut pairs);
+                Some(pairs)
+            },
+            |board, build| {
+                self.values
+                    .keys()
+                    .filter(|(bd, bl, _, _)| bd == board && bl == build)
+                    .map(|(_, _, c, m)| (c.clone(), m.clone()))
+                    .collect()
+            },
+        )
+    }
+}
+
+/// The figures of every (board, build, class, metric) as sketches, as the fleet's summaries
+/// keep them per day: mergeable, and compared as [`BuildValues`] compares the values (the
+/// rank test's ties are a bucket's values, within the sketch's accuracy of each other).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BuildSketches {
+    pub values: BTreeMap<(String, String, String, String), Sketch>,
+    /// When each (board, build) was first seen, and its reports.
+    pub first: BTreeMap<(String, String), (DateTime<Utc>, usize)>,
+}
+
+impl BuildSketches {
+    /// Notes one report of `board` on `build`, started at `at`.
+    pub fn report(&mut self, board: &str, build: &str, at: DateTime<Utc>) {
+        let e = self
+            .first
+            .entry((board.to_string(), build.to_string()))
+            .or_insert((at, 0));
+        e.0 = e.0.min(at);
+        e.1 += 1;
     }
 
-    fn pair(&self, board: &str, from: &str, to: &str) -> BuildComparison {
+    pub fn add(&mut self, board: &str, build: &str, class: &str, metric: &str, v: f64, ppm: u32) {
+        let key = (board.into(), build.into(), class.into(), metric.into());
+        let s = self
+            .values
+            .entry(key)
+            .or_insert_with(|| Sketch::new(ppm).expect("a valid accuracy"));
+        // Refused values (not finite, negative) are no figure.
+        let _ = s.insert(v);
+    }
+
+    pub fn merge(&mut self, o: &BuildSketches) {
+        for (k, s) in &o.values {
+            match self.values.get_mut(k) {
+                // Sketches of one accuracy, made by this crate.
+                Some(mine) => {
+                    let _ = mine.merge(s);
+                }
+                None => {
+                    self.values.insert(k.clone(), s.clone());
+                }
+            }
+        }
+        for (k, (at, n)) in &o.first {
+            let e = self.first.entry(k.clone()).or_insert((*at, 0));
+            e.0 = e.0.min(*at);
+            e.1 += n;
+        }
+    }
+
+    /// Each board's builds, oldest first, each compared with the one before it.
+    pub fn compare(&self) -> Vec<BuildComparison> {
+        let first: HashMap<(String, String), DateTime<Utc>> =
+            self.first.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+        let reports: HashMap<(String, String), usize> =
+            self.first.iter().map(|(k, v)| (k.clone(), v.1)).collect();
+        compare(
+            &first,
+            &reports,
+            |board, build, class, metric| {
+                let s = self.values.get(&(
+                    board.to_string(),
+                    build.to_string(),
+                    class.to_string(),
+                    metric.to_string(),
+                ))?;
+                Some(s.pairs())
+            },
+            |board, build| {
+                self.values
+                    .keys()
+                    .filter(|(bd, bl, _, _)| bd == board && bl == build)
+                    .map(|(_, _, c, m)| (c.clone(), m.clone()))
+                    .collect()
+            },
+        )
+    }
+}
+
+/// Each board's builds, oldest first (`first`: when each was first seen), each compared with
+/// the one before it; `pairs(board, build, class, metric)` gives a build's figures as
+/// (value, times) ascending, `figures(board, build)` the (class, metric) it has.
+fn compare(
+    first: &HashMap<(String, String), DateTime<Utc>>,
+    reports: &HashMap<(String, String), usize>,
+    pairs: impl Fn(&str, &str, &str, &str) -> Option<Vec<(f64, u64)>>,
+    figures: impl Fn(&str, &str) -> Vec<(String, String)>,
+) -> Vec<BuildComparison> {
+    let mut boards: HashMap<&str, Vec<(&str, DateTime<Utc>)>> = HashMap::new();
+    for ((board, build), at) in first {
+        boards.entry(board).or_default().push((build, *at));
+    }
+    let mut out = Vec::new();
+    let mut names: Vec<&&str> = boards.keys().collect();
+    names.sort();
+    for board in names {
+        let mut builds = boards[*board].clone();
+        builds.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+        for pair in builds.windows(2) {
+            out.push(compare_pair(
+                reports, &pairs, &figures, board, pair[0].0, pair[1].0,
+            ));
+        }
+    }
+    out
+}
+
+fn compare_pair(
+    reports: &HashMap<(String, String), usize>,
+    pairs: &impl Fn(&str, &str, &str, &str) -> Option<Vec<(f64, u64)>>,
+    figures: &impl Fn(&str, &str) -> Vec<(String, String)>,
+    board: &str,
+    from: &str,
+    to: &str,
+) -> BuildComparison {
+    {
         let count = |b: &str| {
-            self.reports
+            reports
                 .get(&(board.to_string(), b.to_string()))
                 .copied()
                 .unwrap_or(0)
         };
-        let mut keys: Vec<(&str, &str)> = self
-            .values
-            .keys()
-            .filter(|(bd, bl, _, _)| bd == board && bl == from)
-            .map(|(_, _, c, m)| (c.as_str(), m.as_str()))
-            .collect();
+        let mut keys = figures(board, from);
         keys.sort();
         let mut regressions = Vec::new();
         let mut compared = 0;
-        for (class, metric) in keys {
-            let get = |b: &str| {
-                self.values.get(&(
-                    board.to_string(),
-                    b.to_string(),
-                    class.to_string(),
-                    metric.to_string(),
-                ))
-            };
-            let (Some(a), Some(b)) = (get(from), get(to)) else {
+        for (class, metric) in &keys {
+            let (class, metric) = (class.as_str(), metric.as_str());
+            let (Some(a), Some(b)) = (
+                pairs(board, from, class, metric),
+                pairs(board, to, class, metric),
+            ) else {
                 continue;
             };
-            if a.len() < MIN_REPORTS || b.len() < MIN_REPORTS {
+            let n = |v: &[(f64, u64)]| v.iter().map(|p| p.1).sum::<u64>() as usize;
+            let (na, nb) = (n(&a), n(&b));
+            if na < MIN_REPORTS || nb < MIN_REPORTS {
                 continue;
             }
             compared += 1;
-            let (ma, mb) = (median(a), median(b));
+            let median =
+                |v: &[(f64, u64)]| super::stats::weighted_percentile(v, 50.0).unwrap_or(f64::NAN);
+            let (ma, mb) = (median(&a), median(&b));
             if ma == 0.0 {
                 continue;
             }
@@ -108,22 +228,20 @@ impl BuildValues {
             } else {
                 change < 0.0
             };
-            let p = mann_whitney_p(a, b);
+            let p = mann_whitney_p_pairs(&a, &b);
             if worse && change.abs() >= MIN_CHANGE_PERCENT && p < MAX_P {
                 regressions.push(Regression {
                     words: format!(
                         "{metric} on {class}, board {board}: {change:+.0} % from {from} to {to} \
-                         ({}, n = {} / {})",
+                         ({}, n = {na} / {nb})",
                         p_words(p),
-                        a.len(),
-                        b.len()
                     ),
                     class: class.into(),
                     metric: metric.into(),
                     change_percent: change,
                     p_value: p,
-                    n_from: a.len(),
-                    n_to: b.len(),
+                    n_from: na,
+                    n_to: nb,
                 });
             }
         }
@@ -196,40 +314,54 @@ pub struct Regression {
     pub words: String,
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    super::stats::sort_f64(&mut s);
-    super::stats::percentile(&s, 50.0).unwrap_or(f64::NAN)
-}
-
 /// The two-sided p of the Mann-Whitney U test of `a` against `b`: the normal approximation
 /// with the tie correction and a continuity correction of 0.5, good from about 8 values a
 /// side (the comparison's minimum). 1 when every value is equal.
 pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
-    let (n1, n2) = (a.len() as f64, b.len() as f64);
-    if a.is_empty() || b.is_empty() {
+    let pairs = |v: &[f64]| {
+        let mut p: Vec<(f64, u64)> = v.iter().map(|x| (*x, 1)).collect();
+        super::stats::sort_weighted(&mut p);
+        p
+    };
+    mann_whitney_p_pairs(&pairs(a), &pairs(b))
+}
+
+/// [`mann_whitney_p`] of values given as (value, times), ascending (as
+/// [`super::stats::sort_weighted`] leaves them, or a sketch's pairs): equal values are ties.
+pub fn mann_whitney_p_pairs(a: &[(f64, u64)], b: &[(f64, u64)]) -> f64 {
+    let n1 = a.iter().map(|p| p.1).sum::<u64>() as f64;
+    let n2 = b.iter().map(|p| p.1).sum::<u64>() as f64;
+    if n1 == 0.0 || n2 == 0.0 {
         return 1.0;
     }
-    let mut all: Vec<(f64, bool)> = a
-        .iter()
-        .map(|&v| (v, true))
-        .chain(b.iter().map(|&v| (v, false)))
-        .collect();
-    all.sort_by(|x, y| x.0.total_cmp(&y.0));
-    // Average ranks over ties, and the ties' sizes for the variance.
+    // Walk both in order: each distinct value is a tie group of its counts on either side,
+    // ranked at the average of the ranks it spans.
+    let (mut i, mut j) = (0, 0);
+    let mut below = 0.0;
     let mut rank_a = 0.0;
     let mut tie_term = 0.0;
-    let mut i = 0;
-    while i < all.len() {
-        let mut j = i;
-        while j + 1 < all.len() && all[j + 1].0 == all[i].0 {
+    while i < a.len() || j < b.len() {
+        let v = match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) => x.0.min(y.0),
+            (Some(x), None) => x.0,
+            (None, Some(y)) => y.0,
+            (None, None) => break,
+        };
+        let mut ca = 0.0;
+        while i < a.len() && a[i].0 == v {
+            ca += a[i].1 as f64;
+            i += 1;
+        }
+        let mut cb = 0.0;
+        while j < b.len() && b[j].0 == v {
+            cb += b[j].1 as f64;
             j += 1;
         }
-        let avg = (i + j) as f64 / 2.0 + 1.0;
-        let t = (j - i + 1) as f64;
+        let t = ca + cb;
+        let avg = below + (t + 1.0) / 2.0;
         tie_term += t * t * t - t;
-        rank_a += avg * all[i..=j].iter().filter(|x| x.1).count() as f64;
-        i = j + 1;
+        rank_a += avg * ca;
+        below += t;
     }
     let u1 = rank_a - n1 * (n1 + 1.0) / 2.0;
     let mean = n1 * n2 / 2.0;

@@ -29,8 +29,9 @@
 //!   units whose latest run is on each day, moved when a later run arrives.
 //!
 //! What is kept per day, not per report: `--since` selects whole days (UTC), and duplicates
-//! are the store's to refuse (it keeps each `report_id` once). Build comparison and wear
-//! follow individual reports and parts, and are not summarised here.
+//! are the store's to refuse (it keeps each `report_id` once). Wear follows single parts
+//! and is not summarised here; build comparison is (a sketch per board, build, class and
+//! figure, its rank test's ties a bucket's values).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -43,6 +44,7 @@ use super::aggregate::{
     Outlier, PortLinks, ReasonCount, Signatures, TrendPoint, UnitKeys, YieldRow, CONFIGS,
     MAX_OUTLIERS,
 };
+use super::builds::BuildSketches;
 use super::distinct::Distinct;
 use super::extract::{FleetReason, RejectedFigure, UnitRecord, POWER_CUT_PHASE};
 use super::sketch::Sketch;
@@ -196,6 +198,8 @@ pub struct BoardDay {
     pub rejected: u64,
     pub rejected_kept: Vec<RejectedFigure>,
     pub slots: BTreeMap<Slot, SlotDay>,
+    /// Every figure of the runs by build, class and metric, for `--compare-builds`.
+    pub builds: BuildSketches,
 }
 
 impl BoardDay {
@@ -231,6 +235,7 @@ impl BoardDay {
         for r in &o.rejected_kept {
             keep_rejected(&mut self.rejected_kept, r);
         }
+        self.builds.merge(&o.builds);
         for (slot, sd) in &o.slots {
             let mine = self.slots.entry(slot.clone()).or_default();
             mine.devices += sd.devices;
@@ -454,6 +459,15 @@ impl Partial {
         let mut one = Distinct::default();
         one.insert_hash(unit_hash);
         add_config(&mut bd.configs, &r.thresholds, &one);
+        if run {
+            bd.builds.report(&r.board, &r.build, r.started_at);
+            for d in &r.devices {
+                for (metric, v, _) in &d.values {
+                    bd.builds
+                        .add(&r.board, &r.build, &d.class, metric, *v, SUMMARY_PPM);
+                }
+            }
+        }
         let weights = class_weights(&r.devices);
         for d in r.devices {
             let (w_all, w_pass) = weights(&d.class, d.pass);
@@ -580,8 +594,8 @@ impl Partial {
     }
 
     /// The fleet summary of the selected summaries, grouped as `opts` says. `files`,
-    /// `errors` and `skipped` are the caller's (what it read or refused); `opts.compare_builds`
-    /// and `opts.wear` are not kept in summaries and are left empty.
+    /// `errors` and `skipped` are the caller's (what it read or refused); `opts.wear` follows
+    /// single parts, which summaries do not keep, and is left empty.
     pub fn finish(
         &self,
         sel: &Selection,
@@ -653,6 +667,8 @@ pub struct Summarizer<'o> {
     rejected: Vec<RejectedFigure>,
     /// Summaries of one board are read: a unit counts by its latest run of that board.
     one_board: bool,
+    /// Every figure by build, when builds are compared.
+    builds: Option<BuildSketches>,
 }
 
 impl<'o> Summarizer<'o> {
@@ -662,6 +678,7 @@ impl<'o> Summarizer<'o> {
         let days = span.map_or(0, |(a, b)| i64::from(b) - i64::from(a));
         Summarizer {
             one_board: opts.load.board.is_some(),
+            builds: opts.compare_builds.then(BuildSketches::default),
             opts,
             span,
             bucket_days: if days <= 62 { 1 } else { 7 },
@@ -730,6 +747,9 @@ impl<'o> Summarizer<'o> {
         }
         for r in &bd.rejected_kept {
             keep_rejected_all(&mut self.rejected, r);
+        }
+        if let Some(b) = &mut self.builds {
+            b.merge(&bd.builds);
         }
         let bucket = stats::bucket_start(start, self.bucket_days);
         for (slot, sd) in &bd.slots {
@@ -888,7 +908,7 @@ impl<'o> Summarizer<'o> {
                 )
                 .collect(),
             groups: out_groups,
-            builds: Vec::new(),
+            builds: self.builds.map(|b| b.compare()).unwrap_or_default(),
             wear: None,
             factory_thresholds: thresholds,
             write_curves: self

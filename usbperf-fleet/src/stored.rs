@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 
+use super::builds::BuildSketches;
 use super::bytes::{BytesError, Reader, Writer};
 use super::distinct::Distinct;
 use super::extract::RejectedFigure;
@@ -125,6 +126,7 @@ pub fn encode(d: &BoardDay) -> Vec<u8> {
         rejected,
         rejected_kept,
         slots,
+        builds,
     } = d;
     let mut s = Strings::default();
     let mut w = Writer::with_capacity(4096);
@@ -258,6 +260,22 @@ pub fn encode(d: &BoardDay) -> Vec<u8> {
                 }
             }
         }
+    }
+    let BuildSketches { values, first } = builds;
+    w.len(first.len());
+    for ((board, build), (at, n)) in first {
+        s.put(&mut w, board);
+        s.put(&mut w, build);
+        w.i64(at.timestamp());
+        w.u64(u64::from(at.timestamp_subsec_nanos()));
+        w.len(*n);
+    }
+    w.len(values.len());
+    for ((board, build, class, metric), sketch) in values {
+        for x in [board, build, class, metric] {
+            s.put(&mut w, x);
+        }
+        w.blob(&sketch.encode());
     }
     let mut out = Writer::with_capacity(w.0.len() + 64 * s.list.len());
     out.byte(FORMAT);
@@ -407,6 +425,25 @@ pub fn decode(bytes: &[u8]) -> Result<BoardDay, StoredError> {
             );
         }
         d.slots.insert(slot, sd);
+    }
+    for _ in 0..r.count(5, "the builds")? {
+        let key = (get(t, &mut r, "a build")?, get(t, &mut r, "a build")?);
+        let secs = r.i64("a build")?;
+        let nanos = u32::try_from(r.u64("a build")?).map_err(|_| BytesError::Range("a build"))?;
+        let at: DateTime<Utc> =
+            DateTime::from_timestamp(secs, nanos).ok_or(BytesError::Range("a build"))?;
+        d.builds.first.insert(key, (at, r.len("a build")?));
+    }
+    for _ in 0..r.count(5, "the builds' figures")? {
+        let key = (
+            get(t, &mut r, "a build's figure")?,
+            get(t, &mut r, "a build's figure")?,
+            get(t, &mut r, "a build's figure")?,
+            get(t, &mut r, "a build's figure")?,
+        );
+        d.builds
+            .values
+            .insert(key, sketch(&mut r, "a build's figure")?);
     }
     r.finish()?;
     Ok(d)

@@ -15,7 +15,7 @@ use super::{
     FleetFilter, FleetRow, Pending, Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
 };
 use crate::ingest::{Record, FLEET_RECORD_VERSION};
-use crate::summaries::{fold_batch, generation, FoldError, FOLD_BATCH};
+use crate::summaries::{fold_batch, fold_batch_size, generation, FoldError};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -497,6 +497,7 @@ impl Store for Postgres {
             tx.commit()
         })?;
         let queued = self.fleet_queued()?;
+        let batch_size = fold_batch_size(queued);
         let mut folded = 0u64;
         loop {
             let step = self.with_session(|c| {
@@ -508,7 +509,7 @@ impl Store for Postgres {
                     "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record \
                      FROM fleet_queue q LEFT JOIN fleet_records f ON f.report_id = q.report_id \
                      ORDER BY q.seq LIMIT $1",
-                    &[&(FOLD_BATCH as i64)],
+                    &[&(batch_size as i64)],
                 )?;
                 if batch.is_empty() {
                     return Ok(Ok(0));

@@ -11,7 +11,7 @@ use super::{
     FleetFilter, FleetRow, Pending, Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
 };
 use crate::ingest::{rfc3339_ns, Record, FLEET_RECORD_VERSION};
-use crate::summaries::{fold_batch, generation, FOLD_BATCH};
+use crate::summaries::{fold_batch, fold_batch_size, generation};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -494,6 +494,7 @@ impl Store for Sqlite {
             tx.commit().map_err(|e| self.err(e))?;
         }
         let queued = self.fleet_queued()?;
+        let batch_size = fold_batch_size(queued);
         let mut folded = 0u64;
         loop {
             let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
@@ -507,7 +508,7 @@ impl Store for Sqlite {
                     )
                     .map_err(|e| self.err(e))?;
                 let rows = st
-                    .query_map(params![FOLD_BATCH as i64], |row| {
+                    .query_map(params![batch_size as i64], |row| {
                         Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
                     })
                     .map_err(|e| self.err(e))?;
