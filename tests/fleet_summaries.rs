@@ -35,6 +35,11 @@ fn generate(dir: &Path, units: u32, extra: &[&str]) {
 /// Folds every report of `dir` into summaries, in name order, as a collector would as they
 /// arrive.
 fn summaries(dir: &Path) -> (Partial, usize) {
+    let (p, n, _) = summaries_and_units(dir);
+    (p, n)
+}
+
+fn summaries_and_units(dir: &Path) -> (Partial, usize, UnitBook) {
     let found = load::collect_paths(&[dir.to_path_buf()]).unwrap();
     let mut partial = Partial::new(FleetOptions::default().curves_per_model);
     let mut book = UnitBook::default();
@@ -46,7 +51,7 @@ fn summaries(dir: &Path) -> (Partial, usize) {
         }
         other => panic!("every generated report reads: {other:?}"),
     });
-    (partial, paths.len())
+    (partial, paths.len(), book)
 }
 
 fn exact(dir: &Path, opts: FleetOptions) -> FleetSummary {
@@ -397,7 +402,18 @@ fn a_stored_summary_reads_back_equal_and_a_damaged_one_is_refused() {
         120,
         &["--schema", "2", "--field-months", "1", "--outliers", "4"],
     );
-    let (partial, _) = summaries(&dir);
+    let (partial, _, book) = summaries_and_units(&dir);
+    for (unit, state) in book.entries() {
+        let bytes = stored::encode_unit(state);
+        assert_eq!(&stored::decode_unit(&bytes).unwrap(), state, "{unit}");
+        for cut in 0..bytes.len() {
+            assert!(
+                stored::decode_unit(&bytes[..cut]).is_err(),
+                "{unit} cut at {cut}"
+            );
+        }
+    }
+    assert!(book.len() >= 120);
     let mut sizes = Vec::new();
     for bd in partial.days.values() {
         let bytes = stored::encode(bd);

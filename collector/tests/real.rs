@@ -424,12 +424,24 @@ fn uploaders(
     extra: &[&str],
     delivered: &Arc<Mutex<HashSet<String>>>,
 ) -> Vec<(std::process::Child, std::thread::JoinHandle<()>)> {
+    uploaders_to(&[c], reports, spools, extra, delivered)
+}
+
+/// 50 uploaders, each sending its share of `reports` to one of `cs` in turn.
+fn uploaders_to(
+    cs: &[&Collector],
+    reports: &[PathBuf],
+    spools: &Path,
+    extra: &[&str],
+    delivered: &Arc<Mutex<HashSet<String>>>,
+) -> Vec<(std::process::Child, std::thread::JoinHandle<()>)> {
     const UPLOADERS: usize = 50;
     let per = reports.len().div_ceil(UPLOADERS);
     reports
         .chunks(per)
         .enumerate()
         .map(|(i, chunk)| {
+            let c = cs[i % cs.len()];
             let mut cmd = upload_cmd(&c.url(), &c.tokens, &spools.join(format!("u{i}")));
             cmd.args(extra)
                 .args(chunk)
@@ -573,6 +585,74 @@ fn load_sqlite_1000_reports_from_50_uploaders_stored_exactly_once() {
 fn load_postgres_1000_reports_from_50_uploaders_stored_exactly_once() {
     let pg = Pg::start();
     load_exactly_once(&pg.url(), "pg-load");
+}
+
+/// Two collectors on one PostgreSQL, as behind a load balancer: 1,000 reports from 50
+/// uploaders through both, one collector killed -9 mid-load and started again. Every
+/// acknowledged report is stored exactly once, the fleet's summaries (folded by both
+/// collectors' threads and queries, one at a time under the database's lock) count each
+/// report once, and both pages are the same page.
+#[test]
+fn two_collectors_on_one_postgres_store_and_summarise_each_report_once() {
+    let pg = Pg::start();
+    let dir = TempDir::new("pg-two");
+    let reports = fleet(1000, 23, "yaml", &dir.path().join("fleet"));
+    let pages = [free_port(), free_port()];
+    let page = |i: usize| format!("127.0.0.1:{}", pages[i]);
+    let mut a = Collector::start_with(&pg.url(), &["--page-listen", &page(0)]);
+    let b = Collector::start_with(&pg.url(), &["--page-listen", &page(1)]);
+    let delivered = Arc::new(Mutex::new(HashSet::new()));
+    let procs = uploaders_to(
+        &[&a, &b],
+        &reports,
+        &dir.path().join("spools"),
+        &["--attempts", "40", "--timeout", "5s"],
+        &delivered,
+    );
+    let t0 = Instant::now();
+    while delivered.lock().unwrap().len() < 300 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the load did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    a.kill9();
+    let acked: HashSet<String> = delivered.lock().unwrap().clone();
+    let stored: HashSet<String> = stored_ids(&pg.url()).into_iter().collect();
+    let lost: Vec<&String> = acked.difference(&stored).collect();
+    assert!(lost.is_empty(), "acknowledged but not stored: {lost:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    a.restart();
+    wait_all(procs);
+    assert_eq!(count(&pg.url(), "reports"), 1000);
+    assert_eq!(stored_ids(&pg.url()).len(), 1000);
+    assert_eq!(
+        count(&pg.url(), "devices"),
+        2000,
+        "no report stored twice or in part"
+    );
+    // Both pages: the same summaries, every report in them once.
+    let get = |i: usize| -> String {
+        ureq::get(&format!("http://{}/fleet.json", page(i)))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap()
+    };
+    let (pa, pb) = (get(0), get(1));
+    assert_eq!(pa, pb, "the two collectors serve the same page");
+    let v: serde_json::Value = serde_json::from_str(&pa).unwrap();
+    assert_eq!(v["reports"], 1000, "each report folded once");
+    assert_eq!(count(&pg.url(), "fleet_queue"), 0, "nothing left to fold");
+    let exact = Command::new(collect_bin())
+        .args(["fleet", "--db", &pg.url(), "--exact", "--format", "json"])
+        .output()
+        .unwrap();
+    let e: serde_json::Value = serde_json::from_slice(&exact.stdout).unwrap();
+    for k in ["reports", "units", "devices", "device_pass_rate"] {
+        assert_eq!(v[k], e[k], "{k}: the summaries against every record");
+    }
 }
 
 #[test]

@@ -17,7 +17,7 @@ rate are printed: the cost a store pays once, and per report as they arrive), an
 query runs R times (best time; the largest peak RSS, from wait4):
 - `fleet --format json`, from the summaries;
 - `fleet --suggest-thresholds --board B`, the learned limits of the larger board;
-- `fleet --compare-builds --format json`, which reads every record;
+- `fleet --compare-builds --format json`, each build against the one before it;
 - `fleet --exact --format json`, the records path, up to --exact-up-to reports (1,000,000);
 - the page: GET /fleet.json from a collector serving --page-listen, its peak RSS (VmHWM)
   after the query (a fresh collector per run, so the page cache does not answer).
@@ -160,7 +160,7 @@ def main():
                     ("fleet --format json", ["fleet", "--db", db, "--format", "json"]),
                     ("learned thresholds", ["fleet", "--db", db, "--board", board,
                                             "--suggest-thresholds"]),
-                    ("--compare-builds (records)", ["fleet", "--db", db, "--compare-builds",
+                    ("--compare-builds", ["fleet", "--db", db, "--compare-builds",
                                                     "--format", "json"]),
                 ]
                 if n <= a.exact_up_to:

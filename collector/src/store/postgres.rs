@@ -118,7 +118,7 @@ CREATE TABLE IF NOT EXISTS fleet_summaries (
     PRIMARY KEY (span, start, board)
 );
 CREATE TABLE IF NOT EXISTS fleet_meta (name text PRIMARY KEY, value text NOT NULL);
-CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (started_ns) WHERE kind <> 'record';
+CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (board, started_ns) WHERE kind <> 'record';
 ";
 
 /// Held by the one collector folding the queue at a time (transaction-scoped).
@@ -142,6 +142,10 @@ pub struct Postgres {
     /// The fleet's reads (a query, the page, a stored report), on a session of their own: a
     /// fleet of many reports holds its session for seconds, and no upload waits behind it.
     reader: Mutex<Option<Client>>,
+    /// Every stored report had its fleet record of this version when last checked: what this
+    /// process stores always has one, so the check (two counts over every report) runs
+    /// once, not before every fold and query.
+    backfilled: std::sync::atomic::AtomicBool,
 }
 
 fn connect(config: &::postgres::Config) -> Result<Client, StoreError> {
@@ -175,6 +179,7 @@ impl Postgres {
             sessions: v,
             next: AtomicUsize::new(0),
             reader: Mutex::new(None),
+            backfilled: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -233,6 +238,72 @@ impl Postgres {
 fn lost(e: &::postgres::Error, client: &Client) -> bool {
     use std::error::Error;
     e.is_closed() || client.is_closed() || e.source().is_some_and(|s| s.is::<std::io::Error>())
+}
+
+impl Postgres {
+    /// Gives every stored report its fleet row of this version; how many it extracted.
+    fn backfill_now(&self) -> Result<u64, StoreError> {
+        let version = FLEET_RECORD_VERSION as i32;
+        // Nothing to do, told by two counts and the version index: the join below visits
+        // every report. A fleet row always has its report (foreign key), so equal counts
+        // mean each report has one.
+        let done: bool = self.with_session(|c| {
+            let row = c.query_one(
+                "SELECT (SELECT count(*) FROM reports) = (SELECT count(*) FROM fleet_records) \
+                 AND NOT EXISTS (SELECT 1 FROM fleet_records WHERE version < $1)",
+                &[&version],
+            )?;
+            Ok(row.get(0))
+        })?;
+        if done {
+            return Ok(0);
+        }
+        let next = || {
+            self.with_session(|c| {
+                let rows = c.query(
+                    "SELECT r.report_id, r.format, r.board, \
+                     (extract(epoch FROM r.started_at) * 1000000)::bigint, r.raw, r.signer_key \
+                     FROM reports r LEFT JOIN fleet_records f ON f.report_id = r.report_id \
+                     WHERE f.report_id IS NULL OR f.version < $1 LIMIT $2",
+                    &[&version, &(BACKFILL_BATCH as i64)],
+                )?;
+                Ok(rows
+                    .into_iter()
+                    .map(|r| Pending {
+                        report_id: r.get(0),
+                        format: r.get(1),
+                        board: r.get(2),
+                        started_ns: r.get::<_, i64>(3).saturating_mul(1000),
+                        raw: r.get(4),
+                        signer_key: r.get(5),
+                    })
+                    .collect())
+            })
+        };
+        let put = |rows: &[(Pending, crate::ingest::FleetColumns)]| {
+            self.with_session(|c| {
+                let mut tx = c.transaction()?;
+                let st = tx.prepare(PUT_FLEET)?;
+                for (p, f) in rows {
+                    tx.execute(
+                        &st,
+                        &[
+                            &p.report_id,
+                            &f.file,
+                            &p.board,
+                            &f.started_ns,
+                            &f.kind,
+                            &f.body,
+                            &version,
+                            &record_value(&f.record),
+                        ],
+                    )?;
+                }
+                tx.commit()
+            })
+        };
+        super::backfill(next, put)
+    }
 }
 
 impl Store for Postgres {
@@ -358,66 +429,13 @@ impl Store for Postgres {
     }
 
     fn fleet_backfill(&self) -> Result<u64, StoreError> {
-        let version = FLEET_RECORD_VERSION as i32;
-        // Nothing to do, told by two counts and the version index: the join below visits
-        // every report. A fleet row always has its report (foreign key), so equal counts
-        // mean each report has one.
-        let done: bool = self.with_session(|c| {
-            let row = c.query_one(
-                "SELECT (SELECT count(*) FROM reports) = (SELECT count(*) FROM fleet_records) \
-                 AND NOT EXISTS (SELECT 1 FROM fleet_records WHERE version < $1)",
-                &[&version],
-            )?;
-            Ok(row.get(0))
-        })?;
-        if done {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.backfilled.load(Relaxed) {
             return Ok(0);
         }
-        let next = || {
-            self.with_session(|c| {
-                let rows = c.query(
-                    "SELECT r.report_id, r.format, r.board, \
-                     (extract(epoch FROM r.started_at) * 1000000)::bigint, r.raw, r.signer_key \
-                     FROM reports r LEFT JOIN fleet_records f ON f.report_id = r.report_id \
-                     WHERE f.report_id IS NULL OR f.version < $1 LIMIT $2",
-                    &[&version, &(BACKFILL_BATCH as i64)],
-                )?;
-                Ok(rows
-                    .into_iter()
-                    .map(|r| Pending {
-                        report_id: r.get(0),
-                        format: r.get(1),
-                        board: r.get(2),
-                        started_ns: r.get::<_, i64>(3).saturating_mul(1000),
-                        raw: r.get(4),
-                        signer_key: r.get(5),
-                    })
-                    .collect())
-            })
-        };
-        let put = |rows: &[(Pending, crate::ingest::FleetColumns)]| {
-            self.with_session(|c| {
-                let mut tx = c.transaction()?;
-                let st = tx.prepare(PUT_FLEET)?;
-                for (p, f) in rows {
-                    tx.execute(
-                        &st,
-                        &[
-                            &p.report_id,
-                            &f.file,
-                            &p.board,
-                            &f.started_ns,
-                            &f.kind,
-                            &f.body,
-                            &version,
-                            &record_value(&f.record),
-                        ],
-                    )?;
-                }
-                tx.commit()
-            })
-        };
-        super::backfill(next, put)
+        let n = self.backfill_now()?;
+        self.backfilled.store(true, Relaxed);
+        Ok(n)
     }
 
     fn fleet_rows(&self, f: &FleetFilter) -> Result<Vec<FleetRow>, StoreError> {
@@ -558,14 +576,18 @@ impl Store for Postgres {
                 for ((span, start, board), figures, bytes) in &out.summaries {
                     tx.execute(&put, &[span, start, board, figures, bytes])?;
                 }
-                let unit = tx.prepare(
-                    "INSERT INTO fleet_units (unit, keys, state) VALUES ($1, $2, $3) \
+                // One statement for the batch's units (up to 16,384): a round trip each was
+                // most of a rebuild's time.
+                let names: Vec<&str> = out.units.iter().map(|u| u.0.as_str()).collect();
+                let keys: Vec<i32> = out.units.iter().map(|u| u.2).collect();
+                let states: Vec<&[u8]> = out.units.iter().map(|u| u.1.as_slice()).collect();
+                tx.execute(
+                    "INSERT INTO fleet_units (unit, keys, state) \
+                     SELECT * FROM unnest($1::text[], $2::integer[], $3::bytea[]) \
                      ON CONFLICT (unit) DO UPDATE SET keys = excluded.keys, \
                      state = excluded.state",
+                    &[&names, &keys, &states],
                 )?;
-                for (u, bytes, keys) in &out.units {
-                    tx.execute(&unit, &[u, keys, bytes])?;
-                }
                 let seqs: Vec<i64> = batch.iter().map(|r| r.get(0)).collect();
                 tx.execute("DELETE FROM fleet_queue WHERE seq = ANY($1)", &[&seqs])?;
                 tx.commit()?;

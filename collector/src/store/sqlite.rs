@@ -106,7 +106,7 @@ CREATE TABLE IF NOT EXISTS fleet_summaries (
     PRIMARY KEY (span, start, board)
 );
 CREATE TABLE IF NOT EXISTS fleet_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (started_ns) WHERE kind <> 'record';
+CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (board, started_ns) WHERE kind <> 'record';
 ";
 
 const QUEUE: &str = "INSERT INTO fleet_queue (report_id) VALUES (?1)";
@@ -129,6 +129,10 @@ fn record_value(record: &[u8]) -> Option<&[u8]> {
 pub struct Sqlite {
     path: String,
     conn: Mutex<Connection>,
+    /// Every stored report had its fleet record of this version when last checked: what this
+    /// process stores always has one, so the check (two counts over every report) runs
+    /// once, not before every fold and query.
+    backfilled: std::sync::atomic::AtomicBool,
 }
 
 impl Sqlite {
@@ -177,6 +181,7 @@ impl Sqlite {
         Ok(Sqlite {
             path: path.to_string(),
             conn: Mutex::new(conn),
+            backfilled: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -223,6 +228,73 @@ impl Sqlite {
             path: self.path.clone(),
             err,
         }
+    }
+}
+
+impl Sqlite {
+    /// Gives every stored report its fleet row of this version; how many it extracted.
+    fn backfill_now(&self) -> Result<u64, StoreError> {
+        // Nothing to do, told by two counts (each over the smallest index) and the version
+        // index: the join below visits every report, a tenth of a second over 100,000.
+        // A fleet row always has its report (foreign key), so equal counts mean each
+        // report has one.
+        let done: bool = {
+            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            conn.query_row(FLEET_DONE, params![FLEET_RECORD_VERSION], |row| row.get(0))
+                .map_err(|e| self.err(e))?
+        };
+        if done {
+            return Ok(0);
+        }
+        let next = || {
+            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = conn
+                .prepare_cached(
+                    "SELECT r.report_id, r.format, r.board, r.started_at, r.raw, r.signer_key \
+                     FROM reports r \
+                     LEFT JOIN fleet_records f ON f.report_id = r.report_id \
+                     WHERE f.report_id IS NULL OR f.version < ?1 LIMIT ?2",
+                )
+                .map_err(|e| self.err(e))?;
+            let rows = st
+                .query_map(
+                    params![FLEET_RECORD_VERSION, BACKFILL_BATCH as i64],
+                    |row| {
+                        Ok(Pending {
+                            report_id: row.get(0)?,
+                            format: row.get(1)?,
+                            board: row.get(2)?,
+                            started_ns: rfc3339_ns(&row.get::<_, String>(3)?),
+                            raw: row.get(4)?,
+                            signer_key: row.get(5)?,
+                        })
+                    },
+                )
+                .map_err(|e| self.err(e))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+        };
+        let put = |rows: &[(Pending, crate::ingest::FleetColumns)]| {
+            let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            let tx = conn.transaction().map_err(|e| self.err(e))?;
+            {
+                let mut st = tx.prepare_cached(PUT_FLEET).map_err(|e| self.err(e))?;
+                for (p, c) in rows {
+                    st.execute(params![
+                        p.report_id,
+                        c.file,
+                        p.board,
+                        c.started_ns,
+                        c.kind,
+                        c.body,
+                        FLEET_RECORD_VERSION,
+                        record_value(&c.record)
+                    ])
+                    .map_err(|e| self.err(e))?;
+                }
+            }
+            tx.commit().map_err(|e| self.err(e))
+        };
+        super::backfill(next, put)
     }
 }
 
@@ -356,67 +428,13 @@ impl Store for Sqlite {
     }
 
     fn fleet_backfill(&self) -> Result<u64, StoreError> {
-        // Nothing to do, told by two counts (each over the smallest index) and the version
-        // index: the join below visits every report, a tenth of a second over 100,000.
-        // A fleet row always has its report (foreign key), so equal counts mean each
-        // report has one.
-        let done: bool = {
-            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-            conn.query_row(FLEET_DONE, params![FLEET_RECORD_VERSION], |row| row.get(0))
-                .map_err(|e| self.err(e))?
-        };
-        if done {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.backfilled.load(Relaxed) {
             return Ok(0);
         }
-        let next = || {
-            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-            let mut st = conn
-                .prepare_cached(
-                    "SELECT r.report_id, r.format, r.board, r.started_at, r.raw, r.signer_key \
-                     FROM reports r \
-                     LEFT JOIN fleet_records f ON f.report_id = r.report_id \
-                     WHERE f.report_id IS NULL OR f.version < ?1 LIMIT ?2",
-                )
-                .map_err(|e| self.err(e))?;
-            let rows = st
-                .query_map(
-                    params![FLEET_RECORD_VERSION, BACKFILL_BATCH as i64],
-                    |row| {
-                        Ok(Pending {
-                            report_id: row.get(0)?,
-                            format: row.get(1)?,
-                            board: row.get(2)?,
-                            started_ns: rfc3339_ns(&row.get::<_, String>(3)?),
-                            raw: row.get(4)?,
-                            signer_key: row.get(5)?,
-                        })
-                    },
-                )
-                .map_err(|e| self.err(e))?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
-        };
-        let put = |rows: &[(Pending, crate::ingest::FleetColumns)]| {
-            let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-            let tx = conn.transaction().map_err(|e| self.err(e))?;
-            {
-                let mut st = tx.prepare_cached(PUT_FLEET).map_err(|e| self.err(e))?;
-                for (p, c) in rows {
-                    st.execute(params![
-                        p.report_id,
-                        c.file,
-                        p.board,
-                        c.started_ns,
-                        c.kind,
-                        c.body,
-                        FLEET_RECORD_VERSION,
-                        record_value(&c.record)
-                    ])
-                    .map_err(|e| self.err(e))?;
-                }
-            }
-            tx.commit().map_err(|e| self.err(e))
-        };
-        super::backfill(next, put)
+        let n = self.backfill_now()?;
+        self.backfilled.store(true, Relaxed);
+        Ok(n)
     }
 
     fn fleet_rows(&self, f: &FleetFilter) -> Result<Vec<FleetRow>, StoreError> {
