@@ -522,19 +522,13 @@ fn load_exactly_once(db: &str, tag: &str) {
     assert!(c.stderr().is_empty(), "{}", c.stderr());
 }
 
-fn kill9_mid_load(db: &str, tag: &str) {
-    let dir = TempDir::new(tag);
-    let reports = fleet(1000, 16, "yaml", &dir.path().join("fleet"));
-    let mut c = Collector::start(db);
-    let delivered = Arc::new(Mutex::new(HashSet::new()));
-    // Enough attempts (with backoff up to 30 s) to outlast the restart.
-    let procs = uploaders(
-        &c,
-        &reports,
-        &dir.path().join("spools"),
-        &["--attempts", "40", "--timeout", "5s"],
-        &delivered,
-    );
+/// Kills `c` with SIGKILL once 300 reports are acknowledged, and checks that every report
+/// acknowledged by then is stored: (acknowledged, stored).
+fn kill9_when_300_delivered(
+    c: &mut Collector,
+    delivered: &Arc<Mutex<HashSet<String>>>,
+    db: &str,
+) -> (HashSet<String>, HashSet<String>) {
     let t0 = Instant::now();
     while delivered.lock().unwrap().len() < 300 {
         assert!(
@@ -551,6 +545,23 @@ fn kill9_mid_load(db: &str, tag: &str) {
         lost.is_empty(),
         "acknowledged but not stored after kill -9: {lost:?}"
     );
+    (acked, stored)
+}
+
+fn kill9_mid_load(db: &str, tag: &str) {
+    let dir = TempDir::new(tag);
+    let reports = fleet(1000, 16, "yaml", &dir.path().join("fleet"));
+    let mut c = Collector::start(db);
+    let delivered = Arc::new(Mutex::new(HashSet::new()));
+    // Enough attempts (with backoff up to 30 s) to outlast the restart.
+    let procs = uploaders(
+        &c,
+        &reports,
+        &dir.path().join("spools"),
+        &["--attempts", "40", "--timeout", "5s"],
+        &delivered,
+    );
+    let (acked, stored) = kill9_when_300_delivered(&mut c, &delivered, db);
     eprintln!(
         "{tag}: killed with {} acknowledged, {} stored (in flight: committed, not yet acknowledged)",
         acked.len(),
@@ -609,19 +620,7 @@ fn two_collectors_on_one_postgres_store_and_summarise_each_report_once() {
         &["--attempts", "40", "--timeout", "5s"],
         &delivered,
     );
-    let t0 = Instant::now();
-    while delivered.lock().unwrap().len() < 300 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "the load did not start"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    a.kill9();
-    let acked: HashSet<String> = delivered.lock().unwrap().clone();
-    let stored: HashSet<String> = stored_ids(&pg.url()).into_iter().collect();
-    let lost: Vec<&String> = acked.difference(&stored).collect();
-    assert!(lost.is_empty(), "acknowledged but not stored: {lost:?}");
+    kill9_when_300_delivered(&mut a, &delivered, &pg.url());
     std::thread::sleep(Duration::from_millis(500));
     a.restart();
     wait_all(procs);

@@ -645,11 +645,6 @@ impl Accumulator {
         // no devices the fold's start values remain, whose difference overflows.
         let span_days = i64::from(max_day) - i64::from(min_day);
         let bucket_days = if span_days <= 62 { 1 } else { 7 };
-        let date = |d: i32| {
-            chrono::NaiveDate::from_num_days_from_ce_opt(d + 719_163)
-                .map(|d| d.to_string())
-                .unwrap_or_default()
-        };
         // Every (group, metric) series is summarised on its own (sorts of up to a value per
         // device test each): spread over the CPUs, then put back in place; the order
         // comes from the sorts below, never from the threads.
@@ -682,25 +677,13 @@ impl Accumulator {
             .zip(per_group)
             .map(|((key, g), mut metrics)| {
                 metrics.sort_by_key(|m| metric_rank(&m.metric));
-                // Limits are per class: a group of one class is measured against the limits
-                // on that class and on every non-system device.
-                if let [class] = g.classes.iter().collect::<Vec<_>>()[..] {
-                    for m in &mut metrics {
-                        m.limits = thresholds
-                            .iter()
-                            .filter(|t| t.class.as_ref().map_or(true, |c| c == class))
-                            .filter_map(|t| LimitDistance::of(m, t))
-                            .collect();
-                    }
-                }
-                let name = self
-                    .opts
-                    .group_by
-                    .iter()
-                    .zip(&key)
-                    .map(|(d, v)| format!("{}={v}", d.as_str()))
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let name = name_and_limits(
+                    &self.opts.group_by,
+                    &key,
+                    &g.classes,
+                    &thresholds,
+                    &mut metrics,
+                );
                 GroupSummary {
                     name,
                     key,
@@ -718,21 +701,11 @@ impl Accumulator {
         let passed_devices = self.devs.iter().filter(|d| d.tested && d.pass).count();
         let units = self.unit_latest.iter().flatten().count();
         let units_passed = self.unit_latest.iter().flatten().filter(|u| u.1).count();
-        let mut ports: Vec<PortLinks> = self
-            .ports
-            .into_iter()
-            .map(|(port, (n, fail))| PortLinks {
-                port,
-                devices: n as usize,
-                link_failures: fail as usize,
-                failure_rate: ratio(fail as usize, n as usize),
-            })
-            .collect();
-        ports.sort_by(|a, b| {
-            b.link_failures
-                .cmp(&a.link_failures)
-                .then_with(|| a.port.cmp(&b.port))
-        });
+        let ports = port_rows(
+            self.ports
+                .into_iter()
+                .map(|(port, (n, fail))| (port, u64::from(n), u64::from(fail))),
+        );
         let mut errors = self.errors;
         errors.sort_by(|a, b| a.file.cmp(&b.file));
         let mut skipped = self.skipped;
@@ -770,24 +743,11 @@ impl Accumulator {
             trend_bucket: if bucket_days == 1 { "daily" } else { "weekly" }.into(),
             failure_reasons: ranked(self.reasons),
             link_failures_by_port: ports,
-            yields: self
-                .yields
-                .into_iter()
-                .map(
-                    |((dimension, value), [n, first, after, retested, marginal])| {
-                        let n = n as usize;
-                        YieldRow {
-                            dimension: dimension.into(),
-                            value,
-                            devices: n,
-                            first_pass_yield: ratio(first as usize, n),
-                            passed_after_retest: after as usize,
-                            retest_rate: ratio(retested as usize, n),
-                            marginal_rate: ratio(marginal as usize, n),
-                        }
-                    },
-                )
-                .collect(),
+            yields: yield_rows(
+                self.yields
+                    .into_iter()
+                    .map(|((d, v), c)| (d.to_string(), v, c.map(u64::from))),
+            ),
             groups,
             builds: self.builds.map(|b| b.compare()).unwrap_or_default(),
             wear: self.wear.map(|w| w.summarize()),
@@ -831,6 +791,83 @@ pub fn class_weights(devices: &[DeviceRecord]) -> impl Fn(&str, bool) -> (u32, u
         let w = |k| stats::device_weight(k) as u32;
         (w(all), if pass { w(passing) } else { 0 })
     }
+}
+
+/// Link failures per USB port, the most first: (port, device tests, link failures).
+pub(crate) fn port_rows(ports: impl IntoIterator<Item = (String, u64, u64)>) -> Vec<PortLinks> {
+    let mut rows: Vec<PortLinks> = ports
+        .into_iter()
+        .map(|(port, n, fail)| PortLinks {
+            port,
+            devices: n as usize,
+            link_failures: fail as usize,
+            failure_rate: ratio(fail as usize, n as usize),
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.link_failures
+            .cmp(&a.link_failures)
+            .then_with(|| a.port.cmp(&b.port))
+    });
+    rows
+}
+
+/// The yields' rows from (dimension, value, [device tests, first-pass passes, passes after a
+/// retest, retested, marginal]).
+pub(crate) fn yield_rows(
+    counts: impl IntoIterator<Item = (String, String, [u64; 5])>,
+) -> Vec<YieldRow> {
+    counts
+        .into_iter()
+        .map(
+            |(dimension, value, [n, first, after, retested, marginal])| {
+                let n = n as usize;
+                YieldRow {
+                    dimension,
+                    value,
+                    devices: n,
+                    first_pass_yield: ratio(first as usize, n),
+                    passed_after_retest: after as usize,
+                    retest_rate: ratio(retested as usize, n),
+                    marginal_rate: ratio(marginal as usize, n),
+                }
+            },
+        )
+        .collect()
+}
+
+/// A group's name (`board=..., device-class=usb`), and each of its figures' distance to the
+/// factory's limits on it when the group is of one class: a group of one class is measured
+/// against the limits on that class and on every non-system device.
+pub(crate) fn name_and_limits(
+    group_by: &[Dimension],
+    key: &[String],
+    classes: &BTreeSet<String>,
+    thresholds: &[FactoryThreshold],
+    metrics: &mut [MetricSummary],
+) -> String {
+    if let [class] = classes.iter().collect::<Vec<_>>()[..] {
+        for m in metrics.iter_mut() {
+            m.limits = thresholds
+                .iter()
+                .filter(|t| t.class.as_ref().map_or(true, |c| c == class))
+                .filter_map(|t| LimitDistance::of(m, t))
+                .collect();
+        }
+    }
+    group_by
+        .iter()
+        .zip(key)
+        .map(|(d, v)| format!("{}={v}", d.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A day (days since 1970-01-01) as YYYY-MM-DD.
+pub(crate) fn date(d: i32) -> String {
+    chrono::NaiveDate::from_num_days_from_ce_opt(d + 719_163)
+        .map(|d| d.to_string())
+        .unwrap_or_default()
 }
 
 pub(crate) fn ratio(n: usize, d: usize) -> f64 {

@@ -39,9 +39,9 @@ use std::path::PathBuf;
 use chrono::{DateTime, Utc};
 
 use super::aggregate::{
-    class_weights, factory_lines, metric_rank, passing_stats, ranked, ratio, Dimension,
-    FleetOptions, FleetSummary, GroupSummary, Histogram, LimitDistance, MetricSummary, ModelCurves,
-    Outlier, PortLinks, ReasonCount, Signatures, TrendPoint, UnitKeys, YieldRow, CONFIGS,
+    class_weights, date, factory_lines, metric_rank, name_and_limits, passing_stats, port_rows,
+    ranked, ratio, yield_rows, Dimension, FleetOptions, FleetSummary, GroupSummary, Histogram,
+    MetricSummary, ModelCurves, Outlier, ReasonCount, Signatures, TrendPoint, UnitKeys, CONFIGS,
     MAX_OUTLIERS,
 };
 use super::builds::BuildSketches;
@@ -642,12 +642,6 @@ struct GroupAgg {
     metrics: BTreeMap<String, MetricAgg>,
 }
 
-fn date(d: i32) -> String {
-    chrono::NaiveDate::from_num_days_from_ce_opt(d + 719_163)
-        .map(|d| d.to_string())
-        .unwrap_or_default()
-}
-
 /// Merges summaries, read in order of their first day, into a fleet summary: the groups'
 /// merged figures, and each trend bucket's median once its summaries are read, so that
 /// memory holds one bucket of values per figure however many days are read.
@@ -825,22 +819,7 @@ impl<'o> Summarizer<'o> {
                 })
                 .collect();
             metrics.sort_by_key(|m| metric_rank(&m.metric));
-            if let [class] = g.classes.iter().collect::<Vec<_>>()[..] {
-                for m in &mut metrics {
-                    m.limits = thresholds
-                        .iter()
-                        .filter(|t| t.class.as_ref().map_or(true, |c| c == class))
-                        .filter_map(|t| LimitDistance::of(m, t))
-                        .collect();
-                }
-            }
-            let name = opts
-                .group_by
-                .iter()
-                .zip(&key)
-                .map(|(d, v)| format!("{}={v}", d.as_str()))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let name = name_and_limits(&opts.group_by, &key, &g.classes, &thresholds, &mut metrics);
             out_groups.push(GroupSummary {
                 name,
                 key,
@@ -852,21 +831,8 @@ impl<'o> Summarizer<'o> {
                 metrics,
             });
         }
-        let mut link_failures_by_port: Vec<PortLinks> = self
-            .ports
-            .into_iter()
-            .map(|(port, (n, fail))| PortLinks {
-                port,
-                devices: n as usize,
-                link_failures: fail as usize,
-                failure_rate: ratio(fail as usize, n as usize),
-            })
-            .collect();
-        link_failures_by_port.sort_by(|a, b| {
-            b.link_failures
-                .cmp(&a.link_failures)
-                .then_with(|| a.port.cmp(&b.port))
-        });
+        let link_failures_by_port =
+            port_rows(self.ports.into_iter().map(|(p, (n, fail))| (p, n, fail)));
         let (units_passed, units_failed) = (self.latest.0.max(0), self.latest.1.max(0));
         let units = (units_passed + units_failed) as usize;
         let with_devices = devices > 0 && self.span.is_some();
@@ -889,24 +855,7 @@ impl<'o> Summarizer<'o> {
             .into(),
             failure_reasons: ranked_u64(fleet_reasons),
             link_failures_by_port,
-            yields: self
-                .yields
-                .into_iter()
-                .map(
-                    |((dimension, value), [n, first, after, retested, marginal])| {
-                        let n = n as usize;
-                        YieldRow {
-                            dimension,
-                            value,
-                            devices: n,
-                            first_pass_yield: ratio(first as usize, n),
-                            passed_after_retest: after as usize,
-                            retest_rate: ratio(retested as usize, n),
-                            marginal_rate: ratio(marginal as usize, n),
-                        }
-                    },
-                )
-                .collect(),
+            yields: yield_rows(self.yields.into_iter().map(|((d, v), c)| (d, v, c))),
             groups: out_groups,
             builds: self.builds.map(|b| b.compare()).unwrap_or_default(),
             wear: None,

@@ -439,22 +439,10 @@ impl Store for Sqlite {
 
     fn fleet_rows(&self, f: &FleetFilter) -> Result<Vec<FleetRow>, StoreError> {
         let conn = self.reader()?;
-        let mut sql =
-            String::from("SELECT file, kind, body, record FROM fleet_records WHERE 1 = 1");
-        let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        if let Some(t) = f.since_ns {
-            args.push(t.into());
-            sql.push_str(&format!(" AND started_ns >= ?{}", args.len()));
-        }
-        // The board as `fleet` lists it: "unknown board" is a unit that named none.
-        match f.board.as_deref().map(str::trim) {
-            Some(usbperf_fleet::extract::UNKNOWN_BOARD) => sql.push_str(" AND board IS NULL"),
-            Some(b) => {
-                args.push(b.to_string().into());
-                sql.push_str(&format!(" AND board = ?{}", args.len()));
-            }
-            None => {}
-        }
+        let (sql, args) = filtered(
+            "SELECT file, kind, body, record FROM fleet_records WHERE 1 = 1",
+            f,
+        );
         let mut st = conn.prepare(&sql).map_err(|e| self.err(e))?;
         let rows = st
             .query_map(rusqlite::params_from_iter(args), |row| {
@@ -697,7 +685,10 @@ impl Store for Sqlite {
         limit: usize,
     ) -> Result<(Vec<FleetRow>, u64), StoreError> {
         let conn = self.reader()?;
-        let (sql, args) = issue_query(f);
+        let (sql, args) = filtered(
+            "SELECT file, kind, body FROM fleet_records WHERE kind <> 'record'",
+            f,
+        );
         let total: i64 = conn
             .query_row(
                 &format!("SELECT count(*) FROM ({sql})"),
@@ -764,14 +755,15 @@ impl Store for Sqlite {
     }
 }
 
-/// The rows of a fleet query that are not records: (SQL, its arguments).
-fn issue_query(f: &FleetFilter) -> (String, Vec<rusqlite::types::Value>) {
-    let mut sql = String::from("SELECT file, kind, body FROM fleet_records WHERE kind <> 'record'");
+/// `select` (a query ending in a WHERE clause) with `f`'s filters: (SQL, its arguments).
+fn filtered(select: &str, f: &FleetFilter) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = String::from(select);
     let mut args: Vec<rusqlite::types::Value> = Vec::new();
     if let Some(t) = f.since_ns {
         args.push(t.into());
         sql.push_str(&format!(" AND started_ns >= ?{}", args.len()));
     }
+    // The board as `fleet` lists it: "unknown board" is a unit that named none.
     match f.board.as_deref().map(str::trim) {
         Some(usbperf_fleet::extract::UNKNOWN_BOARD) => sql.push_str(" AND board IS NULL"),
         Some(b) => {
