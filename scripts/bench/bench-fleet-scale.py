@@ -8,7 +8,8 @@ usage: scripts/bench/bench-fleet-scale.py [--scales 100000,1000000] [--db sqlite
                                           [--distinct K] [--runs R] [--exact-up-to N]
 (COLLECTOR_TARGET_DIR, if set, is the collector's cargo target directory)
 
-A benchmark, not a test (the targets: every query <= 2 s with <= 256 MB, issue 37). The
+A benchmark, not a test (the targets: every query <= 2 s with <= 256 MB at 10,000,000
+reports in PostgreSQL and 1,000,000 in SQLite). The
 reports: the fleet-gen example writes K distinct schema 2 reports over two image builds
 (default 1,000), the collector's own ingest extracts each once, and
 collector/examples/fleet-db-fill.rs stores N copies, each with its own report_id and unit

@@ -59,6 +59,8 @@ use usbperf_report::wire::Threshold;
 pub const SUMMARY_PPM: u32 = 1_000;
 /// Refused figures kept as examples per day and board (all are counted).
 const REJECTED_KEPT: usize = 16;
+/// Refused figures a query lists.
+const REJECTED_LISTED: usize = 1000;
 
 /// The dimensions below the board a group can be keyed by: class, port, device model and
 /// tool version.
@@ -233,7 +235,7 @@ impl BoardDay {
         }
         self.rejected += o.rejected;
         for r in &o.rejected_kept {
-            keep_rejected(&mut self.rejected_kept, r);
+            keep_rejected(&mut self.rejected_kept, r, REJECTED_KEPT);
         }
         self.builds.merge(&o.builds);
         for (slot, sd) in &o.slots {
@@ -296,15 +298,14 @@ fn keep_curve(list: &mut Vec<CurveTrace>, c: &CurveTrace, keep: usize) {
     }
 }
 
-fn keep_rejected(list: &mut Vec<RejectedFigure>, r: &RejectedFigure) {
+/// Puts `r` in `list` (ordered by file, device and field, each once), keeping the first
+/// `cap`.
+fn keep_rejected(list: &mut Vec<RejectedFigure>, r: &RejectedFigure, cap: usize) {
     let key = |x: &RejectedFigure| (x.file.clone(), x.device.clone(), x.field.clone());
-    if list.iter().any(|x| key(x) == key(r)) {
-        return;
-    }
     let at = list.partition_point(|x| key(x) < key(r));
-    if at < REJECTED_KEPT {
+    if at < cap && list.get(at).map_or(true, |x| key(x) != key(r)) {
         list.insert(at, r.clone());
-        list.truncate(REJECTED_KEPT);
+        list.truncate(cap);
     }
 }
 
@@ -453,7 +454,7 @@ impl Partial {
         bd.signed += u64::from(r.signer.is_some());
         bd.rejected += r.rejected.len() as u64;
         for x in &r.rejected {
-            keep_rejected(&mut bd.rejected_kept, x);
+            keep_rejected(&mut bd.rejected_kept, x, REJECTED_KEPT);
         }
         let unit_hash = super::distinct::unit_hash(&r.unit);
         let mut one = Distinct::default();
@@ -740,7 +741,7 @@ impl<'o> Summarizer<'o> {
             }
         }
         for r in &bd.rejected_kept {
-            keep_rejected_all(&mut self.rejected, r);
+            keep_rejected(&mut self.rejected, r, REJECTED_LISTED);
         }
         if let Some(b) = &mut self.builds {
             b.merge(&bd.builds);
@@ -881,17 +882,6 @@ impl<'o> Summarizer<'o> {
                     .collect(),
             },
         }
-    }
-}
-
-/// The refused figures a query lists: every kept example, in order, at most a thousand.
-fn keep_rejected_all(list: &mut Vec<RejectedFigure>, r: &RejectedFigure) {
-    const LISTED: usize = 1000;
-    let key = |x: &RejectedFigure| (x.file.clone(), x.device.clone(), x.field.clone());
-    let at = list.partition_point(|x| key(x) < key(r));
-    if at < LISTED && list.get(at).map_or(true, |x| key(x) != key(r)) {
-        list.insert(at, r.clone());
-        list.truncate(LISTED);
     }
 }
 

@@ -223,6 +223,16 @@ impl Sqlite {
         Ok(n as u64)
     }
 
+    /// How many rows `table` holds.
+    fn rows_in(&self, table: &str) -> Result<u64, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+            row.get::<_, i64>(0)
+        })
+        .map(|n| n as u64)
+        .map_err(|e| self.err(e))
+    }
+
     fn err(&self, err: rusqlite::Error) -> StoreError {
         StoreError::Sqlite {
             path: self.path.clone(),
@@ -614,12 +624,7 @@ impl Store for Sqlite {
     }
 
     fn fleet_queued(&self) -> Result<u64, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        conn.query_row("SELECT count(*) FROM fleet_queue", [], |row| {
-            row.get::<_, i64>(0)
-        })
-        .map(|n| n as u64)
-        .map_err(|e| self.err(e))
+        self.rows_in("fleet_queue")
     }
 
     fn fleet_summary_days(
@@ -746,12 +751,7 @@ impl Store for Sqlite {
     }
 
     fn count(&self) -> Result<u64, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        conn.query_row("SELECT count(*) FROM reports", [], |row| {
-            row.get::<_, i64>(0)
-        })
-        .map(|n| n as u64)
-        .map_err(|e| self.err(e))
+        self.rows_in("reports")
     }
 }
 
