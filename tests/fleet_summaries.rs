@@ -15,11 +15,13 @@ use common::TempDir;
 use usbperf::fleet::aggregate::{aggregate, Dimension, FleetOptions, FleetSummary, MetricSummary};
 use usbperf::fleet::distinct::STANDARD_ERROR;
 use usbperf::fleet::load::{self, LoadOptions, Outcome};
-use usbperf::fleet::partial::{Partial, Selection, UnitBook};
+use usbperf::fleet::partial::{Partial, Selection, Trend, UnitBook, TREND_PPM};
 
 /// The sketches' accuracy (0.1 %), and what a learned percentile may move by once the norm
 /// decides which figures are far from the others.
 const VALUE_ERROR: f64 = 0.001;
+/// A trend point's median: within the trend's accuracy (1 %).
+const TREND_ERROR: f64 = TREND_PPM as f64 / 1e6;
 const PASSING_ERROR: f64 = 0.01;
 
 fn generate(dir: &Path, units: u32, extra: &[&str]) {
@@ -106,7 +108,7 @@ fn compare_metric(g: &str, e: &MetricSummary, s: &MetricSummary) {
         ep.reports,
         sp.reports
     );
-    // The trend: the same buckets, counts exact, medians within the accuracy.
+    // The trend: the same buckets, counts exact, medians within the trend's accuracy (1 %).
     assert_eq!(e.trend.len(), s.trend.len(), "{}", w("trend buckets"));
     for (a, b) in e.trend.iter().zip(&s.trend) {
         assert_eq!((&a.start, a.count), (&b.start, b.count), "{}", w("trend"));
@@ -114,7 +116,7 @@ fn compare_metric(g: &str, e: &MetricSummary, s: &MetricSummary) {
             &w(&format!("trend {}", a.start)),
             a.median,
             b.median,
-            VALUE_ERROR,
+            TREND_ERROR,
         );
     }
     // The histogram: the same range; a value can change bins only at a bin's edge, so the
@@ -437,6 +439,24 @@ fn a_stored_summary_reads_back_equal_and_a_damaged_one_is_refused() {
                 let _ = stored::encode(&x);
             }
         }
+        // Its trend row: the same figures' trend sketches, read back equal; cut, refused.
+        let trend = Trend::of(bd);
+        let t = stored::encode_trend(&trend);
+        assert_eq!(stored::decode_trend(&t).unwrap(), trend);
+        assert_eq!(
+            trend.slots.values().map(|f| f.len()).sum::<usize>(),
+            bd.slots.values().map(|s| s.metrics.len()).sum::<usize>()
+        );
+        for cut in 0..t.len() {
+            assert!(
+                stored::decode_trend(&t[..cut]).is_err(),
+                "trend cut at {cut}"
+            );
+        }
+        assert!(
+            t.len() < bytes.len(),
+            "a trend row is smaller than its summary"
+        );
     }
     assert!(!sizes.is_empty());
     let mut other = stored::encode(partial.days.values().next().unwrap());

@@ -7,13 +7,23 @@
 //! collector stores; the copies' `raw` is left empty (no fleet query reads it; 100,000 real
 //! ones would be 4 GB), and `devices` / `metrics` rows are not written.
 //!
-//! usage: fleet-db-fill --db URL --from DIR --count N [--dir-out DIR --dir-count M]
-//! `--dir-out` also writes the first M copies as report files (ids renamed in the text) for
-//! `usbperf-matrix fleet`, named `<report_id>.<format>`.
+//! usage: fleet-db-fill --db URL --from DIR --count N [--spread-days D]
+//!                      [--dir-out DIR --dir-count M]
+//! `--spread-days D` moves each round of K copies later in time, the last round D days after
+//! the first, so N reports span a product line's years (D = 3650: ten) instead of piling
+//! onto the K reports' own days: the summaries a query merges grow with the days, and a
+//! benchmark of a line's whole life has its days. `--dir-out` also writes the first M copies
+//! (unmoved) as report files (ids renamed in the text) for `usbperf-matrix fleet`, named
+//! `<report_id>.<format>`.
+//!
+//! PostgreSQL takes the rows through `COPY` (text format), as a bulk load is done there: row
+//! by row, ten million took most of an hour.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+use chrono::{DateTime, Duration, SecondsFormat};
 use usbperf_collect::ingest::{self, Record, FLEET_RECORD_VERSION};
 use usbperf_collect::record;
 
@@ -35,6 +45,7 @@ fn main() -> anyhow::Result<()> {
     let count: usize = arg(&args, "--count").context("--count N")?.parse()?;
     let dir_out = arg(&args, "--dir-out").map(PathBuf::from);
     let dir_count: usize = arg(&args, "--dir-count").map_or(Ok(0), |s| s.parse())?;
+    let spread_days: i64 = arg(&args, "--spread-days").map_or(Ok(0), |s| s.parse())?;
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&from)?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()?;
@@ -50,8 +61,18 @@ fn main() -> anyhow::Result<()> {
     if distinct.is_empty() {
         bail!("{}: no reports", from.display());
     }
+    let rounds = count.div_ceil(distinct.len()).max(2) as i64 - 1;
+    // Copy i's shift in time: its round's share of the spread, in whole days.
+    let shift = |i: usize| Duration::days((i / distinct.len()) as i64 * spread_days / rounds);
+    let moved = |text: &str, by: Duration| -> String {
+        match DateTime::parse_from_rfc3339(text) {
+            Ok(t) => (t + by).to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            Err(_) => text.to_string(),
+        }
+    };
     let copy = |i: usize| -> Copy {
         let (r, _) = &distinct[i % distinct.len()];
+        let by = shift(i);
         let id = format!("{}-{i:06}", r.report_id);
         let unit = format!("{}-{i:06}", r.unit);
         let mut rec = r.clone();
@@ -69,7 +90,13 @@ fn main() -> anyhow::Result<()> {
                 &format!("report_id {}", r.report_id),
                 &format!("report_id {id}"),
             );
+            u.started_at += by;
             rec.fleet.record = record::encode(&u);
+        }
+        if by != Duration::zero() {
+            rec.started_at = moved(&r.started_at, by);
+            rec.finished_at = r.finished_at.as_deref().map(|t| moved(t, by));
+            rec.fleet.started_ns += by.num_nanoseconds().unwrap_or(0);
         }
         rec.fleet.file = format!("{id}.{}", r.format);
         rec.report_id = id;
@@ -84,6 +111,9 @@ fn main() -> anyhow::Result<()> {
         for i in 0..dir_count {
             let (r, raw) = &distinct[i % distinct.len()];
             let c = copy(i);
+            if shift(i) != Duration::zero() {
+                bail!("--dir-out writes unmoved copies: give --dir-count at most K with --spread-days");
+            }
             let text = String::from_utf8_lossy(raw)
                 .replace(&r.report_id, &c.rec.report_id)
                 .replace(&format!("'{}'", r.unit), &format!("'{}'", c.rec.unit));
@@ -137,49 +167,58 @@ fn main() -> anyhow::Result<()> {
         drop(usbperf_collect::store::open(&db, 1, None)?);
         let mut c = postgres::Client::connect(&db, postgres::NoTls)?;
         let mut tx = c.transaction()?;
-        let rep = tx.prepare(
-            "INSERT INTO reports (report_id, schema_version, unit, board, hostname, \
-             started_at, finished_at, status, pass, exit_code, format, raw) \
-             VALUES ($1, $2, $3, $4, $5, CAST($6::text AS timestamptz), \
-             CAST($7::text AS timestamptz), $8, $9, $10, $11, '')",
-        )?;
-        let fl = tx.prepare(
-            "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, body, \
-             version, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )?;
-        let version = FLEET_RECORD_VERSION as i32;
-        for i in 0..count {
-            let Copy { rec: r, record } = copy(i);
-            let sv = r.schema_version as i32;
-            tx.execute(
-                &rep,
-                &[
-                    &r.report_id,
-                    &sv,
-                    &r.unit,
-                    &r.board,
-                    &r.hostname,
-                    &r.started_at,
-                    &r.finished_at,
-                    &r.status,
-                    &r.pass,
-                    &r.exit_code,
-                    &r.format,
-                ],
-            )?;
-            tx.execute(
-                &fl,
-                &[
-                    &r.report_id,
-                    &r.fleet.file,
-                    &r.board,
-                    &r.fleet.started_ns,
-                    &r.fleet.kind,
-                    &r.fleet.body,
-                    &version,
-                    &record,
-                ],
-            )?;
+        // The reports first: the records reference them.
+        {
+            let mut w = std::io::BufWriter::with_capacity(
+                1 << 20,
+                tx.copy_in(
+                    "COPY reports (report_id, schema_version, unit, board, hostname, \
+                     started_at, finished_at, status, pass, exit_code, format, raw) FROM STDIN",
+                )?,
+            );
+            for i in 0..count {
+                let r = copy(i).rec;
+                let fields = [
+                    text(&r.report_id),
+                    r.schema_version.to_string(),
+                    text(&r.unit),
+                    opt(r.board.as_deref()),
+                    opt(r.hostname.as_deref()),
+                    text(&r.started_at),
+                    opt(r.finished_at.as_deref()),
+                    text(&r.status),
+                    r.pass.to_string(),
+                    r.exit_code.map_or(NULL.to_string(), |c| c.to_string()),
+                    text(r.format),
+                    String::new(),
+                ];
+                writeln!(w, "{}", fields.join("\t"))?;
+            }
+            w.into_inner().map_err(|e| e.into_error())?.finish()?;
+        }
+        {
+            let mut w = std::io::BufWriter::with_capacity(
+                1 << 20,
+                tx.copy_in(
+                    "COPY fleet_records (report_id, file, board, started_ns, kind, body, \
+                     version, record) FROM STDIN",
+                )?,
+            );
+            for i in 0..count {
+                let Copy { rec: r, record } = copy(i);
+                let fields = [
+                    text(&r.report_id),
+                    text(&r.fleet.file),
+                    opt(r.board.as_deref()),
+                    r.fleet.started_ns.to_string(),
+                    text(r.fleet.kind),
+                    text(&r.fleet.body),
+                    FLEET_RECORD_VERSION.to_string(),
+                    record.map_or(NULL.to_string(), |b| format!("\\\\x{}", hex(&b))),
+                ];
+                writeln!(w, "{}", fields.join("\t"))?;
+            }
+            w.into_inner().map_err(|e| e.into_error())?.finish()?;
         }
         tx.commit()?;
         // Fresh statistics, as autovacuum would have them on a database filled over months.
@@ -190,4 +229,35 @@ fn main() -> anyhow::Result<()> {
         distinct.len()
     );
     Ok(())
+}
+
+/// `COPY`'s text format's NULL.
+const NULL: &str = "\\N";
+
+/// A value in `COPY`'s text format: backslash, tab, newline and carriage return escaped.
+fn text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn opt(s: Option<&str>) -> String {
+    s.map_or(NULL.to_string(), text)
+}
+
+fn hex(b: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+    s
 }

@@ -22,6 +22,7 @@ use usbperf_fleet::thresholds::{render_snippet, suggest, SuggestOptions};
 use usbperf_fleet::{html, text, FleetError};
 
 use crate::store::{FleetFilter, FleetRow, Store, StoreError, SummaryFilter};
+use crate::summaries::{trend_span, SPANS};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FleetDbError {
@@ -140,6 +141,16 @@ fn aggregate_rows(
     })
 }
 
+/// The first day of a span of `span` days that starts on or after `day`.
+fn align_up(day: i32, span: i32) -> i32 {
+    let start = bucket_start(day, span);
+    if start == day {
+        day
+    } else {
+        start + span
+    }
+}
+
 /// Unfinished runs and unreadable reports listed by a query from summaries (all are counted
 /// in `files`).
 const ISSUES_LISTED: usize = 1000;
@@ -171,51 +182,68 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbEr
     let mut sum = Summarizer::new(&opts, span);
     let mut damaged = None;
     {
-        let mut read = |f: SummaryFilter| {
-            store.fleet_summaries(&f, &mut |start, board, bytes| {
+        let board = board.map(str::to_string);
+        // The whole summaries: the fewest rows of nested spans that cover the days from
+        // `since_day` on (days up to the first whole week, weeks up to the first whole 13
+        // weeks, those up to the first whole year, then years).
+        // From the first report on: the years alone.
+        let first = if since_day.is_some() {
+            0
+        } else {
+            SPANS.len() - 1
+        };
+        let mut from = since_day;
+        for (i, span) in SPANS.iter().enumerate().skip(first) {
+            let until = match (from, SPANS.get(i + 1)) {
+                (Some(d), Some(&next)) => Some(align_up(d, next)),
+                _ => None,
+            };
+            if from.is_some() && from == until {
+                continue;
+            }
+            let f = SummaryFilter {
+                span: *span,
+                from_day: from,
+                until_day: until,
+                board: board.clone(),
+            };
+            store.fleet_summaries(&f, &mut |_, board, bytes| {
                 match stored::decode(&bytes) {
-                    Ok(bd) => sum.add(start, &board, &bd),
+                    Ok(bd) => sum.add(&board, &bd),
+                    Err(e) => damaged = Some(e),
+                }
+                Ok(())
+            })?;
+            if until.is_none() {
+                break;
+            }
+            from = until;
+        }
+        // The trend: a row per bucket, in order; the days of a first week the query starts
+        // inside come from the days' rows.
+        let bucket = sum.bucket_days();
+        let mut read_trend = |span: i32, from_day, until_day| {
+            let f = SummaryFilter {
+                span: trend_span(span),
+                from_day,
+                until_day,
+                board: board.clone(),
+            };
+            store.fleet_summaries(&f, &mut |start, board, bytes| {
+                match stored::decode_trend(&bytes) {
+                    Ok(t) => sum.add_trend(start, &board, &t),
                     Err(e) => damaged = Some(e),
                 }
                 Ok(())
             })
         };
-        let board = board.map(str::to_string);
-        if span.map_or(0, |(a, b)| i64::from(b) - i64::from(a)) <= 62 {
-            read(SummaryFilter {
-                span: 1,
-                from_day: since_day,
-                until_day: None,
-                board,
-            })?;
-        } else {
-            // Whole weeks, the trend's bucket; the days of a first week the query starts
-            // inside come from the daily summaries.
-            let first_week = since_day.map(|d| {
-                let w = bucket_start(d, 7);
-                if w == d {
-                    d
-                } else {
-                    w + 7
-                }
-            });
-            if let (Some(d), Some(w)) = (since_day, first_week) {
-                if d < w {
-                    read(SummaryFilter {
-                        span: 1,
-                        from_day: Some(d),
-                        until_day: Some(w),
-                        board: board.clone(),
-                    })?;
-                }
+        let first_bucket = since_day.map(|d| align_up(d, bucket));
+        if let (Some(d), Some(w)) = (since_day, first_bucket) {
+            if d < w {
+                read_trend(1, Some(d), Some(w))?;
             }
-            read(SummaryFilter {
-                span: 7,
-                from_day: first_week,
-                until_day: None,
-                board,
-            })?;
         }
+        read_trend(bucket, first_bucket, None)?;
     }
     if let Some(e) = damaged {
         return Err(FleetDbError::Store(StoreError::Summary(format!(

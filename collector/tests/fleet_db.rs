@@ -92,8 +92,9 @@ fn same(got: &str, want: &str, what: &str) {
 }
 
 /// The fleet from summaries agrees with the exact one (`want`) within the stated error:
-/// counts, pass rates, extremes and groups exactly; percentiles within 0.1 %; a group's
-/// units within 5 % (a HyperLogLog count above 1,024 units, exact below).
+/// counts, pass rates, extremes and groups exactly; percentiles within 0.1 %, a trend's
+/// medians within 1 %; a group's units within 5 % (a HyperLogLog count above 1,024 units,
+/// exact below).
 fn agree(got: &str, want: &str, what: &str) {
     let g: serde_json::Value = serde_json::from_str(got).unwrap();
     let w: serde_json::Value = serde_json::from_str(want).unwrap();
@@ -153,6 +154,24 @@ fn agree(got: &str, want: &str, what: &str) {
                 assert!(
                     (p - q).abs() <= 0.001 * q.abs(),
                     "{name} {k}: {p} against {q}"
+                );
+            }
+            // The trend: the same buckets with the same counts, each median within 1 %.
+            let (ta, tb) = (
+                x["trend"].as_array().unwrap(),
+                y["trend"].as_array().unwrap(),
+            );
+            assert_eq!(ta.len(), tb.len(), "{name}: trend buckets");
+            for (p, q) in ta.iter().zip(tb) {
+                assert_eq!(
+                    (&p["start"], &p["count"]),
+                    (&q["start"], &q["count"]),
+                    "{name}"
+                );
+                let (p, q) = (p["median"].as_f64().unwrap(), q["median"].as_f64().unwrap());
+                assert!(
+                    (p - q).abs() <= 0.01 * q.abs(),
+                    "{name} trend median: {p} against {q}"
                 );
             }
         }
@@ -454,6 +473,27 @@ fn wear_per_part_from_sqlite_and_postgres_is_the_wear_from_a_directory() {
             &format!("{db}: fleet --wear text"),
         );
         assert!(text.contains("    fast: emmc 0x000015 "), "{text}");
+    }
+    // Seven months: the summaries a query reads are days, weeks, 13 weeks and years (the
+    // spans begin on Mondays counted from 1970: a year on 2025-10-20, 13 weeks on
+    // 2026-01-19), chosen by where `--since` falls; each cover agrees with the directory.
+    for since in [
+        None,
+        Some("2025-09-10"),
+        Some("2025-11-05"),
+        Some("2026-01-21"),
+    ] {
+        let mut a = vec!["--format", "json"];
+        if let Some(d) = since {
+            a.extend(["--since", d]);
+        }
+        let (code, want, err) = dir_fleet(&named, &a);
+        assert_eq!(code, 0, "{a:?}: {err}");
+        for db in [&sqlite, &pg.url()] {
+            let (code, got, err) = db_fleet(db, &a);
+            assert_eq!(code, 0, "{db} {a:?}: {err}");
+            agree(&got, &want, &format!("{db} {a:?} from summaries"));
+        }
     }
 }
 

@@ -6,6 +6,7 @@ answered it, so the growth is visible.
 
 usage: scripts/bench/bench-fleet-scale.py [--scales 100000,1000000] [--db sqlite,postgres]
                                           [--distinct K] [--runs R] [--exact-up-to N]
+                                          [--spread-days D]
 (COLLECTOR_TARGET_DIR, if set, is the collector's cargo target directory)
 
 A benchmark, not a test (the targets: every query <= 2 s with <= 256 MB at 10,000,000
@@ -13,7 +14,9 @@ reports in PostgreSQL and 1,000,000 in SQLite). The
 reports: the fleet-gen example writes K distinct schema 2 reports over two image builds
 (default 1,000), the collector's own ingest extracts each once, and
 collector/examples/fleet-db-fill.rs stores N copies, each with its own report_id and unit
-serial. Then `usbperf-collect fleet-rebuild` folds them into the summaries (its time and
+serial, each round of K copies moved later in time so that the N reports span D days (3,650
+by default: a product line's ten years, so every scale has the days of a whole life and the
+larger ones the denser days). Then `usbperf-collect fleet-rebuild` folds them into the summaries (its time and
 rate are printed: the cost a store pays once, and per report as they arrive), and each
 query runs R times (best time; the largest peak RSS, from wait4):
 - `fleet --format json`, from the summaries;
@@ -102,6 +105,7 @@ def main():
     ap.add_argument("--distinct", type=int, default=1_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--exact-up-to", type=int, default=1_000_000)
+    ap.add_argument("--spread-days", type=int, default=3650)
     a = ap.parse_args()
     fdb = load("bench_fleet_db", "bench-fleet-db.py")
     bc = load("bench_collect", "bench-collect.py")
@@ -141,13 +145,21 @@ def main():
                                    check=True)
                     db = pg.url.rsplit("/", 1)[0] + "/" + name
                 t0 = time.perf_counter()
-                subprocess.run([fill, "--db", db, "--from", src, "--count", str(n)], check=True,
+                subprocess.run([fill, "--db", db, "--from", src, "--count", str(n),
+                                "--spread-days", str(a.spread_days)], check=True,
                                stdout=subprocess.DEVNULL)
                 t_fill = time.perf_counter() - t0
                 t_fold, rss_fold = measured([collect, "fleet-rebuild", "--db", db], env)
+                if kind == "sqlite":
+                    size = os.path.getsize(path)
+                else:
+                    size = int(subprocess.run(
+                        ["psql", db, "-tAq", "-c", "SELECT pg_database_size(current_database())"],
+                        check=True, stdout=subprocess.PIPE, text=True).stdout.strip())
                 print("bench-fleet-scale: %d reports in %s: filled in %.0f s, folded in %.1f s "
-                      "(%.0f reports/s, peak %.0f MB)"
-                      % (n, kind, t_fill, t_fold, n / t_fold, rss_fold), file=sys.stderr)
+                      "(%.0f reports/s, peak %.0f MB), database %.1f GB"
+                      % (n, kind, t_fill, t_fold, n / t_fold, rss_fold, size / 1e9),
+                      file=sys.stderr, flush=True)
                 rows.append((n, kind, "fold (fleet-rebuild)", t_fold, rss_fold))
                 out = subprocess.run([collect, "fleet", "--db", db, "--format", "json"],
                                      check=True, stdout=subprocess.PIPE, env=env).stdout
@@ -171,14 +183,21 @@ def main():
                     runs = [measured([collect] + args, env) for _ in range(a.runs)]
                     rows.append((n, kind, label, min(r[0] for r in runs),
                                  max(r[1] for r in runs)))
+                    print("bench-fleet-scale: %d %s %s: %.2f s, %.0f MB" % rows[-1],
+                          file=sys.stderr, flush=True)
                 runs = [page_query(collect, db, tokens, work, env) for _ in range(a.runs)]
                 rows.append((n, kind, "page /fleet.json", min(r[0] for r in runs),
                              max(r[1] for r in runs)))
+                # One scale's database at a time: ten million reports take tens of GB.
                 if kind == "sqlite":
                     os.unlink(path)
+                else:
+                    subprocess.run(["psql", pg.url, "-q", "-c", "DROP DATABASE %s" % name],
+                                   check=True)
         print("bench-fleet-scale: %d distinct reports from fleet-gen --schema 2 --builds 7.1,7.2, "
-              "ids varied; release build; best time and largest peak RSS of %d runs; %d cores"
-              % (a.distinct, a.runs, os.cpu_count()))
+              "ids varied, spread over %d days; release build; best time and largest peak RSS "
+              "of %d runs; %d cores"
+              % (a.distinct, a.spread_days, a.runs, os.cpu_count()))
         print("%10s  %-8s  %-28s  %8s  %8s" % ("reports", "db", "query", "seconds", "peak MB"))
         for n, kind, label, t, m in rows:
             print("%10d  %-8s  %-28s  %8.2f  %8.0f" % (n, kind, label, t, m))

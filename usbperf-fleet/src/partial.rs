@@ -57,6 +57,10 @@ use usbperf_report::wire::Threshold;
 /// itself; and a histogram's bin is about 1 % of a figure wide. A figure of a fleet spans
 /// 20-40 %, about 200 buckets: 2-3 KB a sketch.
 pub const SUMMARY_PPM: u32 = 1_000;
+/// The accuracy of a trend point's median (1 %): a trend is read by eye, and its buckets
+/// are what a query over years reads most of (520 weeks in ten years), so each bucket's
+/// figures are kept in a few hundred bytes instead of the 2-3 KB at [`SUMMARY_PPM`].
+pub const TREND_PPM: u32 = 10_000;
 /// Refused figures kept as examples per day and board (all are counted).
 const REJECTED_KEPT: usize = 16;
 /// Refused figures a query lists.
@@ -131,6 +135,8 @@ fn keep(
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricDay {
     pub values: Sketch,
+    /// The same values at [`TREND_PPM`], what the trend's points are read from.
+    pub trend: Sketch,
     /// Values whose own check passed.
     pub ok: u64,
     /// Every value at its weight in the norm.
@@ -146,6 +152,7 @@ impl MetricDay {
         let sketch = |ppm| Sketch::new(ppm).expect("a valid accuracy");
         MetricDay {
             values: sketch(SUMMARY_PPM),
+            trend: sketch(TREND_PPM),
             ok: 0,
             norm: sketch(SUMMARY_PPM),
             passing: sketch(SUMMARY_PPM),
@@ -157,6 +164,7 @@ impl MetricDay {
     fn merge(&mut self, o: &MetricDay) {
         // Sketches of one accuracy, made here: a merge cannot fail.
         let _ = self.values.merge(&o.values);
+        let _ = self.trend.merge(&o.trend);
         let _ = self.norm.merge(&o.norm);
         let _ = self.passing.merge(&o.passing);
         self.ok += o.ok;
@@ -339,6 +347,35 @@ fn move_latest(
     }
     count(now.1, &now.2, now.3, 1);
     true
+}
+
+/// The trend's part of a summary: per group and figure, its values at [`TREND_PPM`]. Stored
+/// per day and week beside the summaries, so that a query over years reads each week's
+/// trend (a few KB) and the summaries of whole quarters and years, not every week's
+/// summary (up to a few MB each).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trend {
+    pub slots: BTreeMap<Slot, BTreeMap<String, Sketch>>,
+}
+
+impl Trend {
+    /// The trend of `bd`'s figures.
+    pub fn of(bd: &BoardDay) -> Trend {
+        Trend {
+            slots: bd
+                .slots
+                .iter()
+                .map(|(slot, sd)| {
+                    let m = sd
+                        .metrics
+                        .iter()
+                        .map(|(name, md)| (name.clone(), md.trend.clone()))
+                        .collect();
+                    (slot.clone(), m)
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Each unit's latest run and its keys: the state a store keeps beside the summaries (one
@@ -533,6 +570,7 @@ impl Partial {
                 let md = sd.metrics.entry(metric).or_insert_with(MetricDay::new);
                 // Finite and not negative: the sketches take it.
                 let _ = md.values.insert(v);
+                let _ = md.trend.insert(v);
                 let _ = md.norm.insert_n(v, u64::from(w_all));
                 md.ok += u64::from(ok);
                 if w_pass > 0 {
@@ -607,10 +645,26 @@ impl Partial {
     ) -> FleetSummary {
         let mut sum = Summarizer::new(opts, self.span(sel));
         for ((day, board), bd) in self.selected(sel) {
-            sum.add(*day, board, bd);
+            sum.add(board, bd);
+            sum.add_trend(*day, board, &Trend::of(bd));
         }
         sum.finish(files, errors, skipped, &self.several_keys)
     }
+}
+
+/// `m`'s figure among a group's, new if it has none yet.
+fn metric_agg<'a>(metrics: &'a mut BTreeMap<String, MetricAgg>, m: &str) -> &'a mut MetricAgg {
+    if !metrics.contains_key(m) {
+        metrics.insert(
+            m.to_string(),
+            MetricAgg {
+                all: MetricDay::new(),
+                bucket: None,
+                trend: Vec::new(),
+            },
+        );
+    }
+    metrics.get_mut(m).expect("inserted above")
 }
 
 /// One figure of one group, merged over the summaries read so far.
@@ -705,9 +759,9 @@ impl<'o> Summarizer<'o> {
         self.reports
     }
 
-    /// Adds the summaries of `board` from `start` (a day, or the first day of a trend bucket
-    /// they cover whole); called in order of `start`.
-    pub fn add(&mut self, start: i32, board: &str, bd: &BoardDay) {
+    /// Adds a summary of `board` (of a day, a week, a quarter or a year, in any order): all
+    /// but the trend, which [`Summarizer::add_trend`] reads.
+    pub fn add(&mut self, board: &str, bd: &BoardDay) {
         if bd.reports > 0 {
             self.boards.insert(board.to_string());
         }
@@ -746,21 +800,8 @@ impl<'o> Summarizer<'o> {
         if let Some(b) = &mut self.builds {
             b.merge(&bd.builds);
         }
-        let bucket = stats::bucket_start(start, self.bucket_days);
         for (slot, sd) in &bd.slots {
-            let key: Vec<String> = self
-                .opts
-                .group_by
-                .iter()
-                .map(|dim| match dim {
-                    Dimension::Board => board.to_string(),
-                    Dimension::DeviceClass => slot[0].clone(),
-                    Dimension::Port => slot[1].clone(),
-                    Dimension::DeviceModel => slot[2].clone(),
-                    Dimension::ToolVersion => slot[3].clone(),
-                })
-                .collect();
-            let g = self.groups.entry(key).or_default();
+            let g = self.groups.entry(self.key(board, slot)).or_default();
             g.units.merge(&sd.units);
             g.devices += sd.devices;
             g.passed += sd.passed;
@@ -771,24 +812,44 @@ impl<'o> Summarizer<'o> {
                 merge_reason(&mut g.reasons, k, *n, ex);
             }
             for (m, md) in &sd.metrics {
-                let agg = match g.metrics.get_mut(m) {
-                    Some(a) => a,
-                    None => g.metrics.entry(m.clone()).or_insert(MetricAgg {
-                        all: MetricDay::new(),
-                        bucket: None,
-                        trend: Vec::new(),
-                    }),
-                };
-                agg.all.merge(md);
+                metric_agg(&mut g.metrics, m).all.merge(md);
+            }
+        }
+    }
+
+    /// Adds the trend of `board` from `start` (a day, or the first day of a trend bucket it
+    /// covers whole); called in order of `start`.
+    pub fn add_trend(&mut self, start: i32, board: &str, t: &Trend) {
+        let bucket = stats::bucket_start(start, self.bucket_days);
+        for (slot, figures) in &t.slots {
+            let key = self.key(board, slot);
+            let g = self.groups.entry(key).or_default();
+            for (m, values) in figures {
+                let agg = metric_agg(&mut g.metrics, m);
                 if agg.bucket.as_ref().is_some_and(|b| b.0 != bucket) {
                     agg.close_bucket(&date);
                 }
                 let (_, s) = agg.bucket.get_or_insert_with(|| {
-                    (bucket, Sketch::new(SUMMARY_PPM).expect("a valid accuracy"))
+                    (bucket, Sketch::new(TREND_PPM).expect("a valid accuracy"))
                 });
-                let _ = s.merge(&md.values);
+                let _ = s.merge(values);
             }
         }
+    }
+
+    /// The group a slot of `board` falls in.
+    fn key(&self, board: &str, slot: &Slot) -> Vec<String> {
+        self.opts
+            .group_by
+            .iter()
+            .map(|dim| match dim {
+                Dimension::Board => board.to_string(),
+                Dimension::DeviceClass => slot[0].clone(),
+                Dimension::Port => slot[1].clone(),
+                Dimension::DeviceModel => slot[2].clone(),
+                Dimension::ToolVersion => slot[3].clone(),
+            })
+            .collect()
     }
 
     /// The fleet summary; `several_keys` the units whose reports carry more than one key.

@@ -139,10 +139,11 @@ pub fn epoch_day(t: chrono::DateTime<chrono::Utc>) -> i32 {
     t.timestamp().div_euclid(86_400) as i32
 }
 
-/// The first day of the trend bucket of `bucket_days` days (1 or 7) that `day` falls in.
+/// The first day of the bucket of `bucket_days` days that `day` falls in: a trend bucket
+/// (1 or 7), or a summary's span (also 91 and 364: whole weeks, so spans nest).
 pub fn bucket_start(day: i32, bucket_days: i32) -> i32 {
-    // 1970-01-01 was a Thursday: shifting by 3 makes weekly buckets start on Monday.
-    let shift = if bucket_days == 7 { 3 } else { 0 };
+    // 1970-01-01 was a Thursday: shifting by 3 makes buckets of whole weeks start on Monday.
+    let shift = if bucket_days % 7 == 0 { 3 } else { 0 };
     (day + shift).div_euclid(bucket_days) * bucket_days - shift
 }
 

@@ -16,13 +16,13 @@ use super::builds::BuildSketches;
 use super::bytes::{BytesError, Reader, Writer};
 use super::distinct::Distinct;
 use super::extract::RejectedFigure;
-use super::partial::{BoardDay, Extreme, Extremes, MetricDay, SlotDay, UnitState};
+use super::partial::{BoardDay, Extreme, Extremes, MetricDay, SlotDay, Trend, UnitState};
 use super::sketch::Sketch;
 use super::summary::CurveTrace;
 use usbperf_report::wire::{Select, Threshold};
 
 /// The first byte of a stored summary: another layout gets another byte.
-pub const FORMAT: u8 = 1;
+pub const FORMAT: u8 = 2;
 /// The most bytes a stored summary may have (a day of one board: a few MB).
 pub const MAX_BYTES: usize = 64 << 20;
 
@@ -233,6 +233,7 @@ pub fn encode(d: &BoardDay) -> Vec<u8> {
             s.put(&mut w, metric);
             let MetricDay {
                 values,
+                trend,
                 ok,
                 norm,
                 passing,
@@ -240,6 +241,7 @@ pub fn encode(d: &BoardDay) -> Vec<u8> {
                 extremes: Extremes { low, high },
             } = m;
             w.blob(&values.encode());
+            w.blob(&trend.encode());
             w.u64(*ok);
             w.blob(&norm.encode());
             w.blob(&passing.encode());
@@ -396,6 +398,7 @@ pub fn decode(bytes: &[u8]) -> Result<BoardDay, StoredError> {
         for _ in 0..r.count(8, "a group's figures")? {
             let metric = get(t, &mut r, "a figure")?;
             let values = sketch(&mut r, "a figure's values")?;
+            let trend = sketch(&mut r, "a figure's trend")?;
             let ok = r.u64("a figure")?;
             let norm = sketch(&mut r, "a figure's norm")?;
             let passing = sketch(&mut r, "a figure's passing values")?;
@@ -416,6 +419,7 @@ pub fn decode(bytes: &[u8]) -> Result<BoardDay, StoredError> {
                 metric,
                 MetricDay {
                     values,
+                    trend,
                     ok,
                     norm,
                     passing,
@@ -447,6 +451,55 @@ pub fn decode(bytes: &[u8]) -> Result<BoardDay, StoredError> {
     }
     r.finish()?;
     Ok(d)
+}
+
+/// A summary's trend as bytes: its groups, each with its figures' sketches.
+pub fn encode_trend(t: &Trend) -> Vec<u8> {
+    let Trend { slots } = t;
+    let mut w = Writer::with_capacity(1024);
+    w.byte(FORMAT);
+    w.len(slots.len());
+    for (slot, figures) in slots {
+        for part in slot {
+            w.str(part);
+        }
+        w.len(figures.len());
+        for (metric, values) in figures {
+            w.str(metric);
+            w.blob(&values.encode());
+        }
+    }
+    w.0
+}
+
+/// Reads what [`encode_trend`] wrote, and nothing else: at most [`MAX_BYTES`], every count
+/// checked against the bytes left.
+pub fn decode_trend(bytes: &[u8]) -> Result<Trend, StoredError> {
+    if bytes.len() > MAX_BYTES {
+        return Err(StoredError::TooLarge(bytes.len()));
+    }
+    let mut r = Reader::new(bytes);
+    let format = r.byte("the format byte")?;
+    if format != FORMAT {
+        return Err(StoredError::Format(format));
+    }
+    let mut t = Trend::default();
+    for _ in 0..r.count(5, "the trend's groups")? {
+        let slot = [
+            r.string("a group")?,
+            r.string("a group")?,
+            r.string("a group")?,
+            r.string("a group")?,
+        ];
+        let mut figures = BTreeMap::new();
+        for _ in 0..r.count(2, "a group's trend")? {
+            let metric = r.string("a figure")?;
+            figures.insert(metric, sketch(&mut r, "a figure's trend")?);
+        }
+        t.slots.insert(slot, figures);
+    }
+    r.finish()?;
+    Ok(t)
 }
 
 /// A unit's latest run and keys as bytes.

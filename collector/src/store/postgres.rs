@@ -108,7 +108,8 @@ CREATE TABLE IF NOT EXISTS fleet_units (
     state bytea NOT NULL
 );
 CREATE INDEX IF NOT EXISTS fleet_units_several ON fleet_units (unit) WHERE keys > 1;
--- The fleet's summaries per board and day (span 1) or week (span 7).
+-- The fleet's summaries per board and day (span 1), week (7), 13 weeks (91) or 52 weeks
+-- (364), and the trends of days and weeks (span -1 and -7), see collector/src/summaries.rs.
 CREATE TABLE IF NOT EXISTS fleet_summaries (
     span integer NOT NULL,
     start integer NOT NULL,
@@ -119,6 +120,8 @@ CREATE TABLE IF NOT EXISTS fleet_summaries (
 );
 CREATE TABLE IF NOT EXISTS fleet_meta (name text PRIMARY KEY, value text NOT NULL);
 CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (board, started_ns) WHERE kind <> 'record';
+-- The first and last day with figures, without reading the days' summaries (MB each).
+CREATE INDEX IF NOT EXISTS fleet_summaries_figures ON fleet_summaries (span, board, start) WHERE figures;
 ";
 
 /// Held by the one collector folding the queue at a time (transaction-scoped).

@@ -96,7 +96,8 @@ CREATE TABLE IF NOT EXISTS fleet_units (
     state BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS fleet_units_several ON fleet_units (unit) WHERE keys > 1;
--- The fleet's summaries per board and day (span 1) or week (span 7).
+-- The fleet's summaries per board and day (span 1), week (7), 13 weeks (91) or 52 weeks
+-- (364), and the trends of days and weeks (span -1 and -7), see collector/src/summaries.rs.
 CREATE TABLE IF NOT EXISTS fleet_summaries (
     span INTEGER NOT NULL,
     start INTEGER NOT NULL,
@@ -107,6 +108,8 @@ CREATE TABLE IF NOT EXISTS fleet_summaries (
 );
 CREATE TABLE IF NOT EXISTS fleet_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (board, started_ns) WHERE kind <> 'record';
+-- The first and last day with figures, without reading the days' summaries (MB each).
+CREATE INDEX IF NOT EXISTS fleet_summaries_figures ON fleet_summaries (span, board, start) WHERE figures;
 ";
 
 const QUEUE: &str = "INSERT INTO fleet_queue (report_id) VALUES (?1)";
