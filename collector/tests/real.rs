@@ -417,19 +417,9 @@ fn network_down_run_keeps_its_exit_code_and_the_spool_drains_later() {
 }
 
 /// 50 uploader processes, each queuing and sending its share of `reports`.
+/// 50 uploaders, each sending its share of `reports` to `c`.
 fn uploaders(
     c: &Collector,
-    reports: &[PathBuf],
-    spools: &Path,
-    extra: &[&str],
-    delivered: &Arc<Mutex<HashSet<String>>>,
-) -> Vec<(std::process::Child, std::thread::JoinHandle<()>)> {
-    uploaders_to(&[c], reports, spools, extra, delivered)
-}
-
-/// 50 uploaders, each sending its share of `reports` to one of `cs` in turn.
-fn uploaders_to(
-    cs: &[&Collector],
     reports: &[PathBuf],
     spools: &Path,
     extra: &[&str],
@@ -441,28 +431,99 @@ fn uploaders_to(
         .chunks(per)
         .enumerate()
         .map(|(i, chunk)| {
-            let c = cs[i % cs.len()];
             let mut cmd = upload_cmd(&c.url(), &c.tokens, &spools.join(format!("u{i}")));
-            cmd.args(extra)
-                .args(chunk)
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped());
-            let mut child = cmd.spawn().unwrap();
-            let err = child.stderr.take().unwrap();
-            let seen = delivered.clone();
-            // "delivered ID (…)" is printed after the acknowledgement arrived.
-            let reader = std::thread::spawn(move || {
-                for line in BufReader::new(err).lines() {
-                    let line = line.unwrap();
-                    if let Some(rest) = line.strip_prefix("usbperf-matrix upload: delivered ") {
-                        let id = rest.split_whitespace().next().unwrap().to_string();
-                        seen.lock().unwrap().insert(id);
-                    }
-                }
-            });
-            (child, reader)
+            cmd.args(extra).args(chunk);
+            spawn_uploader(cmd, delivered)
         })
         .collect()
+}
+
+/// Starts one uploader; its reader thread notes each report it says was delivered.
+fn spawn_uploader(
+    mut cmd: Command,
+    delivered: &Arc<Mutex<HashSet<String>>>,
+) -> (std::process::Child, std::thread::JoinHandle<()>) {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let seen = delivered.clone();
+    // "delivered ID (…)" is printed after the acknowledgement arrived.
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let line = line.unwrap();
+            if let Some(rest) = line.strip_prefix("usbperf-matrix upload: delivered ") {
+                let id = rest.split_whitespace().next().unwrap().to_string();
+                seen.lock().unwrap().insert(id);
+            }
+        }
+    });
+    (child, reader)
+}
+
+/// A TCP load balancer in front of collectors that keeps each client's address, as a
+/// factory's does: each unit reaches it on a port of its own, and it connects on from the
+/// unit's own address (127.1.x.y: all of 127.0.0.0/8 is the loopback) to the collectors in
+/// turn, trying the next when one refuses, as a balancer's health check would.
+struct Balancer {
+    rt: tokio::runtime::Runtime,
+    backends: Arc<Vec<std::net::SocketAddr>>,
+    next: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Balancer {
+    fn new(backends: &[u16]) -> Balancer {
+        Balancer {
+            rt: tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap(),
+            backends: Arc::new(
+                backends
+                    .iter()
+                    .map(|p| std::net::SocketAddr::from(([127, 0, 0, 1], *p)))
+                    .collect(),
+            ),
+            next: Arc::default(),
+        }
+    }
+
+    /// Unit `i`'s address.
+    fn address(i: usize) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 1) as u8)
+    }
+
+    /// A front for unit `i`: the port it uploads to, open until the handle is aborted.
+    fn front(&self, i: usize) -> (u16, tokio::task::JoinHandle<()>) {
+        use std::sync::atomic::Ordering;
+        let listener = self
+            .rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let from = std::net::SocketAddr::from((Balancer::address(i), 0));
+        let (backends, next) = (self.backends.clone(), self.next.clone());
+        let task = self.rt.spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let (backends, next) = (backends.clone(), next.clone());
+                tokio::spawn(async move {
+                    for _ in 0..backends.len() {
+                        let to = backends[next.fetch_add(1, Ordering::Relaxed) % backends.len()];
+                        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+                        sock.bind(from).unwrap();
+                        if let Ok(mut server) = sock.connect(to).await {
+                            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, task)
+    }
 }
 
 fn wait_all(procs: Vec<(std::process::Child, std::thread::JoinHandle<()>)>) {
@@ -613,17 +674,42 @@ fn two_collectors_on_one_postgres_store_and_summarise_each_report_once() {
     let mut a = Collector::start_with(&pg.url(), &["--page-listen", &page(0)]);
     let b = Collector::start_with(&pg.url(), &["--page-listen", &page(1)]);
     let delivered = Arc::new(Mutex::new(HashSet::new()));
-    let procs = uploaders_to(
-        &[&a, &b],
-        &reports,
-        &dir.path().join("spools"),
-        &["--attempts", "40", "--timeout", "5s"],
-        &delivered,
-    );
+    // 1,000 units, each its own uploader with its own key and address, through a balancer
+    // in front of both collectors; at most 100 at a time.
+    let balancer = Balancer::new(&[a.port, b.port]);
+    let load = {
+        let (reports, spools, delivered) = (
+            reports.clone(),
+            dir.path().join("spools"),
+            delivered.clone(),
+        );
+        let tokens = b.tokens.clone();
+        std::thread::spawn(move || {
+            let mut running = std::collections::VecDeque::new();
+            for (i, r) in reports.iter().enumerate() {
+                if running.len() == 100 {
+                    let (child, reader, front): (_, _, tokio::task::JoinHandle<()>) =
+                        running.pop_front().unwrap();
+                    wait_all(vec![(child, reader)]);
+                    front.abort();
+                }
+                let (port, front) = balancer.front(i);
+                let url = format!("http://127.0.0.1:{port}/api/v1/reports");
+                let mut cmd = upload_cmd(&url, &tokens, &spools.join(format!("u{i}")));
+                cmd.args(["--attempts", "40", "--timeout", "5s"]).arg(r);
+                let (child, reader) = spawn_uploader(cmd, &delivered);
+                running.push_back((child, reader, front));
+            }
+            for (child, reader, front) in running {
+                wait_all(vec![(child, reader)]);
+                front.abort();
+            }
+        })
+    };
     kill9_when_300_delivered(&mut a, &delivered, &pg.url());
     std::thread::sleep(Duration::from_millis(500));
     a.restart();
-    wait_all(procs);
+    load.join().expect("every uploader delivered all it had");
     assert_eq!(count(&pg.url(), "reports"), 1000);
     assert_eq!(stored_ids(&pg.url()).len(), 1000);
     assert_eq!(
@@ -652,6 +738,29 @@ fn two_collectors_on_one_postgres_store_and_summarise_each_report_once() {
     for k in ["reports", "units", "devices", "device_pass_rate"] {
         assert_eq!(v[k], e[k], "{k}: the summaries against every record");
     }
+    // Each report was taken from its unit's own address, through one collector or the other.
+    let mut from: std::collections::HashMap<String, String> = Default::default();
+    for c in [&a, &b] {
+        for line in c.access_log() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if let (Some(peer), Some(id)) = (f.get(1), line.split(" report=").nth(1)) {
+                if f.get(4).is_some_and(|s| s.starts_with('2')) {
+                    from.insert(id.to_string(), peer.to_string());
+                }
+            }
+        }
+    }
+    let peers: HashSet<&String> = from.values().collect();
+    assert_eq!(
+        from.len(),
+        1000,
+        "every report taken, as the access logs say"
+    );
+    assert!(
+        peers.len() == 1000 && peers.iter().all(|p| p.starts_with("127.1.")),
+        "{} distinct unit addresses among 1,000 reports taken",
+        peers.len()
+    );
 }
 
 #[test]

@@ -163,7 +163,12 @@ impl Collector {
     }
 
     fn spawn(&mut self) {
-        let log = std::fs::File::create(self.dir.path().join("stderr")).unwrap();
+        // Appended: a restarted collector's log follows the log of the one it replaced.
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("stderr"))
+            .unwrap();
         let mut child = Command::new(collect_bin())
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .args(["--db", &self.db, "--token-file"])
