@@ -21,7 +21,7 @@ use usbperf_fleet::summary::FileIssue;
 use usbperf_fleet::thresholds::{render_snippet, suggest, SuggestOptions};
 use usbperf_fleet::{html, text, FleetError};
 
-use crate::store::{FleetFilter, FleetRow, Store, StoreError, SummaryFilter};
+use crate::store::{FleetFilter, FleetRow, FoldScope, Store, StoreError, SummaryFilter};
 use crate::summaries::{trend_span, SPANS};
 
 #[derive(Debug, thiserror::Error)]
@@ -165,10 +165,19 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbEr
     }
     // What was stored since the last fold is folded first: a query sees every report
     // acknowledged before it.
-    store.fleet_fold(&mut |_, _| {})?;
+    store.fleet_fold(FoldScope::Query, &mut |_, _| {})?;
+    let Some(gen) = store.fleet_generations()?.serving else {
+        // This build's summaries are still being built, too far from done for a query.
+        let total = store.count()?;
+        let queued = store.fleet_queued()?;
+        return Err(FleetDbError::Store(StoreError::Building {
+            folded: total.saturating_sub(queued),
+            total,
+        }));
+    };
     let since_day = q.since.map(usbperf_fleet::stats::epoch_day);
     let board = q.board.as_deref().map(str::trim);
-    let span = store.fleet_summary_days(since_day, board)?;
+    let span = store.fleet_summary_days(gen, since_day, board)?;
     let opts = FleetOptions {
         group_by: q.group_by.clone(),
         compare_builds: q.compare_builds,
@@ -202,6 +211,7 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbEr
                 continue;
             }
             let f = SummaryFilter {
+                gen,
                 span: *span,
                 from_day: from,
                 until_day: until,
@@ -224,6 +234,7 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbEr
         let bucket = sum.bucket_days();
         let mut read_trend = |span: i32, from_day, until_day| {
             let f = SummaryFilter {
+                gen,
                 span: trend_span(span),
                 from_day,
                 until_day,
@@ -284,7 +295,7 @@ pub fn fleet(store: &dyn Store, q: &FleetQuery) -> Result<FleetAnswer, FleetDbEr
         }
     }
     let several: BTreeMap<String, usize> = store
-        .fleet_several_keys()?
+        .fleet_several_keys(gen)?
         .into_iter()
         .map(|(u, n)| (u, n.max(0) as usize))
         .collect();

@@ -17,6 +17,7 @@ use clap::Parser;
 
 use usbperf_collect::fleet::{self as fleetdb, FleetQuery, Format};
 use usbperf_collect::server::{self, App, Page};
+use usbperf_collect::store::FoldScope;
 use usbperf_collect::{store, tls, tokens::Tokens, unit_keys::UnitKeys, DEFAULT_MAX_BODY_BYTES};
 
 /// Collector of usbperf factory reports: units POST to /api/v1/reports; each report is
@@ -42,8 +43,9 @@ enum Cmd {
     /// `usbperf-matrix fleet` over the same reports as files.
     Fleet(FleetArgs),
     /// Build the fleet's summaries again from every stored report (after a damaged summary,
-    /// or to check them); with --resume, fold only what is still queued (an interrupted
-    /// rebuild goes on where it stopped). Progress on standard error.
+    /// or to check them), beside the summaries that answer until the new ones are built;
+    /// with --resume, fold only what is still queued (an interrupted rebuild goes on where
+    /// it stopped). Progress on standard error.
     FleetRebuild(RebuildArgs),
 }
 
@@ -59,6 +61,10 @@ struct RebuildArgs {
     /// Fold what is queued, without queueing every report again.
     #[arg(long)]
     resume: bool,
+    /// Queue every report for new summaries and return: the running collectors build them
+    /// (a thread in each folds every 2 s).
+    #[arg(long, conflicts_with = "resume")]
+    background: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -150,6 +156,12 @@ struct Serve {
     /// (HTML, refreshing itself) and /fleet.json, with ?since=DATE&board=MODEL.
     #[arg(long, value_name = "ADDR")]
     page_listen: Option<String>,
+    /// The page reads the fleet and stored reports from this database: a read replica of
+    /// the PostgreSQL database --db names, so the page's queries load the replica, not the
+    /// primary the uploads are stored in. The collectors on --db fold what arrives into the
+    /// summaries every 2 s; the page lags by that and by the replica's delay.
+    #[arg(long, value_name = "URL", requires = "page_listen")]
+    page_db: Option<String>,
     /// Seconds between the page's reloads in the browser.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     page_refresh: u32,
@@ -235,9 +247,16 @@ fn rebuild(args: &RebuildArgs) -> anyhow::Result<()> {
         store.fleet_rebuild()?
     };
     eprintln!("usbperf-collect: {queued} reports to fold into the fleet's summaries");
+    if args.background {
+        eprintln!(
+            "usbperf-collect: the running collectors fold them; the summaries they replace \
+             answer until then"
+        );
+        return Ok(());
+    }
     let started = std::time::Instant::now();
     let mut shown = 0u64;
-    let folded = store.fleet_fold(&mut |done, of| {
+    let folded = store.fleet_fold(FoldScope::All, &mut |done, of| {
         // A line per tenth, and the last: a million reports print ten lines, not two thousand.
         if done * 10 / of.max(1) > shown * 10 / of.max(1) || done == of {
             shown = done;
@@ -324,13 +343,10 @@ fn run(args: Serve) -> anyhow::Result<()> {
         .map(UnitKeys::load)
         .transpose()?
         .map(Arc::new);
+    let password = db_password(args.db_password_file.as_deref())?;
     let store: Arc<dyn store::Store> = Arc::from(
-        store::open(
-            &args.db,
-            args.db_sessions,
-            db_password(args.db_password_file.as_deref())?.as_deref(),
-        )
-        .with_context(|| format!("cannot open the database {}", store::shown(&args.db)))?,
+        store::open(&args.db, args.db_sessions, password.as_deref())
+            .with_context(|| format!("cannot open the database {}", store::shown(&args.db)))?,
     );
     // Folds what units send into the fleet's summaries as it arrives, so that a page or a
     // `fleet` query folds only the last seconds' reports before it reads.
@@ -342,7 +358,7 @@ fn run(args: Serve) -> anyhow::Result<()> {
                 let mut said: Option<String> = None;
                 loop {
                     std::thread::sleep(std::time::Duration::from_secs(2));
-                    match store.fleet_fold(&mut |_, _| {}) {
+                    match store.fleet_fold(FoldScope::All, &mut |_, _| {}) {
                         Ok(_) => said = None,
                         Err(e) => {
                             let m = e.to_string();
@@ -356,8 +372,17 @@ fn run(args: Serve) -> anyhow::Result<()> {
             })
             .context("cannot start the fleet's folding thread")?;
     }
+    let page_store: Option<Arc<dyn store::Store>> = match &args.page_db {
+        Some(url) => Some(Arc::from(
+            store::open_replica(url, password.as_deref()).with_context(|| {
+                format!("cannot open the page's database {}", store::shown(url))
+            })?,
+        )),
+        None => None,
+    };
     let app = Arc::new(App {
         store,
+        page_store,
         tokens: std::sync::RwLock::new(tokens),
         max_body_bytes: args.max_body_bytes,
         page: Page::new(args.page_refresh),

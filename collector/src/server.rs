@@ -56,6 +56,8 @@ pub use usbperf_report::seal::REPORT_ID_HEADER;
 
 pub struct App {
     pub store: Arc<dyn Store>,
+    /// What the fleet page reads (`--page-db`, a read replica of `store`), else `store`.
+    pub page_store: Option<Arc<dyn Store>>,
     /// The accepted tokens: replaced whole when the token file is read again (SIGHUP).
     pub tokens: std::sync::RwLock<Tokens>,
     pub max_body_bytes: u64,
@@ -73,6 +75,13 @@ pub struct App {
     /// [`READY_FRESH`] of it are answered from it, so probing faster (anyone may) does not
     /// make the database commit faster.
     pub ready: tokio::sync::Mutex<Option<(Instant, Result<(), String>)>>,
+}
+
+impl App {
+    /// The store the fleet page reads.
+    pub fn page_store(&self) -> &dyn Store {
+        self.page_store.as_ref().unwrap_or(&self.store).as_ref()
+    }
 }
 
 /// How long a readiness probe's answer is reused.
@@ -716,7 +725,7 @@ async fn report_file(
     let missing = || ApiError::NotFound("no such report".into());
     let (id, ext) = file.rsplit_once('.').ok_or_else(missing)?;
     let (id, ext) = (id.to_string(), ext.to_string());
-    let found = tokio::task::spawn_blocking(move || app.store.raw(&id))
+    let found = tokio::task::spawn_blocking(move || app.page_store().raw(&id))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?
         .map_err(|e| ApiError::Unavailable(format!("the database did not answer: {e}")))?;
@@ -754,7 +763,7 @@ async fn fleet_page(
         board: nonempty("board").map(str::to_string),
         ..FleetQuery::default()
     };
-    let body = tokio::task::spawn_blocking(move || app.page.get(app.store.as_ref(), (q, format)))
+    let body = tokio::task::spawn_blocking(move || app.page.get(app.page_store(), (q, format)))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?
         .map_err(|e| match e {
@@ -1141,6 +1150,7 @@ mod tests {
         let db = format!("sqlite:{}", dir.join("r.db").display());
         let app = App {
             store: crate::store::open(&db, 1, None).unwrap().into(),
+            page_store: None,
             tokens: std::sync::RwLock::new(
                 Tokens::parse(TOKEN, std::path::Path::new("t")).unwrap(),
             ),

@@ -10,6 +10,19 @@
 //! years), so its cost grows with the years and groups selected, not with the reports. Its
 //! trend, a point per day or week, reads each day's or week's trend row: the same figures
 //! at 1 %, a few KB (span -1 and -7 in the same table), instead of the summary's few MB.
+//!
+//! **Generations.** Summaries are built by one build's format and rules ([`generation`]), in
+//! a generation of their own (`fleet_generations`; the queue, units and summaries carry its
+//! number). A build that finds no generation of its own starts one beside the others and
+//! queues every stored record for it, while the build before it still answers from its
+//! own; `fleet-rebuild` starts another of the same build the same way. Ingest queues each
+//! report for every generation kept, so one being built misses nothing stored meanwhile: a
+//! new generation is made under the exclusive side of a lock whose shared side ingest takes
+//! before it queues (PostgreSQL; SQLite has one writer), and its backlog is queued after
+//! that, skipping what ingest already queued. A generation answers once its queue has been
+//! empty once (`ready`); a build's queries read its newest ready generation. A generation
+//! no collector has folded for [`RETIRE_AFTER_S`] (one superseded by a newer ready one of
+//! its build, or one whose build no longer runs) is dropped.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -25,6 +38,11 @@ pub const FOLD_BATCH: usize = 512;
 /// a batch rewrites the one or two days (and week) it covers, so larger batches rewrite
 /// each summary fewer times.
 pub const FOLD_BATCH_MAX: usize = 16_384;
+
+/// A generation no collector has folded for this long is dropped: its build no longer runs,
+/// or a newer generation of it answers. An hour: far longer than a query reads, and than a
+/// restart leaves a generation unfolded.
+pub const RETIRE_AFTER_S: i64 = 3600;
 
 /// How many to fold per transaction with `queued` waiting: [`FOLD_BATCH`] for the trickle of
 /// a line's uploads, up to [`FOLD_BATCH_MAX`] for a rebuild's backlog.

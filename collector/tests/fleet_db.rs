@@ -604,3 +604,87 @@ fn power_cut_verdicts_uploaded_are_counted_by_the_fleet_from_the_database_as_fro
         );
     }
 }
+
+/// A rebuild makes new summaries beside the ones that answer, which keep answering, and
+/// keep taking new reports, until the new ones are built; reports that arrive meanwhile are
+/// in both. A generation no collector has folded for an hour (the one replaced, one of a
+/// build that no longer runs) is dropped by the next fold. SQLite and PostgreSQL.
+#[test]
+fn a_rebuild_builds_new_summaries_beside_the_ones_that_answer_until_they_are_built() {
+    let tmp = TempDir::new("fleetdb-gen");
+    let reports = gen(40, 41, 2, "json", &tmp.path().join("gen"));
+    let pg = Pg::start();
+    let sqlite = format!("sqlite:{}", tmp.path().join("g.db").display());
+    for (i, db) in [sqlite, pg.url()].iter().enumerate() {
+        let named = tmp.path().join(format!("named{i}"));
+        let db = db.as_str();
+        upload_all(&Collector::start(db).url(), &reports[..30], &named);
+        let (code, first, err) = db_fleet(db, &["--format", "json"]);
+        assert_eq!(code, 0, "{db}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+        assert_eq!(
+            v["reports"], 30,
+            "{db}: the first fold builds the first summaries"
+        );
+        let out = Command::new(collect_bin())
+            .args(["fleet-rebuild", "--db", db, "--background"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{db}: {err}");
+        assert!(err.contains("30 reports to fold"), "{db}: {err}");
+        assert_eq!(count(db, "fleet_generations WHERE NOT ready"), 1, "{db}");
+        // The summaries that answer are the first ones, and a query leaves the new ones to
+        // the collectors' folders.
+        let (_, again, _) = db_fleet(db, &["--format", "json"]);
+        same(&again, &first, &format!("{db}: during the rebuild"));
+        assert_eq!(count(db, "fleet_gen_queue WHERE gen = 2"), 30, "{db}");
+        // New reports while it builds: queued for both, and the running collector's folder
+        // builds the new summaries.
+        let c = Collector::start(db);
+        upload_all(&c.url(), &reports[30..], &named);
+        let t0 = std::time::Instant::now();
+        while count(db, "fleet_gen_queue") > 0 || count(db, "fleet_generations WHERE ready") < 2 {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(120),
+                "{db}: the collector did not build the new summaries"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        drop(c);
+        let (_, dir_json, _) = dir_fleet(&named, &["--format", "json"]);
+        let (_, now, _) = db_fleet(db, &["--format", "json"]);
+        agree(&now, &dir_json, &format!("{db}: after the rebuild"));
+        let v: serde_json::Value = serde_json::from_str(&now).unwrap();
+        assert_eq!(v["reports"], 40, "{db}");
+        // The first generation, no longer folded, and one of a build that no longer runs:
+        // an hour after their last fold, the next fold drops them.
+        execute(
+            db,
+            "UPDATE fleet_generations SET folded_at = folded_at - 7200 WHERE gen = 1; \
+             INSERT INTO fleet_generations (gen, name, backlog, ready, folded_at) \
+             VALUES (9, 'summaries 0 records 0 rules 0', true, true, 0); \
+             INSERT INTO fleet_gen_queue (gen, report_id) VALUES (9, 'gone');",
+        );
+        let out = Command::new(collect_bin())
+            .args(["fleet-rebuild", "--db", db, "--resume"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{db}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(count(db, "fleet_generations"), 1, "{db}");
+        assert_eq!(count(db, "fleet_generations WHERE gen = 2"), 1, "{db}");
+        for t in ["fleet_gen_queue", "fleet_gen_units", "fleet_gen_summaries"] {
+            assert_eq!(count(db, &format!("{t} WHERE gen <> 2")), 0, "{db}: {t}");
+        }
+        let (_, last, _) = db_fleet(db, &["--format", "json"]);
+        same(
+            &last,
+            &now,
+            &format!("{db}: after the old summaries were dropped"),
+        );
+    }
+}

@@ -729,7 +729,11 @@ fn two_collectors_on_one_postgres_store_and_summarise_each_report_once() {
     assert_eq!(pa, pb, "the two collectors serve the same page");
     let v: serde_json::Value = serde_json::from_str(&pa).unwrap();
     assert_eq!(v["reports"], 1000, "each report folded once");
-    assert_eq!(count(&pg.url(), "fleet_queue"), 0, "nothing left to fold");
+    assert_eq!(
+        count(&pg.url(), "fleet_gen_queue"),
+        0,
+        "nothing left to fold"
+    );
     let exact = Command::new(collect_bin())
         .args(["fleet", "--db", &pg.url(), "--exact", "--format", "json"])
         .output()
@@ -858,4 +862,72 @@ fn postgres_restart_is_survived_without_a_failed_upload() {
     }
     assert!(back.elapsed() < Duration::from_secs(10));
     assert_eq!(count(&pg.url(), "reports"), 12);
+}
+
+/// The page read from a streaming read replica (`--page-db`): the collector on the primary
+/// stores and folds, the replica, which takes no write, answers the page with the same fleet
+/// as the primary and serves the stored reports the page links.
+#[test]
+fn the_page_from_a_read_replica_is_the_fleet_of_the_primary() {
+    let pg = Pg::start();
+    let replica = pg.replica();
+    let dir = TempDir::new("pg-replica-page");
+    let reports = fleet(50, 29, "yaml", &dir.path().join("fleet"));
+    let page = format!("127.0.0.1:{}", free_port());
+    let c = Collector::start_with(
+        &pg.url(),
+        &["--page-listen", &page, "--page-db", &replica.url()],
+    );
+    let out = upload_cmd(&c.url(), &c.tokens, &dir.path().join("spool"))
+        .args(&reports)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The primary's collector folds every 2 s; the replica follows.
+    let t0 = Instant::now();
+    while count(&replica.url(), "reports") < 50
+        || count(&replica.url(), "fleet_gen_queue") > 0
+        || count(&replica.url(), "fleet_generations WHERE ready") == 0
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the replica did not follow"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let get = |path: &str| -> (u16, String) {
+        match ureq::get(&format!("http://{page}{path}")).call() {
+            Ok(r) => (r.status(), r.into_string().unwrap()),
+            Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap_or_default()),
+            Err(e) => panic!("GET {path}: {e}"),
+        }
+    };
+    let (status, json) = get("/fleet.json");
+    assert_eq!(status, 200, "{json}");
+    let want = Command::new(collect_bin())
+        .args(["fleet", "--db", &pg.url(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        json,
+        String::from_utf8(want.stdout).unwrap(),
+        "the primary's fleet"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["reports"], 50);
+    // A report the page links, as the unit sent it (the upload sends JSON).
+    let id = stored_ids(&replica.url()).remove(0);
+    let (status, body) = get(&format!("/reports/{id}.json"));
+    assert_eq!(status, 200, "/reports/{id}.json: {body}");
+    assert!(body.contains("schema_version"), "{body}");
+    let mut r = postgres::Client::connect(&replica.url(), postgres::NoTls).unwrap();
+    let standby: bool = r
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .unwrap()
+        .get(0);
+    assert!(standby, "the page's database is a read-only standby");
 }

@@ -3,10 +3,16 @@
 """Ingest latency of usbperf-collect: 1,000 distinct reports from 50 concurrent uploaders.
 
 usage: scripts/bench/bench-collect.py [--reports N] [--uploaders K] [--db sqlite|postgres|both]
+                                      [--baseline-rev REV] [--runs R]
 
 A benchmark, not a test: it prints, per database, the stored count, the wall time, the
 throughput and the p50/p99/max latency of one POST (request sent to acknowledgement read,
-so the database commit is inside it). Builds the release collector; reports come from
+so the database commit is inside it), and the time until the fleet's summaries hold every
+report (the fold queue empty; "-" for a collector without summaries). Each run is on a
+fresh database. With --baseline-rev, the collector of that git revision (built in a
+worktree) runs too, alternating with this one (baseline first), R runs each (3 by
+default), and the ratio of the median throughputs is printed: this machine is noisy, so
+the two are compared side by side in the same minutes. Builds the release collector; reports come from
 the fleet-gen example (`cargo run --example fleet-gen`); PostgreSQL is a private server from the Debian packages in a temporary
 directory (run as the postgres user when started as root), like the tests'.
 
@@ -147,7 +153,7 @@ def percentile(sorted_v, p):
     return sorted_v[min(len(sorted_v) - 1, int(round(p / 100.0 * (len(sorted_v) - 1))))]
 
 
-def bench(binary, db_url, count_fn, reports, uploaders, work):
+def bench(binary, db_url, query, reports, uploaders, work):
     tokens = os.path.join(work, "tokens")
     with open(tokens, "w") as f:
         f.write(TOKEN + "\n")
@@ -191,12 +197,21 @@ def bench(binary, db_url, count_fn, reports, uploaders, work):
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    stored = count_fn()
+    stored = query("SELECT count(*) FROM reports")
+    # Until the summaries hold every report: the collector's own folder empties the queue.
+    folded = None
+    while query("SELECT count(*) FROM fleet_gen_queue") not in (None, 0):
+        if time.perf_counter() - t0 > wall + 300:
+            sys.exit("bench-collect: the fold queue was not empty 300 s after the load")
+        time.sleep(0.05)
+    else:
+        if query("SELECT count(*) FROM fleet_gen_summaries") is not None:
+            folded = time.perf_counter() - t0
     proc.terminate()
     proc.wait()
     lat.sort()
     return {"stored": stored, "wall": wall, "errors": errors, "p50": percentile(lat, 50),
-            "p99": percentile(lat, 99), "max": lat[-1], "n": len(lat)}
+            "p99": percentile(lat, 99), "max": lat[-1], "n": len(lat), "folded": folded}
 
 
 # --- --attack -------------------------------------------------------------------------------
@@ -1035,6 +1050,8 @@ def main():
     ap.add_argument("--reports", type=int, default=1000)
     ap.add_argument("--uploaders", type=int, default=50)
     ap.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument("--baseline-rev", help="also run the collector of this git revision")
+    ap.add_argument("--runs", type=int, default=0)
     ap.add_argument("--attack", action="store_true",
                     help="play the attacks of the description and check their bounds")
     a = ap.parse_args()
@@ -1045,32 +1062,80 @@ def main():
         sys.exit(attack(binary, ["sqlite", "postgres"] if a.db == "both" else [a.db]))
     work = tempfile.mkdtemp(prefix="bench-collect-")
     os.chmod(work, 0o755)
+    pg = None
     try:
+        binaries = [("this", binary)]
+        if a.baseline_rev:
+            binaries.insert(0, ("baseline", build_rev(a.baseline_rev, work)))
+        runs = a.runs or (3 if a.baseline_rev else 1)
         fleet = os.path.join(work, "fleet")
         fleet_gen(["--units", str(a.reports), "--out", fleet, "--report-ids", "--seed", "21"])
         reports = sorted(glob.glob(os.path.join(fleet, "*")))
         size = sum(os.path.getsize(p) for p in reports) / len(reports)
         print("bench-collect: %d reports (%.0f KiB each), %d concurrent uploaders, release build"
               % (len(reports), size / 1024, a.uploaders))
-        runs = []
-        if a.db in ("sqlite", "both"):
-            path = os.path.join(work, "r.db")
-            runs.append(("sqlite", "sqlite:" + path,
-                         lambda: sqlite3.connect(path).execute("SELECT count(*) FROM reports").fetchone()[0],
-                         None))
-        if a.db in ("postgres", "both"):
+        dbs = ["sqlite", "postgres"] if a.db == "both" else [a.db]
+        if "postgres" in dbs:
             pg = Postgres(work)
-            runs.append(("postgres", pg.url, pg.count, pg))
-        for name, url, count_fn, pg in runs:
-            r = bench(binary, url, count_fn, reports, a.uploaders, work)
-            print("  %-8s stored %d of %d, %d errors, %.2f s, %.0f reports/s, latency p50 %.1f ms, "
-                  "p99 %.1f ms, max %.1f ms"
-                  % (name, r["stored"], len(reports), len(r["errors"]), r["wall"], r["n"] / r["wall"],
-                     r["p50"] * 1e3, r["p99"] * 1e3, r["max"] * 1e3))
-            if pg:
-                pg.stop()
+        n = 0
+        for db in dbs:
+            through = {label: [] for label, _ in binaries}
+            for run in range(runs):
+                for label, exe in binaries:
+                    n += 1
+                    if db == "sqlite":
+                        path = os.path.join(work, "r%d.db" % n)
+                        url = "sqlite:" + path
+
+                        def query(sql, path=path):
+                            try:
+                                return sqlite3.connect(path).execute(sql).fetchone()[0]
+                            except sqlite3.OperationalError:
+                                return None
+                    else:
+                        name = "ingest%d" % n
+                        subprocess.run(["psql", pg.url, "-q", "-c", "CREATE DATABASE " + name],
+                                       check=True)
+                        url = pg.url.rsplit("/", 1)[0] + "/" + name
+
+                        def query(sql, url=url):
+                            r = subprocess.run(["psql", url, "-At", "-c", sql],
+                                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                               text=True)
+                            return int(r.stdout.strip()) if r.returncode == 0 else None
+                    r = bench(exe, url, query, reports, a.uploaders, work)
+                    through[label].append(r["n"] / r["wall"])
+                    print("  %-8s %-8s run %d: stored %d of %d, %d errors, %.2f s, %.0f reports/s, "
+                          "latency p50 %.1f ms, p99 %.1f ms, max %.1f ms, summarised after %s"
+                          % (db, label, run + 1, r["stored"], len(reports), len(r["errors"]),
+                             r["wall"], r["n"] / r["wall"], r["p50"] * 1e3, r["p99"] * 1e3,
+                             r["max"] * 1e3,
+                             "-" if r["folded"] is None else "%.2f s" % r["folded"]),
+                          flush=True)
+            if a.baseline_rev:
+                med = {k: sorted(v)[len(v) // 2] for k, v in through.items()}
+                print("  %-8s median reports/s: baseline (%s) %.0f, this %.0f: ratio %.2f"
+                      % (db, a.baseline_rev, med["baseline"], med["this"],
+                         med["this"] / med["baseline"]))
     finally:
+        if pg:
+            pg.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def build_rev(rev, work):
+    """The release collector of git revision `rev`, built in a worktree under `work`."""
+    tree = os.path.join(work, "baseline")
+    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-q", tree, rev], check=True)
+    try:
+        subprocess.run(["cargo", "build", "--release", "--locked", "-q", "--manifest-path",
+                        os.path.join(tree, "collector", "Cargo.toml")], check=True,
+                       env=dict(os.environ, CARGO_TARGET_DIR=os.path.join(work, "baseline-target")))
+        exe = os.path.join(work, "usbperf-collect-" + rev)
+        shutil.copy(os.path.join(work, "baseline-target", "release", "usbperf-collect"), exe)
+        return exe
+    finally:
+        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", tree], check=True)
 
 
 if __name__ == "__main__":

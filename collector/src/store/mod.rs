@@ -56,6 +56,11 @@ pub enum StoreError {
          or postgres://USER@HOST/DB"
     )]
     Url(String),
+    #[error(
+        "--page-db {0:?}: name a read replica of the PostgreSQL database --db names \
+         (postgres://USER@REPLICA/DB); SQLite has none"
+    )]
+    ReplicaUrl(String),
     #[error("SQLite {path}: {err} (is the directory writable by the collector's user?)")]
     Sqlite { path: String, err: rusqlite::Error },
     #[error("PostgreSQL: {0} (is the server up, and the URL's user allowed to create tables?)")]
@@ -63,6 +68,15 @@ pub enum StoreError {
     /// A stored summary that does not read: the summaries must be built again.
     #[error("{0}")]
     Summary(String),
+    /// This build's summaries are being built beside those of another build, and too much
+    /// is left to fold in one query.
+    #[error(
+        "the fleet's summaries of this collector's version are being built beside the \
+         previous version's: {folded} of {total} reports folded. Until they are, the fleet \
+         is answered by collectors of the previous version, or by `fleet --exact`; \
+         `usbperf-collect fleet-rebuild --db URL --resume` builds them with progress"
+    )]
+    Building { folded: u64, total: u64 },
 }
 
 impl From<crate::summaries::FoldError<StoreError>> for StoreError {
@@ -77,13 +91,61 @@ impl From<crate::summaries::FoldError<StoreError>> for StoreError {
 /// Which stored summaries a fleet query reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SummaryFilter {
-    /// 1 (days) or 7 (weeks from Monday).
+    /// The generation ([`Generations::serving`]).
+    pub gen: i64,
+    /// A span of `crate::summaries::SPANS`, or a trend row's (`trend_span`).
     pub span: i32,
     /// Summaries starting on or after this day (days since 1970-01-01, UTC).
     pub from_day: Option<i32>,
     /// Summaries starting before this day.
     pub until_day: Option<i32>,
     pub board: Option<String>,
+}
+
+/// This build's generations of the fleet's summaries (see `crate::summaries`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Generations {
+    /// The newest whose backlog is folded: what queries read.
+    pub serving: Option<i64>,
+    /// A newer one being built.
+    pub building: Option<i64>,
+}
+
+/// Which of this build's generations a fold folds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoldScope {
+    /// What a query needs before it reads: the serving generation's queue (the last
+    /// seconds' reports), or, while none serves yet, a building one whose queue is at most
+    /// `crate::summaries::FOLD_BATCH_MAX` (a small database's first fold).
+    Query,
+    /// Every kept generation's queue, in batches: the background folder and `fleet-rebuild`.
+    /// Then drops the generations no collector has folded for
+    /// `crate::summaries::RETIRE_AFTER_S`.
+    All,
+}
+
+/// A generation as a build lists its own.
+pub(crate) struct GenRow {
+    pub gen: i64,
+    pub backlog: bool,
+    pub ready: bool,
+}
+
+/// A build's serving generation (its newest ready one) and the one it builds (its newest,
+/// when newer), from its generations.
+pub(crate) fn serving_and_building(gens: &[GenRow]) -> (Option<i64>, Option<i64>) {
+    let serving = gens.iter().filter(|g| g.ready).map(|g| g.gen).max();
+    let building = gens
+        .iter()
+        .map(|g| g.gen)
+        .max()
+        .filter(|b| serving.map_or(true, |s| *b > s));
+    (serving, building)
+}
+
+/// Seconds since 1970 by this collector's clock.
+pub(crate) fn now_s() -> i64 {
+    chrono::Utc::now().timestamp()
 }
 
 /// Which reports a fleet query takes: SQL filters on indexed columns.
@@ -172,20 +234,29 @@ pub trait Store: Send + Sync {
     fn raw(&self, report_id: &str) -> Result<Option<(String, Vec<u8>)>, StoreError>;
     /// Reports per board over the whole database, for "nothing matched" advice.
     fn fleet_boards(&self) -> Result<Vec<(Option<String>, u64)>, StoreError>;
-    /// Folds the queued reports into the fleet's summaries, a batch per transaction, until
-    /// none is left; first builds them again from every stored record when they are of
-    /// another generation ([`crate::summaries::generation`]). `progress(folded, queued)`
-    /// after each batch. How many reports it folded.
-    fn fleet_fold(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64, StoreError>;
-    /// Drops the summaries and queues every stored record to be folded again (resumable:
-    /// what is folded stays folded); how many are queued.
+    /// Folds queued reports into this build's generations of the fleet's summaries
+    /// (`scope`), a batch per transaction, until none is left; first makes this build's
+    /// generation beside any other when it has none ([`crate::summaries::generation`]),
+    /// with every stored record queued for it. `progress(folded, queued)` after each batch.
+    /// How many reports it folded.
+    fn fleet_fold(
+        &self,
+        scope: FoldScope,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, StoreError>;
+    /// Starts a new generation of this build's summaries beside the serving one, with every
+    /// stored record queued for it; the serving one answers until it is built. How many
+    /// are queued.
     fn fleet_rebuild(&self) -> Result<u64, StoreError>;
-    /// Reports waiting to be folded.
+    /// Reports waiting to be folded into this build's generations.
     fn fleet_queued(&self) -> Result<u64, StoreError>;
-    /// The first and last day with figures among the daily summaries of `board` from
-    /// `from_day`.
+    /// This build's generations.
+    fn fleet_generations(&self) -> Result<Generations, StoreError>;
+    /// The first and last day with figures among generation `gen`'s daily summaries of
+    /// `board` from `from_day`.
     fn fleet_summary_days(
         &self,
+        gen: i64,
         from_day: Option<i32>,
         board: Option<&str>,
     ) -> Result<Option<(i32, i32)>, StoreError>;
@@ -196,8 +267,9 @@ pub trait Store: Send + Sync {
         f: &SummaryFilter,
         each: &mut dyn FnMut(i32, String, Vec<u8>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
-    /// Units whose reports were signed by more than one key, and how many.
-    fn fleet_several_keys(&self) -> Result<Vec<(String, i32)>, StoreError>;
+    /// Units whose reports were signed by more than one key, and how many (generation
+    /// `gen`'s units).
+    fn fleet_several_keys(&self, gen: i64) -> Result<Vec<(String, i32)>, StoreError>;
     /// The rows `f` selects that are not records (unfinished runs, reports that could not be
     /// read): the first `limit` by name, and how many.
     fn fleet_issues(
@@ -230,6 +302,15 @@ pub fn open(
         )?));
     }
     Err(StoreError::Url(shown(url)))
+}
+
+/// Opens a read replica of the collectors' PostgreSQL database for the fleet page
+/// (`--page-db`): read only; the collectors on the primary fold what arrives.
+pub fn open_replica(url: &str, password: Option<&str>) -> Result<Box<dyn Store>, StoreError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Box::new(postgres::Postgres::open_replica(url, password)?));
+    }
+    Err(StoreError::ReplicaUrl(shown(url)))
 }
 
 /// The database URL as messages show it: a password in it is masked.

@@ -12,10 +12,13 @@ use std::sync::Mutex;
 use ::postgres::{Client, NoTls};
 
 use super::{
-    FleetFilter, FleetRow, Pending, Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
+    now_s, serving_and_building, FleetFilter, FleetRow, FoldScope, GenRow, Generations, Pending,
+    Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
 };
 use crate::ingest::{Record, FLEET_RECORD_VERSION};
-use crate::summaries::{fold_batch, fold_batch_size, generation, FoldError};
+use crate::summaries::{
+    fold_batch, fold_batch_size, generation, FoldError, FOLD_BATCH_MAX, RETIRE_AFTER_S,
+};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -96,36 +99,60 @@ CREATE INDEX IF NOT EXISTS fleet_records_version ON fleet_records (version);
 -- What /readyz writes: emptied and written again at each probe, so the probe needs a new
 -- block of the database's storage (a full disk fails it, as it fails an upload).
 CREATE TABLE IF NOT EXISTS collector_health_probe (checked_at timestamptz NOT NULL);
--- Reports stored and not yet folded into the summaries, in the order they were stored.
-CREATE TABLE IF NOT EXISTS fleet_queue (
+-- The generations of the fleet's summaries, each of one build's format and rules (`name`),
+-- built beside each other (see collector/src/summaries.rs). `backlog`: every record stored
+-- before it was made is queued; `ready`: its queue was empty once, so it answers;
+-- `folded_at`: its last fold (seconds since 1970), which keeps it from being dropped.
+-- (The tables of the first summaries, fleet_queue, fleet_units, fleet_summaries and
+-- fleet_meta, are no longer read: drop them once no collector of that build runs.)
+CREATE TABLE IF NOT EXISTS fleet_generations (
+    gen bigint PRIMARY KEY,
+    name text NOT NULL,
+    backlog boolean NOT NULL DEFAULT false,
+    ready boolean NOT NULL DEFAULT false,
+    folded_at bigint NOT NULL
+);
+-- Reports stored and not yet folded into a generation's summaries, in the order queued.
+CREATE TABLE IF NOT EXISTS fleet_gen_queue (
     seq bigserial PRIMARY KEY,
-    report_id text NOT NULL
+    gen bigint NOT NULL,
+    report_id text NOT NULL,
+    UNIQUE (gen, report_id)
 );
+CREATE INDEX IF NOT EXISTS fleet_gen_queue_order ON fleet_gen_queue (gen, seq);
 -- Each unit's latest run and keys (what a unit counts as in the summaries).
-CREATE TABLE IF NOT EXISTS fleet_units (
-    unit text PRIMARY KEY,
+CREATE TABLE IF NOT EXISTS fleet_gen_units (
+    gen bigint NOT NULL,
+    unit text NOT NULL,
     keys integer NOT NULL,
-    state bytea NOT NULL
+    state bytea NOT NULL,
+    PRIMARY KEY (gen, unit)
 );
-CREATE INDEX IF NOT EXISTS fleet_units_several ON fleet_units (unit) WHERE keys > 1;
+CREATE INDEX IF NOT EXISTS fleet_gen_units_several ON fleet_gen_units (gen, unit) WHERE keys > 1;
 -- The fleet's summaries per board and day (span 1), week (7), 13 weeks (91) or 52 weeks
 -- (364), and the trends of days and weeks (span -1 and -7), see collector/src/summaries.rs.
-CREATE TABLE IF NOT EXISTS fleet_summaries (
+CREATE TABLE IF NOT EXISTS fleet_gen_summaries (
+    gen bigint NOT NULL,
     span integer NOT NULL,
     start integer NOT NULL,
     board text NOT NULL,
     figures boolean NOT NULL,
     summary bytea NOT NULL,
-    PRIMARY KEY (span, start, board)
+    PRIMARY KEY (gen, span, start, board)
 );
-CREATE TABLE IF NOT EXISTS fleet_meta (name text PRIMARY KEY, value text NOT NULL);
-CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (board, started_ns) WHERE kind <> 'record';
 -- The first and last day with figures, without reading the days' summaries (MB each).
-CREATE INDEX IF NOT EXISTS fleet_summaries_figures ON fleet_summaries (span, board, start) WHERE figures;
+CREATE INDEX IF NOT EXISTS fleet_gen_summaries_figures ON fleet_gen_summaries (gen, span, board, start) WHERE figures;
+CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (board, started_ns) WHERE kind <> 'record';
 ";
 
-/// Held by the one collector folding the queue at a time (transaction-scoped).
-const FOLD_LOCK: &str = "SELECT pg_advisory_xact_lock(7715100016)";
+/// Held by the one collector folding a generation's queue at a time (transaction-scoped;
+/// the generation is the second key).
+const FOLD_LOCK: &str = "SELECT pg_advisory_xact_lock(7715, $1::integer)";
+/// Taken by ingest (shared) before it queues a report for the generations kept, and by the
+/// making of a generation (exclusive): a report is queued by ingest or visible to the new
+/// generation's backlog, never neither.
+const GEN_SHARED: &str = "SELECT pg_advisory_xact_lock_shared(7715100017)";
+const GEN_EXCLUSIVE: &str = "SELECT pg_advisory_xact_lock(7715100017)";
 
 const PUT_FLEET: &str = "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, \
      body, version, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (report_id) DO \
@@ -149,6 +176,9 @@ pub struct Postgres {
     /// process stores always has one, so the check (two counts over every report) runs
     /// once, not before every fold and query.
     backfilled: std::sync::atomic::AtomicBool,
+    /// A read replica (`--page-db`): no tables made, nothing back-filled or folded (the
+    /// collectors on the primary do both).
+    replica: bool,
 }
 
 fn connect(config: &::postgres::Config) -> Result<Client, StoreError> {
@@ -183,6 +213,26 @@ impl Postgres {
             next: AtomicUsize::new(0),
             reader: Mutex::new(None),
             backfilled: std::sync::atomic::AtomicBool::new(false),
+            replica: false,
+        })
+    }
+
+    /// Opens `url`, a read replica of the collectors' database, for the fleet page's reads:
+    /// its tables are the primary's, and it takes no write, so it creates, back-fills and
+    /// folds nothing.
+    pub fn open_replica(url: &str, password: Option<&str>) -> Result<Postgres, StoreError> {
+        let mut config: ::postgres::Config = url.parse()?;
+        if let (None, Some(p)) = (config.get_password(), password) {
+            config.password(p);
+        }
+        let first = connect(&config)?;
+        Ok(Postgres {
+            config,
+            sessions: vec![Mutex::new(Some(first))],
+            next: AtomicUsize::new(0),
+            reader: Mutex::new(None),
+            backfilled: std::sync::atomic::AtomicBool::new(true),
+            replica: true,
         })
     }
 
@@ -244,6 +294,236 @@ fn lost(e: &::postgres::Error, client: &Client) -> bool {
 }
 
 impl Postgres {
+    /// This build's generations (`name`), oldest first.
+    fn my_generations(&self, name: &str) -> Result<Vec<GenRow>, StoreError> {
+        self.with_session(|c| {
+            let rows = c.query(
+                "SELECT gen, backlog, ready FROM fleet_generations WHERE name = $1 ORDER BY gen",
+                &[&name],
+            )?;
+            Ok(rows
+                .into_iter()
+                .map(|r| GenRow {
+                    gen: r.get(0),
+                    backlog: r.get(1),
+                    ready: r.get(2),
+                })
+                .collect())
+        })
+    }
+
+    /// Makes a generation of `name` beside the others (ingest queues for it from its
+    /// commit on), unless `first` and one of `name` exists already (collectors that start
+    /// together make one); its number, if made.
+    fn new_generation(&self, name: &str, first: bool) -> Result<Option<i64>, StoreError> {
+        self.with_session(|c| {
+            let mut tx = c.transaction()?;
+            tx.batch_execute(GEN_EXCLUSIVE)?;
+            let exists = tx
+                .query_opt("SELECT 1 FROM fleet_generations WHERE name = $1", &[&name])?
+                .is_some();
+            if first && exists {
+                return Ok(None);
+            }
+            let row = tx.query_one(
+                "INSERT INTO fleet_generations (gen, name, folded_at) \
+                 SELECT coalesce(max(gen), 0) + 1, $1, $2 FROM fleet_generations RETURNING gen",
+                &[&name, &now_s()],
+            )?;
+            tx.commit()?;
+            Ok(Some(row.get(0)))
+        })
+    }
+
+    /// Queues for `gen` every record stored before it was made (what ingest has not queued
+    /// for it), once, before anything of it is folded; how many it holds queued.
+    fn queue_backlog(&self, gen: i64) -> Result<u64, StoreError> {
+        self.with_session(|c| {
+            let mut tx = c.transaction()?;
+            tx.execute(FOLD_LOCK, &[&(gen as i32)])?;
+            let done: bool = tx
+                .query_one(
+                    "SELECT backlog FROM fleet_generations WHERE gen = $1",
+                    &[&gen],
+                )?
+                .get(0);
+            if !done {
+                tx.execute(
+                    "INSERT INTO fleet_gen_queue (gen, report_id) SELECT $1, report_id \
+                     FROM fleet_records WHERE kind = 'record' ORDER BY started_ns, report_id \
+                     ON CONFLICT DO NOTHING",
+                    &[&gen],
+                )?;
+                tx.execute(
+                    "UPDATE fleet_generations SET backlog = true WHERE gen = $1",
+                    &[&gen],
+                )?;
+            }
+            let n: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM fleet_gen_queue WHERE gen = $1",
+                    &[&gen],
+                )?
+                .get(0);
+            tx.commit()?;
+            Ok(n as u64)
+        })
+    }
+
+    /// Folds `gen`'s queue until it is empty, then marks it ready; how many it folded.
+    /// `progress(before + folded, queued)` after each batch.
+    fn fold_generation(
+        &self,
+        gen: i64,
+        queued: u64,
+        before: u64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, StoreError> {
+        let batch_size = fold_batch_size(queued);
+        let mut folded = 0u64;
+        loop {
+            let step = self.with_session(|c| {
+                let mut tx = c.transaction()?;
+                // One folder of a generation at a time, whichever collector: the others wait
+                // here, then find the queue entries it folded gone.
+                tx.execute(FOLD_LOCK, &[&(gen as i32)])?;
+                let batch = tx.query(
+                    "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record \
+                     FROM fleet_gen_queue q LEFT JOIN fleet_records f \
+                     ON f.report_id = q.report_id WHERE q.gen = $1 ORDER BY q.seq LIMIT $2",
+                    &[&gen, &(batch_size as i64)],
+                )?;
+                tx.execute(
+                    "UPDATE fleet_generations SET folded_at = $2, ready = ready OR $3 \
+                     WHERE gen = $1",
+                    &[&gen, &now_s(), &batch.is_empty()],
+                )?;
+                if batch.is_empty() {
+                    tx.commit()?;
+                    return Ok(Ok(0));
+                }
+                let records: Vec<(String, Vec<u8>)> = batch
+                    .iter()
+                    .filter(|r| r.get::<_, String>(2) == "record")
+                    .filter_map(|r| Some((r.get(1), r.get::<_, Option<Vec<u8>>>(3)?)))
+                    .collect();
+                // Both readers use the transaction, one after the other.
+                let cell = std::cell::RefCell::new(&mut tx);
+                let folded = fold_batch(
+                    &records,
+                    |units| {
+                        let rows = cell.borrow_mut().query(
+                            "SELECT unit, state FROM fleet_gen_units \
+                             WHERE gen = $1 AND unit = ANY($2)",
+                            &[&gen, &units],
+                        )?;
+                        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+                    },
+                    |keys| {
+                        let mut tx = cell.borrow_mut();
+                        let st = tx.prepare(
+                            "SELECT summary FROM fleet_gen_summaries \
+                             WHERE gen = $1 AND span = $2 AND start = $3 AND board = $4",
+                        )?;
+                        let mut got = Vec::new();
+                        for k in keys {
+                            if let Some(r) = tx.query_opt(&st, &[&gen, &k.0, &k.1, &k.2])? {
+                                got.push((k.clone(), r.get(0)));
+                            }
+                        }
+                        Ok(got)
+                    },
+                );
+                let out = match folded {
+                    Ok(out) => out,
+                    Err(FoldError::Store(e)) => return Err(e),
+                    Err(e @ FoldError::Damaged(_)) => return Ok(Err(e.to_string())),
+                };
+                let put = tx.prepare(
+                    "INSERT INTO fleet_gen_summaries (gen, span, start, board, figures, summary) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (gen, span, start, board) \
+                     DO UPDATE SET figures = excluded.figures, summary = excluded.summary",
+                )?;
+                for ((span, start, board), figures, bytes) in &out.summaries {
+                    tx.execute(&put, &[&gen, span, start, board, figures, bytes])?;
+                }
+                // One statement for the batch's units (up to 16,384): a round trip each was
+                // most of a rebuild's time.
+                let names: Vec<&str> = out.units.iter().map(|u| u.0.as_str()).collect();
+                let keys: Vec<i32> = out.units.iter().map(|u| u.2).collect();
+                let states: Vec<&[u8]> = out.units.iter().map(|u| u.1.as_slice()).collect();
+                tx.execute(
+                    "INSERT INTO fleet_gen_units (gen, unit, keys, state) \
+                     SELECT $1, * FROM unnest($2::text[], $3::integer[], $4::bytea[]) \
+                     ON CONFLICT (gen, unit) DO UPDATE SET keys = excluded.keys, \
+                     state = excluded.state",
+                    &[&gen, &names, &keys, &states],
+                )?;
+                let seqs: Vec<i64> = batch.iter().map(|r| r.get(0)).collect();
+                tx.execute("DELETE FROM fleet_gen_queue WHERE seq = ANY($1)", &[&seqs])?;
+                tx.commit()?;
+                Ok(Ok(seqs.len() as u64))
+            })?;
+            match step {
+                Ok(0) => return Ok(folded),
+                Ok(n) => {
+                    folded += n;
+                    progress(before + folded, queued);
+                }
+                Err(damaged) => return Err(StoreError::Summary(damaged)),
+            }
+        }
+    }
+
+    /// How many reports `gen` has queued.
+    fn queued_in(&self, gen: i64) -> Result<u64, StoreError> {
+        self.with_session(|c| {
+            let row = c.query_one(
+                "SELECT count(*) FROM fleet_gen_queue WHERE gen = $1",
+                &[&gen],
+            )?;
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+
+    /// Whether `gen` has at most `n` reports queued, told without counting a long queue.
+    fn queued_at_most(&self, gen: i64, n: usize) -> Result<bool, StoreError> {
+        self.with_session(|c| {
+            let row = c.query_one(
+                "SELECT count(*) FROM (SELECT 1 FROM fleet_gen_queue WHERE gen = $1 LIMIT $2) q",
+                &[&gen, &(n as i64 + 1)],
+            )?;
+            Ok(row.get::<_, i64>(0) as u64 <= n as u64)
+        })
+    }
+
+    /// Drops the generations no collector has folded for `RETIRE_AFTER_S`, other than this
+    /// build's serving one and any newer (which a restart may have left unfolded); while
+    /// none of this build's serves, none of this build's.
+    fn retire(&self, name: &str) -> Result<(), StoreError> {
+        let keep = serving_and_building(&self.my_generations(name)?)
+            .0
+            .unwrap_or(0);
+        self.with_session(|c| {
+            let mut tx = c.transaction()?;
+            let old: Vec<i64> = tx
+                .query(
+                    "SELECT gen FROM fleet_generations WHERE folded_at < $1 \
+                     AND NOT (name = $2 AND gen >= $3)",
+                    &[&(now_s() - RETIRE_AFTER_S), &name, &keep],
+                )?
+                .into_iter()
+                .map(|r| r.get(0))
+                .collect();
+            for t in ["fleet_gen_queue", "fleet_gen_units", "fleet_gen_summaries"] {
+                tx.execute(&format!("DELETE FROM {t} WHERE gen = ANY($1)"), &[&old])?;
+            }
+            tx.execute("DELETE FROM fleet_generations WHERE gen = ANY($1)", &[&old])?;
+            tx.commit()
+        })?;
+        Ok(())
+    }
+
     /// Gives every stored report its fleet row of this version; how many it extracted.
     fn backfill_now(&self) -> Result<u64, StoreError> {
         let version = FLEET_RECORD_VERSION as i32;
@@ -381,8 +661,10 @@ impl Store for Postgres {
                 ],
             )?;
             if r.fleet.kind == "record" {
+                tx.batch_execute(GEN_SHARED)?;
                 tx.execute(
-                    "INSERT INTO fleet_queue (report_id) VALUES ($1)",
+                    "INSERT INTO fleet_gen_queue (gen, report_id) \
+                     SELECT gen, $1 FROM fleet_generations ON CONFLICT DO NOTHING",
                     &[&r.report_id],
                 )?;
             }
@@ -500,142 +782,84 @@ impl Store for Postgres {
         })
     }
 
-    fn fleet_fold(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64, StoreError> {
-        self.fleet_backfill()?;
-        let generation = generation();
-        self.with_session(|c| {
-            let mut tx = c.transaction()?;
-            tx.batch_execute(FOLD_LOCK)?;
-            let have: Option<String> = tx
-                .query_opt(
-                    "SELECT value FROM fleet_meta WHERE name = 'generation'",
-                    &[],
-                )?
-                .map(|r| r.get(0));
-            if have.as_deref() != Some(generation.as_str()) {
-                requeue(&mut tx, &generation)?;
-            }
-            tx.commit()
-        })?;
-        let queued = self.fleet_queued()?;
-        let batch_size = fold_batch_size(queued);
-        let mut folded = 0u64;
-        loop {
-            let step = self.with_session(|c| {
-                let mut tx = c.transaction()?;
-                // One folder at a time, whichever collector: the others wait here, then find
-                // the queue entries it folded gone.
-                tx.batch_execute(FOLD_LOCK)?;
-                let batch = tx.query(
-                    "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record \
-                     FROM fleet_queue q LEFT JOIN fleet_records f ON f.report_id = q.report_id \
-                     ORDER BY q.seq LIMIT $1",
-                    &[&(batch_size as i64)],
-                )?;
-                if batch.is_empty() {
-                    return Ok(Ok(0));
-                }
-                let records: Vec<(String, Vec<u8>)> = batch
-                    .iter()
-                    .filter(|r| r.get::<_, String>(2) == "record")
-                    .filter_map(|r| Some((r.get(1), r.get::<_, Option<Vec<u8>>>(3)?)))
-                    .collect();
-                // Both readers use the transaction, one after the other.
-                let cell = std::cell::RefCell::new(&mut tx);
-                let folded = fold_batch(
-                    &records,
-                    |units| {
-                        let rows = cell.borrow_mut().query(
-                            "SELECT unit, state FROM fleet_units WHERE unit = ANY($1)",
-                            &[&units],
-                        )?;
-                        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
-                    },
-                    |keys| {
-                        let mut tx = cell.borrow_mut();
-                        let st = tx.prepare(
-                            "SELECT summary FROM fleet_summaries \
-                             WHERE span = $1 AND start = $2 AND board = $3",
-                        )?;
-                        let mut got = Vec::new();
-                        for k in keys {
-                            if let Some(r) = tx.query_opt(&st, &[&k.0, &k.1, &k.2])? {
-                                got.push((k.clone(), r.get(0)));
-                            }
-                        }
-                        Ok(got)
-                    },
-                );
-                let out = match folded {
-                    Ok(out) => out,
-                    Err(FoldError::Store(e)) => return Err(e),
-                    Err(e @ FoldError::Damaged(_)) => return Ok(Err(e.to_string())),
-                };
-                let put = tx.prepare(
-                    "INSERT INTO fleet_summaries (span, start, board, figures, summary) \
-                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (span, start, board) DO UPDATE \
-                     SET figures = excluded.figures, summary = excluded.summary",
-                )?;
-                for ((span, start, board), figures, bytes) in &out.summaries {
-                    tx.execute(&put, &[span, start, board, figures, bytes])?;
-                }
-                // One statement for the batch's units (up to 16,384): a round trip each was
-                // most of a rebuild's time.
-                let names: Vec<&str> = out.units.iter().map(|u| u.0.as_str()).collect();
-                let keys: Vec<i32> = out.units.iter().map(|u| u.2).collect();
-                let states: Vec<&[u8]> = out.units.iter().map(|u| u.1.as_slice()).collect();
-                tx.execute(
-                    "INSERT INTO fleet_units (unit, keys, state) \
-                     SELECT * FROM unnest($1::text[], $2::integer[], $3::bytea[]) \
-                     ON CONFLICT (unit) DO UPDATE SET keys = excluded.keys, \
-                     state = excluded.state",
-                    &[&names, &keys, &states],
-                )?;
-                let seqs: Vec<i64> = batch.iter().map(|r| r.get(0)).collect();
-                tx.execute("DELETE FROM fleet_queue WHERE seq = ANY($1)", &[&seqs])?;
-                tx.commit()?;
-                Ok(Ok(seqs.len() as u64))
-            })?;
-            match step {
-                Ok(0) => return Ok(folded),
-                Ok(n) => {
-                    folded += n;
-                    progress(folded, queued);
-                }
-                Err(damaged) => return Err(StoreError::Summary(damaged)),
-            }
+    fn fleet_fold(
+        &self,
+        scope: FoldScope,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, StoreError> {
+        if self.replica {
+            return Ok(0);
         }
+        self.fleet_backfill()?;
+        let name = generation();
+        let mut gens = self.my_generations(&name)?;
+        if gens.is_empty() {
+            self.new_generation(&name, true)?;
+            gens = self.my_generations(&name)?;
+        }
+        for g in gens.iter().filter(|g| !g.backlog) {
+            self.queue_backlog(g.gen)?;
+        }
+        let (serving, building) = serving_and_building(&gens);
+        let fold: Vec<i64> = match (scope, serving, building) {
+            (FoldScope::Query, Some(s), _) => vec![s],
+            // A first fold small enough for a query: a new or small database.
+            (FoldScope::Query, None, Some(b)) if self.queued_at_most(b, FOLD_BATCH_MAX)? => {
+                vec![b]
+            }
+            (FoldScope::Query, ..) => Vec::new(),
+            (FoldScope::All, s, b) => s.into_iter().chain(b).collect(),
+        };
+        // What these hold queued (a query's: the serving queue, not a rebuild's backlog).
+        let mut queued = 0;
+        for gen in &fold {
+            queued += self.queued_in(*gen)?;
+        }
+        let mut folded = 0u64;
+        for gen in fold {
+            folded += self.fold_generation(gen, queued, folded, progress)?;
+        }
+        if scope == FoldScope::All {
+            self.retire(&name)?;
+        }
+        Ok(folded)
     }
 
     fn fleet_rebuild(&self) -> Result<u64, StoreError> {
         self.fleet_backfill()?;
-        let generation = generation();
-        self.with_session(|c| {
-            let mut tx = c.transaction()?;
-            tx.batch_execute(FOLD_LOCK)?;
-            let n = requeue(&mut tx, &generation)?;
-            tx.commit()?;
-            Ok(n)
-        })
+        let gen = self.new_generation(&generation(), false)?;
+        self.queue_backlog(gen.expect("made unconditionally"))
     }
 
     fn fleet_queued(&self) -> Result<u64, StoreError> {
+        let name = generation();
         self.with_session(|c| {
-            let row = c.query_one("SELECT count(*) FROM fleet_queue", &[])?;
+            let row = c.query_one(
+                "SELECT count(*) FROM fleet_gen_queue q JOIN fleet_generations g \
+                 ON g.gen = q.gen WHERE g.name = $1",
+                &[&name],
+            )?;
             Ok(row.get::<_, i64>(0) as u64)
         })
     }
 
+    fn fleet_generations(&self) -> Result<Generations, StoreError> {
+        let (serving, building) = serving_and_building(&self.my_generations(&generation())?);
+        Ok(Generations { serving, building })
+    }
+
     fn fleet_summary_days(
         &self,
+        gen: i64,
         from_day: Option<i32>,
         board: Option<&str>,
     ) -> Result<Option<(i32, i32)>, StoreError> {
         self.with_reader(|c| {
             let row = c.query_one(
-                "SELECT min(start), max(start) FROM fleet_summaries WHERE span = 1 AND figures \
-                 AND ($1::integer IS NULL OR start >= $1) AND ($2::text IS NULL OR board = $2)",
-                &[&from_day, &board],
+                "SELECT min(start), max(start) FROM fleet_gen_summaries WHERE gen = $3 \
+                 AND span = 1 AND figures AND ($1::integer IS NULL OR start >= $1) \
+                 AND ($2::text IS NULL OR board = $2)",
+                &[&from_day, &board, &gen],
             )?;
             Ok(match (row.get::<_, Option<i32>>(0), row.get(1)) {
                 (Some(a), Some(b)) => Some((a, b)),
@@ -655,14 +879,16 @@ impl Store for Postgres {
         self.with_reader(|c| {
             use ::postgres::fallible_iterator::FallibleIterator;
             let mut rows = c.query_raw(
-                "SELECT start, board, summary FROM fleet_summaries WHERE span = $1 \
-                 AND ($2::integer IS NULL OR start >= $2) AND ($3::integer IS NULL OR start < $3) \
-                 AND ($4::text IS NULL OR board = $4) ORDER BY start, board",
+                "SELECT start, board, summary FROM fleet_gen_summaries WHERE gen = $5 \
+                 AND span = $1 AND ($2::integer IS NULL OR start >= $2) \
+                 AND ($3::integer IS NULL OR start < $3) AND ($4::text IS NULL OR board = $4) \
+                 ORDER BY start, board",
                 [
                     &f.span as &(dyn ::postgres::types::ToSql + Sync),
                     &f.from_day,
                     &f.until_day,
                     &f.board,
+                    &f.gen,
                 ],
             )?;
             while let Some(r) = rows.next()? {
@@ -677,11 +903,12 @@ impl Store for Postgres {
         failed.map_or(Ok(()), Err)
     }
 
-    fn fleet_several_keys(&self) -> Result<Vec<(String, i32)>, StoreError> {
+    fn fleet_several_keys(&self, gen: i64) -> Result<Vec<(String, i32)>, StoreError> {
         self.with_reader(|c| {
             let rows = c.query(
-                "SELECT unit, keys FROM fleet_units WHERE keys > 1 ORDER BY unit",
-                &[],
+                "SELECT unit, keys FROM fleet_gen_units WHERE gen = $1 AND keys > 1 \
+                 ORDER BY unit",
+                &[&gen],
             )?;
             Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
         })
@@ -755,21 +982,4 @@ impl Store for Postgres {
             Ok(row.get::<_, i64>(0) as u64)
         })
     }
-}
-
-/// Empties the summaries and queues every record again, in order of start; marks the
-/// summaries as `generation`'s. Under the fold lock.
-fn requeue(tx: &mut ::postgres::Transaction, generation: &str) -> Result<u64, ::postgres::Error> {
-    tx.batch_execute("TRUNCATE fleet_summaries, fleet_units, fleet_queue")?;
-    let n = tx.execute(
-        "INSERT INTO fleet_queue (report_id) SELECT report_id FROM fleet_records \
-         WHERE kind = 'record' ORDER BY started_ns, report_id",
-        &[],
-    )?;
-    tx.execute(
-        "INSERT INTO fleet_meta (name, value) VALUES ('generation', $1) \
-         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-        &[&generation],
-    )?;
-    Ok(n)
 }

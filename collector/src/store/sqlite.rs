@@ -8,10 +8,11 @@ use std::sync::Mutex;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{
-    FleetFilter, FleetRow, Pending, Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
+    now_s, serving_and_building, FleetFilter, FleetRow, FoldScope, GenRow, Generations, Pending,
+    Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
 };
 use crate::ingest::{rfc3339_ns, Record, FLEET_RECORD_VERSION};
-use crate::summaries::{fold_batch, fold_batch_size, generation};
+use crate::summaries::{fold_batch, fold_batch_size, generation, FOLD_BATCH_MAX, RETIRE_AFTER_S};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -84,35 +85,57 @@ CREATE INDEX IF NOT EXISTS fleet_records_time ON fleet_records (started_ns);
 CREATE INDEX IF NOT EXISTS fleet_records_board_time ON fleet_records (board, started_ns);
 CREATE INDEX IF NOT EXISTS fleet_records_version ON fleet_records (version);
 CREATE TABLE IF NOT EXISTS collector_health (id INTEGER PRIMARY KEY, checked_at TEXT NOT NULL);
--- Reports stored and not yet folded into the summaries, in the order they were stored.
-CREATE TABLE IF NOT EXISTS fleet_queue (
+-- The generations of the fleet's summaries, each of one build's format and rules (`name`),
+-- built beside each other (see collector/src/summaries.rs). `backlog`: every record stored
+-- before it was made is queued; `ready`: its queue was empty once, so it answers;
+-- `folded_at`: its last fold (seconds since 1970), which keeps it from being dropped.
+-- (The tables of the first summaries, fleet_queue, fleet_units, fleet_summaries and
+-- fleet_meta, are no longer read: drop them once no collector of that build runs.)
+CREATE TABLE IF NOT EXISTS fleet_generations (
+    gen INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    backlog INTEGER NOT NULL DEFAULT 0,
+    ready INTEGER NOT NULL DEFAULT 0,
+    folded_at INTEGER NOT NULL
+);
+-- Reports stored and not yet folded into a generation's summaries, in the order queued.
+CREATE TABLE IF NOT EXISTS fleet_gen_queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    report_id TEXT NOT NULL
+    gen INTEGER NOT NULL,
+    report_id TEXT NOT NULL,
+    UNIQUE (gen, report_id)
 );
+CREATE INDEX IF NOT EXISTS fleet_gen_queue_order ON fleet_gen_queue (gen, seq);
 -- Each unit's latest run and keys (what a unit counts as in the summaries).
-CREATE TABLE IF NOT EXISTS fleet_units (
-    unit TEXT PRIMARY KEY,
+CREATE TABLE IF NOT EXISTS fleet_gen_units (
+    gen INTEGER NOT NULL,
+    unit TEXT NOT NULL,
     keys INTEGER NOT NULL,
-    state BLOB NOT NULL
+    state BLOB NOT NULL,
+    PRIMARY KEY (gen, unit)
 );
-CREATE INDEX IF NOT EXISTS fleet_units_several ON fleet_units (unit) WHERE keys > 1;
+CREATE INDEX IF NOT EXISTS fleet_gen_units_several ON fleet_gen_units (gen, unit) WHERE keys > 1;
 -- The fleet's summaries per board and day (span 1), week (7), 13 weeks (91) or 52 weeks
 -- (364), and the trends of days and weeks (span -1 and -7), see collector/src/summaries.rs.
-CREATE TABLE IF NOT EXISTS fleet_summaries (
+CREATE TABLE IF NOT EXISTS fleet_gen_summaries (
+    gen INTEGER NOT NULL,
     span INTEGER NOT NULL,
     start INTEGER NOT NULL,
     board TEXT NOT NULL,
     figures INTEGER NOT NULL,
     summary BLOB NOT NULL,
-    PRIMARY KEY (span, start, board)
+    PRIMARY KEY (gen, span, start, board)
 );
-CREATE TABLE IF NOT EXISTS fleet_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (board, started_ns) WHERE kind <> 'record';
 -- The first and last day with figures, without reading the days' summaries (MB each).
-CREATE INDEX IF NOT EXISTS fleet_summaries_figures ON fleet_summaries (span, board, start) WHERE figures;
+CREATE INDEX IF NOT EXISTS fleet_gen_summaries_figures ON fleet_gen_summaries (gen, span, board, start) WHERE figures;
+CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (board, started_ns) WHERE kind <> 'record';
 ";
 
-const QUEUE: &str = "INSERT INTO fleet_queue (report_id) VALUES (?1)";
+/// A stored report queued for every generation of summaries kept (one writer: a generation
+/// made meanwhile is made before or after, never during). `WHERE true`: SQLite parses an
+/// upsert after a SELECT only behind a WHERE.
+const QUEUE: &str = "INSERT INTO fleet_gen_queue (gen, report_id) \
+     SELECT gen, ?1 FROM fleet_generations WHERE true ON CONFLICT DO NOTHING";
 
 const PUT_FLEET: &str = "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, \
      body, version, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (report_id) DO \
@@ -203,27 +226,270 @@ impl Sqlite {
         Ok(conn)
     }
 
-    /// Empties the summaries and queues every record again, in order of start; marks the
-    /// summaries as this build's generation.
-    fn requeue(&self, tx: &rusqlite::Transaction) -> Result<u64, StoreError> {
-        tx.execute_batch(
-            "DELETE FROM fleet_summaries; DELETE FROM fleet_units; DELETE FROM fleet_queue;",
-        )
-        .map_err(|e| self.err(e))?;
-        let n = tx
-            .execute(
-                "INSERT INTO fleet_queue (report_id) SELECT report_id FROM fleet_records \
-                 WHERE kind = 'record' ORDER BY started_ns, report_id",
-                [],
+    /// This build's generations (`name`), oldest first.
+    fn my_generations(&self, name: &str) -> Result<Vec<GenRow>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = conn
+            .prepare_cached(
+                "SELECT gen, backlog, ready FROM fleet_generations WHERE name = ?1 ORDER BY gen",
             )
             .map_err(|e| self.err(e))?;
-        tx.execute(
-            "INSERT INTO fleet_meta (name, value) VALUES ('generation', ?1) \
-             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            params![generation()],
-        )
-        .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(params![name], |row| {
+                Ok(GenRow {
+                    gen: row.get(0)?,
+                    backlog: row.get(1)?,
+                    ready: row.get(2)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Makes a generation of `name` beside the others (ingest queues for it from its
+    /// commit on), unless `first` and one of `name` exists already (a query and the
+    /// background fold, or two collectors, that find none at once make one); its number, if
+    /// made.
+    fn new_generation(&self, name: &str, first: bool) -> Result<Option<i64>, StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let exists = tx
+            .query_row(
+                "SELECT 1 FROM fleet_generations WHERE name = ?1",
+                params![name],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?
+            .is_some();
+        if first && exists {
+            return Ok(None);
+        }
+        let gen = tx
+            .query_row(
+                "INSERT INTO fleet_generations (gen, name, folded_at) \
+                 SELECT coalesce(max(gen), 0) + 1, ?1, ?2 FROM fleet_generations RETURNING gen",
+                params![name, now_s()],
+                |row| row.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(Some(gen))
+    }
+
+    /// Queues for `gen` every record stored before it was made (what ingest has not queued
+    /// for it), once, before anything of it is folded; how many it holds queued.
+    fn queue_backlog(&self, gen: i64) -> Result<u64, StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let done: bool = tx
+            .query_row(
+                "SELECT backlog FROM fleet_generations WHERE gen = ?1",
+                params![gen],
+                |row| row.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        if !done {
+            tx.execute(
+                "INSERT INTO fleet_gen_queue (gen, report_id) SELECT ?1, report_id \
+                 FROM fleet_records WHERE kind = 'record' ORDER BY started_ns, report_id \
+                 ON CONFLICT DO NOTHING",
+                params![gen],
+            )
+            .map_err(|e| self.err(e))?;
+            tx.execute(
+                "UPDATE fleet_generations SET backlog = 1 WHERE gen = ?1",
+                params![gen],
+            )
+            .map_err(|e| self.err(e))?;
+        }
+        let n: i64 = tx
+            .query_row(
+                "SELECT count(*) FROM fleet_gen_queue WHERE gen = ?1",
+                params![gen],
+                |row| row.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
         Ok(n as u64)
+    }
+
+    /// How many reports `gen` has queued.
+    fn queued_in(&self, gen: i64) -> Result<u64, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row(
+            "SELECT count(*) FROM fleet_gen_queue WHERE gen = ?1",
+            params![gen],
+            |row| row.get::<_, i64>(0),
+        )
+        .map(|n| n as u64)
+        .map_err(|e| self.err(e))
+    }
+
+    /// Whether `gen` has at most `n` reports queued, told without counting a long queue.
+    fn queued_at_most(&self, gen: i64, n: usize) -> Result<bool, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row(
+            "SELECT count(*) FROM (SELECT 1 FROM fleet_gen_queue WHERE gen = ?1 LIMIT ?2)",
+            params![gen, n as i64 + 1],
+            |row| row.get::<_, i64>(0),
+        )
+        .map(|c| c as u64 <= n as u64)
+        .map_err(|e| self.err(e))
+    }
+
+    /// Drops the generations no collector has folded for `RETIRE_AFTER_S`, other than this
+    /// build's serving one and any newer (which a restart may have left unfolded); while
+    /// none of this build's serves, none of this build's.
+    fn retire(&self, name: &str) -> Result<(), StoreError> {
+        let keep = serving_and_building(&self.my_generations(name)?)
+            .0
+            .unwrap_or(0);
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let old = "SELECT gen FROM fleet_generations WHERE folded_at < ?1 \
+                   AND NOT (name = ?2 AND gen >= ?3)";
+        for t in [
+            "fleet_gen_queue",
+            "fleet_gen_units",
+            "fleet_gen_summaries",
+            "fleet_generations",
+        ] {
+            tx.execute(
+                &format!("DELETE FROM {t} WHERE gen IN ({old})"),
+                params![now_s() - RETIRE_AFTER_S, name, keep],
+            )
+            .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// Folds `gen`'s queue until it is empty, then marks it ready; how many it folded.
+    /// `progress(before + folded, queued)` after each batch.
+    fn fold_generation(
+        &self,
+        gen: i64,
+        queued: u64,
+        before: u64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, StoreError> {
+        let batch_size = fold_batch_size(queued);
+        let mut folded = 0u64;
+        loop {
+            let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| self.err(e))?;
+            let batch: Vec<(i64, String, String, Option<Vec<u8>>)> = {
+                let mut st = tx
+                    .prepare_cached(
+                        "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record \
+                         FROM fleet_gen_queue q LEFT JOIN fleet_records f \
+                         ON f.report_id = q.report_id WHERE q.gen = ?1 ORDER BY q.seq LIMIT ?2",
+                    )
+                    .map_err(|e| self.err(e))?;
+                let rows = st
+                    .query_map(params![gen, batch_size as i64], |row| {
+                        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                    })
+                    .map_err(|e| self.err(e))?;
+                rows.collect::<Result<_, _>>().map_err(|e| self.err(e))?
+            };
+            tx.execute(
+                "UPDATE fleet_generations SET folded_at = ?2, ready = ready OR ?3 WHERE gen = ?1",
+                params![gen, now_s(), batch.is_empty()],
+            )
+            .map_err(|e| self.err(e))?;
+            if batch.is_empty() {
+                tx.commit().map_err(|e| self.err(e))?;
+                return Ok(folded);
+            }
+            let records: Vec<(String, Vec<u8>)> = batch
+                .iter()
+                .filter(|b| b.2 == "record")
+                .filter_map(|b| Some((b.1.clone(), b.3.clone()?)))
+                .collect();
+            let out = fold_batch(
+                &records,
+                |units| {
+                    let mut st = tx
+                        .prepare_cached(
+                            "SELECT state FROM fleet_gen_units WHERE gen = ?1 AND unit = ?2",
+                        )
+                        .map_err(|e| self.err(e))?;
+                    let mut got = Vec::new();
+                    for u in units {
+                        if let Some(b) = st
+                            .query_row(params![gen, u], |row| row.get::<_, Vec<u8>>(0))
+                            .optional()
+                            .map_err(|e| self.err(e))?
+                        {
+                            got.push((u.clone(), b));
+                        }
+                    }
+                    Ok(got)
+                },
+                |keys| {
+                    let mut st = tx
+                        .prepare_cached(
+                            "SELECT summary FROM fleet_gen_summaries \
+                             WHERE gen = ?1 AND span = ?2 AND start = ?3 AND board = ?4",
+                        )
+                        .map_err(|e| self.err(e))?;
+                    let mut got = Vec::new();
+                    for k in keys {
+                        if let Some(b) = st
+                            .query_row(params![gen, k.0, k.1, k.2], |row| row.get::<_, Vec<u8>>(0))
+                            .optional()
+                            .map_err(|e| self.err(e))?
+                        {
+                            got.push((k.clone(), b));
+                        }
+                    }
+                    Ok(got)
+                },
+            )?;
+            {
+                let mut put = tx
+                    .prepare_cached(
+                        "INSERT INTO fleet_gen_summaries (gen, span, start, board, figures, \
+                         summary) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                         ON CONFLICT (gen, span, start, board) DO UPDATE \
+                         SET figures = excluded.figures, summary = excluded.summary",
+                    )
+                    .map_err(|e| self.err(e))?;
+                for ((span, start, board), figures, bytes) in &out.summaries {
+                    put.execute(params![gen, span, start, board, figures, bytes])
+                        .map_err(|e| self.err(e))?;
+                }
+                let mut unit = tx
+                    .prepare_cached(
+                        "INSERT INTO fleet_gen_units (gen, unit, keys, state) \
+                         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (gen, unit) DO UPDATE \
+                         SET keys = excluded.keys, state = excluded.state",
+                    )
+                    .map_err(|e| self.err(e))?;
+                for (u, bytes, keys) in &out.units {
+                    unit.execute(params![gen, u, keys, bytes])
+                        .map_err(|e| self.err(e))?;
+                }
+                let mut gone = tx
+                    .prepare_cached("DELETE FROM fleet_gen_queue WHERE seq = ?1")
+                    .map_err(|e| self.err(e))?;
+                for b in &batch {
+                    gone.execute(params![b.0]).map_err(|e| self.err(e))?;
+                }
+            }
+            tx.commit().map_err(|e| self.err(e))?;
+            folded += batch.len() as u64;
+            progress(before + folded, queued);
+        }
     }
 
     /// How many rows `table` holds.
@@ -492,154 +758,81 @@ impl Store for Sqlite {
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
     }
 
-    fn fleet_fold(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<u64, StoreError> {
+    fn fleet_fold(
+        &self,
+        scope: FoldScope,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, StoreError> {
         self.fleet_backfill()?;
-        {
-            let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(|e| self.err(e))?;
-            let have: Option<String> = tx
-                .query_row(
-                    "SELECT value FROM fleet_meta WHERE name = 'generation'",
-                    [],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(|e| self.err(e))?;
-            if have.as_deref() != Some(generation().as_str()) {
-                self.requeue(&tx)?;
-            }
-            tx.commit().map_err(|e| self.err(e))?;
+        let name = generation();
+        let mut gens = self.my_generations(&name)?;
+        if gens.is_empty() {
+            self.new_generation(&name, true)?;
+            gens = self.my_generations(&name)?;
         }
-        let queued = self.fleet_queued()?;
-        let batch_size = fold_batch_size(queued);
+        for g in gens.iter().filter(|g| !g.backlog) {
+            self.queue_backlog(g.gen)?;
+        }
+        let (serving, building) = serving_and_building(&gens);
+        let fold: Vec<i64> = match (scope, serving, building) {
+            (FoldScope::Query, Some(s), _) => vec![s],
+            // A first fold small enough for a query: a new or small database.
+            (FoldScope::Query, None, Some(b)) if self.queued_at_most(b, FOLD_BATCH_MAX)? => {
+                vec![b]
+            }
+            (FoldScope::Query, ..) => Vec::new(),
+            (FoldScope::All, s, b) => s.into_iter().chain(b).collect(),
+        };
+        // What these hold queued (a query's: the serving queue, not a rebuild's backlog).
+        let mut queued = 0;
+        for gen in &fold {
+            queued += self.queued_in(*gen)?;
+        }
         let mut folded = 0u64;
-        loop {
-            let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(|e| self.err(e))?;
-            let batch: Vec<(i64, String, String, Option<Vec<u8>>)> = {
-                let mut st = tx
-                    .prepare_cached(
-                        "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record                          FROM fleet_queue q LEFT JOIN fleet_records f                          ON f.report_id = q.report_id ORDER BY q.seq LIMIT ?1",
-                    )
-                    .map_err(|e| self.err(e))?;
-                let rows = st
-                    .query_map(params![batch_size as i64], |row| {
-                        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-                    })
-                    .map_err(|e| self.err(e))?;
-                rows.collect::<Result<_, _>>().map_err(|e| self.err(e))?
-            };
-            if batch.is_empty() {
-                return Ok(folded);
-            }
-            let records: Vec<(String, Vec<u8>)> = batch
-                .iter()
-                .filter(|b| b.2 == "record")
-                .filter_map(|b| Some((b.1.clone(), b.3.clone()?)))
-                .collect();
-            let out = fold_batch(
-                &records,
-                |units| {
-                    let mut st = tx
-                        .prepare_cached("SELECT state FROM fleet_units WHERE unit = ?1")
-                        .map_err(|e| self.err(e))?;
-                    let mut got = Vec::new();
-                    for u in units {
-                        if let Some(b) = st
-                            .query_row(params![u], |row| row.get::<_, Vec<u8>>(0))
-                            .optional()
-                            .map_err(|e| self.err(e))?
-                        {
-                            got.push((u.clone(), b));
-                        }
-                    }
-                    Ok(got)
-                },
-                |keys| {
-                    let mut st = tx
-                        .prepare_cached(
-                            "SELECT summary FROM fleet_summaries \
-                             WHERE span = ?1 AND start = ?2 AND board = ?3",
-                        )
-                        .map_err(|e| self.err(e))?;
-                    let mut got = Vec::new();
-                    for k in keys {
-                        if let Some(b) = st
-                            .query_row(params![k.0, k.1, k.2], |row| row.get::<_, Vec<u8>>(0))
-                            .optional()
-                            .map_err(|e| self.err(e))?
-                        {
-                            got.push((k.clone(), b));
-                        }
-                    }
-                    Ok(got)
-                },
-            )?;
-            {
-                let mut put = tx
-                    .prepare_cached(
-                        "INSERT INTO fleet_summaries (span, start, board, figures, summary) \
-                         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (span, start, board) DO \
-                         UPDATE SET figures = excluded.figures, summary = excluded.summary",
-                    )
-                    .map_err(|e| self.err(e))?;
-                for ((span, start, board), figures, bytes) in &out.summaries {
-                    put.execute(params![span, start, board, figures, bytes])
-                        .map_err(|e| self.err(e))?;
-                }
-                let mut unit = tx
-                    .prepare_cached(
-                        "INSERT INTO fleet_units (unit, keys, state) VALUES (?1, ?2, ?3) \
-                         ON CONFLICT (unit) DO UPDATE SET keys = excluded.keys, \
-                         state = excluded.state",
-                    )
-                    .map_err(|e| self.err(e))?;
-                for (u, bytes, keys) in &out.units {
-                    unit.execute(params![u, keys, bytes])
-                        .map_err(|e| self.err(e))?;
-                }
-                let mut gone = tx
-                    .prepare_cached("DELETE FROM fleet_queue WHERE seq = ?1")
-                    .map_err(|e| self.err(e))?;
-                for b in &batch {
-                    gone.execute(params![b.0]).map_err(|e| self.err(e))?;
-                }
-            }
-            tx.commit().map_err(|e| self.err(e))?;
-            folded += batch.len() as u64;
-            progress(folded, queued);
+        for gen in fold {
+            folded += self.fold_generation(gen, queued, folded, progress)?;
         }
+        if scope == FoldScope::All {
+            self.retire(&name)?;
+        }
+        Ok(folded)
     }
 
     fn fleet_rebuild(&self) -> Result<u64, StoreError> {
         self.fleet_backfill()?;
-        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.err(e))?;
-        let n = self.requeue(&tx)?;
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(n)
+        let gen = self.new_generation(&generation(), false)?;
+        self.queue_backlog(gen.expect("made unconditionally"))
     }
 
     fn fleet_queued(&self) -> Result<u64, StoreError> {
-        self.rows_in("fleet_queue")
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row(
+            "SELECT count(*) FROM fleet_gen_queue q JOIN fleet_generations g \
+             ON g.gen = q.gen WHERE g.name = ?1",
+            params![generation()],
+            |row| row.get::<_, i64>(0),
+        )
+        .map(|n| n as u64)
+        .map_err(|e| self.err(e))
+    }
+
+    fn fleet_generations(&self) -> Result<Generations, StoreError> {
+        let (serving, building) = serving_and_building(&self.my_generations(&generation())?);
+        Ok(Generations { serving, building })
     }
 
     fn fleet_summary_days(
         &self,
+        gen: i64,
         from_day: Option<i32>,
         board: Option<&str>,
     ) -> Result<Option<(i32, i32)>, StoreError> {
         let conn = self.reader()?;
         conn.query_row(
-            "SELECT min(start), max(start) FROM fleet_summaries WHERE span = 1 AND figures \
-             AND (?1 IS NULL OR start >= ?1) AND (?2 IS NULL OR board = ?2)",
-            params![from_day, board],
+            "SELECT min(start), max(start) FROM fleet_gen_summaries WHERE gen = ?3 \
+             AND span = 1 AND figures AND (?1 IS NULL OR start >= ?1) \
+             AND (?2 IS NULL OR board = ?2)",
+            params![from_day, board, gen],
             |row| {
                 Ok(match (row.get::<_, Option<i32>>(0)?, row.get(1)?) {
                     (Some(a), Some(b)) => Some((a, b)),
@@ -658,13 +851,13 @@ impl Store for Sqlite {
         let conn = self.reader()?;
         let mut st = conn
             .prepare(
-                "SELECT start, board, summary FROM fleet_summaries WHERE span = ?1 \
-                 AND (?2 IS NULL OR start >= ?2) AND (?3 IS NULL OR start < ?3) \
+                "SELECT start, board, summary FROM fleet_gen_summaries WHERE gen = ?5 \
+                 AND span = ?1 AND (?2 IS NULL OR start >= ?2) AND (?3 IS NULL OR start < ?3) \
                  AND (?4 IS NULL OR board = ?4) ORDER BY start, board",
             )
             .map_err(|e| self.err(e))?;
         let mut rows = st
-            .query(params![f.span, f.from_day, f.until_day, f.board])
+            .query(params![f.span, f.from_day, f.until_day, f.board, f.gen])
             .map_err(|e| self.err(e))?;
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
             each(
@@ -676,13 +869,16 @@ impl Store for Sqlite {
         Ok(())
     }
 
-    fn fleet_several_keys(&self) -> Result<Vec<(String, i32)>, StoreError> {
+    fn fleet_several_keys(&self, gen: i64) -> Result<Vec<(String, i32)>, StoreError> {
         let conn = self.reader()?;
         let mut st = conn
-            .prepare("SELECT unit, keys FROM fleet_units WHERE keys > 1 ORDER BY unit")
+            .prepare(
+                "SELECT unit, keys FROM fleet_gen_units WHERE gen = ?1 AND keys > 1 \
+                 ORDER BY unit",
+            )
             .map_err(|e| self.err(e))?;
         let rows = st
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .query_map(params![gen], |row| Ok((row.get(0)?, row.get(1)?)))
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
     }

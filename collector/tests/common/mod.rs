@@ -298,6 +298,19 @@ pub fn count(db: &str, table: &str) -> u64 {
     }
 }
 
+/// Runs `sql` (statements without results) on the database `db`, beside the collector.
+pub fn execute(db: &str, sql: &str) {
+    if let Some(path) = db.strip_prefix("sqlite:") {
+        rusqlite::Connection::open(path)
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+    } else {
+        let mut c = postgres::Client::connect(db, postgres::NoTls).unwrap();
+        c.batch_execute(sql).unwrap();
+    }
+}
+
 /// A private PostgreSQL server: initdb in a temporary directory, listening on 127.0.0.1 and
 /// a socket in that directory, run as the `postgres` user when the tests run as root.
 pub struct Pg {
@@ -407,6 +420,37 @@ impl Pg {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// A streaming read replica of this server (`pg_basebackup -R`, a hot standby) on a
+    /// port of its own.
+    pub fn replica(&self) -> Pg {
+        let dir = TempDir::new("pg-replica");
+        if is_root() {
+            let (uid, gid) = postgres_user();
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
+        }
+        let mut base = Command::new(self.bin.join("pg_basebackup"));
+        base.arg("-D")
+            .arg(dir.path().join("data"))
+            .args(["-R", "-X", "stream", "-h", "127.0.0.1", "-U", "usbperf"])
+            .args(["-p", &self.port.to_string()])
+            .current_dir(dir.path());
+        as_postgres_user(&mut base);
+        let out = base.output().unwrap();
+        assert!(
+            out.status.success(),
+            "pg_basebackup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut pg = Pg {
+            child: None,
+            port: free_port(),
+            bin: self.bin.clone(),
+            dir,
+        };
+        pg.resume();
+        pg
     }
 
     /// Fast shutdown (SIGINT), waited for: the database is down.
