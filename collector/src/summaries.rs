@@ -44,6 +44,27 @@ pub const FOLD_BATCH_MAX: usize = 16_384;
 /// restart leaves a generation unfolded.
 pub const RETIRE_AFTER_S: i64 = 3600;
 
+/// The most days a batch's reports may start on: each day's summaries (and its week's, 13
+/// weeks' and year's) are held in memory while the batch is folded, a few MB each when
+/// full, so a rebuild of a fleet spread thinly over years folds fewer reports a batch
+/// rather than holding hundreds of days.
+pub const BATCH_DAYS: usize = 32;
+
+/// How many of a batch's first reports, by their starts (ns since 1970, in queue order),
+/// start on at most [`BATCH_DAYS`] distinct days (at least one report).
+pub fn within_batch_days(started_ns: impl Iterator<Item = i64>) -> usize {
+    let mut days = BTreeSet::new();
+    let mut n = 0;
+    for ns in started_ns {
+        days.insert(ns.div_euclid(86_400_000_000_000));
+        if days.len() > BATCH_DAYS {
+            break;
+        }
+        n += 1;
+    }
+    n.max(1)
+}
+
 /// How many to fold per transaction with `queued` waiting: [`FOLD_BATCH`] for the trickle of
 /// a line's uploads, up to [`FOLD_BATCH_MAX`] for a rebuild's backlog.
 pub fn fold_batch_size(queued: u64) -> usize {
@@ -168,4 +189,36 @@ pub fn fold_batch<E>(
             .collect(),
         undecodable,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{within_batch_days, BATCH_DAYS};
+
+    const DAY: i64 = 86_400_000_000_000;
+
+    #[test]
+    fn a_batch_keeps_the_reports_of_its_first_days() {
+        let spread: Vec<i64> = (0..100).map(|d| d * DAY + 5).collect();
+        let dense: Vec<i64> = (0..100).map(|i| i * 1_000).collect();
+        for (starts, keep) in [
+            (Vec::new(), 1),
+            (vec![3 * DAY], 1),
+            (dense.clone(), 100),
+            (spread.clone(), BATCH_DAYS),
+            // Two a day: every report of the first days, none of the next.
+            (
+                (0..100).map(|i| (i / 2) * DAY).collect::<Vec<_>>(),
+                2 * BATCH_DAYS,
+            ),
+            // Before 1970 too (a unit whose clock was never set).
+            (spread.iter().map(|t| -t).collect(), BATCH_DAYS),
+        ] {
+            assert_eq!(
+                within_batch_days(starts.iter().copied()),
+                keep,
+                "{starts:?}"
+            );
+        }
+    }
 }

@@ -17,7 +17,8 @@ use super::{
 };
 use crate::ingest::{Record, FLEET_RECORD_VERSION};
 use crate::summaries::{
-    fold_batch, fold_batch_size, generation, FoldError, FOLD_BATCH_MAX, RETIRE_AFTER_S,
+    fold_batch, fold_batch_size, generation, within_batch_days, FoldError, FOLD_BATCH_MAX,
+    RETIRE_AFTER_S,
 };
 
 const SCHEMA: &str = "
@@ -387,12 +388,13 @@ impl Postgres {
                 // One folder of a generation at a time, whichever collector: the others wait
                 // here, then find the queue entries it folded gone.
                 tx.execute(FOLD_LOCK, &[&(gen as i32)])?;
-                let batch = tx.query(
-                    "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record \
-                     FROM fleet_gen_queue q LEFT JOIN fleet_records f \
+                let mut batch = tx.query(
+                    "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record, \
+                     coalesce(f.started_ns, 0) FROM fleet_gen_queue q LEFT JOIN fleet_records f \
                      ON f.report_id = q.report_id WHERE q.gen = $1 ORDER BY q.seq LIMIT $2",
                     &[&gen, &(batch_size as i64)],
                 )?;
+                batch.truncate(within_batch_days(batch.iter().map(|r| r.get(4))));
                 tx.execute(
                     "UPDATE fleet_generations SET folded_at = $2, ready = ready OR $3 \
                      WHERE gen = $1",

@@ -12,7 +12,9 @@ use super::{
     Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
 };
 use crate::ingest::{rfc3339_ns, Record, FLEET_RECORD_VERSION};
-use crate::summaries::{fold_batch, fold_batch_size, generation, FOLD_BATCH_MAX, RETIRE_AFTER_S};
+use crate::summaries::{
+    fold_batch, fold_batch_size, generation, within_batch_days, FOLD_BATCH_MAX, RETIRE_AFTER_S,
+};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -136,6 +138,9 @@ CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (board, started
 /// upsert after a SELECT only behind a WHERE.
 const QUEUE: &str = "INSERT INTO fleet_gen_queue (gen, report_id) \
      SELECT gen, ?1 FROM fleet_generations WHERE true ON CONFLICT DO NOTHING";
+
+/// A queue entry as a fold reads it: (seq, file, kind, record, started_ns).
+type QueueRow = (i64, String, String, Option<Vec<u8>>, i64);
 
 const PUT_FLEET: &str = "INSERT INTO fleet_records (report_id, file, board, started_ns, kind, \
      body, version, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (report_id) DO \
@@ -386,21 +391,29 @@ impl Sqlite {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| self.err(e))?;
-            let batch: Vec<(i64, String, String, Option<Vec<u8>>)> = {
+            let mut batch: Vec<QueueRow> = {
                 let mut st = tx
                     .prepare_cached(
-                        "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record \
-                         FROM fleet_gen_queue q LEFT JOIN fleet_records f \
-                         ON f.report_id = q.report_id WHERE q.gen = ?1 ORDER BY q.seq LIMIT ?2",
+                        "SELECT q.seq, coalesce(f.file, ''), coalesce(f.kind, ''), f.record, \
+                         coalesce(f.started_ns, 0) FROM fleet_gen_queue q \
+                         LEFT JOIN fleet_records f ON f.report_id = q.report_id \
+                         WHERE q.gen = ?1 ORDER BY q.seq LIMIT ?2",
                     )
                     .map_err(|e| self.err(e))?;
                 let rows = st
                     .query_map(params![gen, batch_size as i64], |row| {
-                        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                        Ok((
+                            row.get(0)?,
+                            row.get(1)?,
+                            row.get(2)?,
+                            row.get(3)?,
+                            row.get(4)?,
+                        ))
                     })
                     .map_err(|e| self.err(e))?;
                 rows.collect::<Result<_, _>>().map_err(|e| self.err(e))?
             };
+            batch.truncate(within_batch_days(batch.iter().map(|b| b.4)));
             tx.execute(
                 "UPDATE fleet_generations SET folded_at = ?2, ready = ready OR ?3 WHERE gen = ?1",
                 params![gen, now_s(), batch.is_empty()],
