@@ -1,4 +1,4 @@
-//! The fleet from the database (issue 15, item 4) with real parts: reports uploaded over
+//! The fleet from the database with real parts: reports uploaded over
 //! HTTP to collectors on SQLite and on a private PostgreSQL server, then
 //! `usbperf-collect fleet` beside `usbperf-matrix fleet` over the same reports as files named
 //! as the database's export names them (`<report_id>.<format>`), and the served page.
@@ -686,5 +686,76 @@ fn a_rebuild_builds_new_summaries_beside_the_ones_that_answer_until_they_are_bui
             &now,
             &format!("{db}: after the old summaries were dropped"),
         );
+    }
+}
+
+/// 10,000 reports (2,500 units, each a factory report and three monthly field reports, two
+/// boards, three image builds with a planted regression, 30 planted outliers) stored by the
+/// collector's own ingest into SQLite: the fleet from its summaries agrees with the fleet
+/// of the same reports as files within the stated error, grouped both ways.
+#[test]
+fn ten_thousand_reports_from_the_database_agree_with_the_directory_within_the_stated_error() {
+    let tmp = TempDir::new("fleetdb-10k");
+    let gen_dir = tmp.path().join("gen");
+    let args: Vec<String> = [
+        "--units",
+        "2500",
+        "--seed",
+        "37",
+        "--format",
+        "json",
+        "--schema",
+        "2",
+        "--start",
+        "2025-09-01",
+        "--field-months",
+        "3",
+        "--outliers",
+        "30",
+        "--builds",
+        "7.1,7.2,7.3",
+        "--regress",
+        "emmc:seq-write:-18",
+        "--out",
+        gen_dir.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let reports = fleet_gen::generate_args(&args).files;
+    assert_eq!(reports.len(), 10_000);
+    let db = format!("sqlite:{}", tmp.path().join("10k.db").display());
+    let named = tmp.path().join("named");
+    std::fs::create_dir_all(&named).unwrap();
+    {
+        // The collector's ingest and store, in process: 10,000 POSTs add nothing the other
+        // tests do not check, and would take minutes.
+        let store = usbperf_collect::store::open(&db, 1, None).unwrap();
+        for p in &reports {
+            let raw = std::fs::read(p).unwrap();
+            let rec = usbperf_collect::ingest::parse(
+                &raw,
+                true,
+                None,
+                None,
+                &usbperf_report::decode::LIMITS,
+            )
+            .unwrap();
+            std::fs::write(named.join(&rec.fleet.file), &raw).unwrap();
+            store.insert(&rec, &raw).unwrap();
+        }
+    }
+    for group_by in [None, Some("device-class,port,device-model")] {
+        let mut a = vec!["--format", "json"];
+        if let Some(g) = group_by {
+            a.extend(["--group-by", g]);
+        }
+        let (code, want, err) = dir_fleet(&named, &a);
+        assert_eq!(code, 0, "{a:?}: {err}");
+        let (code, got, err) = db_fleet(&db, &a);
+        assert_eq!(code, 0, "{a:?}: {err}");
+        let w: serde_json::Value = serde_json::from_str(&want).unwrap();
+        assert_eq!(w["reports"], 10_000);
+        agree(&got, &want, &format!("10,000 reports {a:?}"));
     }
 }
