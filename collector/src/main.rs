@@ -348,30 +348,6 @@ fn run(args: Serve) -> anyhow::Result<()> {
         store::open(&args.db, args.db_sessions, password.as_deref())
             .with_context(|| format!("cannot open the database {}", store::shown(&args.db)))?,
     );
-    // Folds what units send into the fleet's summaries as it arrives, so that a page or a
-    // `fleet` query folds only the last seconds' reports before it reads.
-    {
-        let store = store.clone();
-        std::thread::Builder::new()
-            .name("fleet-fold".into())
-            .spawn(move || {
-                let mut said: Option<String> = None;
-                loop {
-                    std::thread::sleep(std::time::Duration::from_secs(2));
-                    match store.fleet_fold(FoldScope::All, &mut |_, _| {}) {
-                        Ok(_) => said = None,
-                        Err(e) => {
-                            let m = e.to_string();
-                            if said.as_deref() != Some(m.as_str()) {
-                                eprintln!("usbperf-collect: the fleet's summaries: {m}");
-                                said = Some(m);
-                            }
-                        }
-                    }
-                }
-            })
-            .context("cannot start the fleet's folding thread")?;
-    }
     let page_store: Option<Arc<dyn store::Store>> = match &args.page_db {
         Some(url) => Some(Arc::from(
             store::open_replica(url, password.as_deref()).with_context(|| {
@@ -392,6 +368,42 @@ fn run(args: Serve) -> anyhow::Result<()> {
         unit_keys: std::sync::RwLock::new(unit_keys),
         ready: tokio::sync::Mutex::new(None),
     });
+    // Folds what units send into the fleet's summaries as it arrives, so that a page or a
+    // `fleet` query folds only the last seconds' reports before it reads. Uploads come first:
+    // while one is being taken (an ingest slot in use), the fold waits, up to
+    // FOLD_WAIT_ROUNDS rounds of 2 s, so a burst of uploads is stored at the speed it was
+    // without summaries and summarised in the pause after it (a query still folds what it
+    // needs first).
+    {
+        const FOLD_WAIT_ROUNDS: u32 = 5;
+        let app = app.clone();
+        let slots = args.ingest_slots as usize;
+        std::thread::Builder::new()
+            .name("fleet-fold".into())
+            .spawn(move || {
+                let mut said: Option<String> = None;
+                let mut waited = 0;
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(2));
+                    if app.ingest_slots.available_permits() < slots && waited < FOLD_WAIT_ROUNDS {
+                        waited += 1;
+                        continue;
+                    }
+                    waited = 0;
+                    match app.store.fleet_fold(FoldScope::All, &mut |_, _| {}) {
+                        Ok(_) => said = None,
+                        Err(e) => {
+                            let m = e.to_string();
+                            if said.as_deref() != Some(m.as_str()) {
+                                eprintln!("usbperf-collect: the fleet's summaries: {m}");
+                                said = Some(m);
+                            }
+                        }
+                    }
+                }
+            })
+            .context("cannot start the fleet's folding thread")?;
+    }
     let limits = server::ServeLimits {
         max_connections: args.max_connections as usize,
         max_per_address: args.max_per_address as usize,

@@ -198,15 +198,17 @@ def bench(binary, db_url, query, reports, uploaders, work):
         t.join()
     wall = time.perf_counter() - t0
     stored = query("SELECT count(*) FROM reports")
-    # Until the summaries hold every report: the collector's own folder empties the queue.
+    # Until the summaries hold every report: a generation of them answers and its queue is
+    # empty (the collector's own folder, after the uploads). A collector without summaries
+    # has no fleet_generations table.
     folded = None
-    while query("SELECT count(*) FROM fleet_gen_queue") not in (None, 0):
-        if time.perf_counter() - t0 > wall + 300:
-            sys.exit("bench-collect: the fold queue was not empty 300 s after the load")
-        time.sleep(0.05)
-    else:
-        if query("SELECT count(*) FROM fleet_gen_summaries") is not None:
-            folded = time.perf_counter() - t0
+    if query("SELECT count(*) FROM fleet_generations") is not None:
+        while (query("SELECT count(*) FROM fleet_generations WHERE ready") or 0) == 0 \
+                or query("SELECT count(*) FROM fleet_gen_queue") != 0:
+            if time.perf_counter() - t0 > wall + 300:
+                sys.exit("bench-collect: the summaries were not built 300 s after the load")
+            time.sleep(0.05)
+        folded = time.perf_counter() - t0
     proc.terminate()
     proc.wait()
     lat.sort()
