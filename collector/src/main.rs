@@ -18,6 +18,7 @@ use clap::Parser;
 use usbperf_collect::fleet::{self as fleetdb, FleetQuery, Format};
 use usbperf_collect::server::{self, App, Page};
 use usbperf_collect::store::FoldScope;
+use usbperf_collect::summaries::FOLD_BATCH;
 use usbperf_collect::{store, tls, tokens::Tokens, unit_keys::UnitKeys, DEFAULT_MAX_BODY_BYTES};
 
 /// Collector of usbperf factory reports: units POST to /api/v1/reports; each report is
@@ -162,6 +163,12 @@ struct Serve {
     /// summaries every 2 s; the page lags by that and by the replica's delay.
     #[arg(long, value_name = "URL", requires = "page_listen")]
     page_db: Option<String>,
+    /// Fold the reports stored into the fleet's summaries at least this often (seconds; at
+    /// once when 512 wait). Each fold rewrites the summaries its reports fall in (a few MB
+    /// once a year's are full), so a line's trickle is folded in batches; a query folds what
+    /// it needs first, so it sees every report either way.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    fold_every: u32,
     /// Seconds between the page's reloads in the browser.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     page_refresh: u32,
@@ -368,28 +375,47 @@ fn run(args: Serve) -> anyhow::Result<()> {
         unit_keys: std::sync::RwLock::new(unit_keys),
         ready: tokio::sync::Mutex::new(None),
     });
-    // Folds what units send into the fleet's summaries as it arrives, so that a page or a
-    // `fleet` query folds only the last seconds' reports before it reads. Uploads come first:
-    // while one is being taken (an ingest slot in use), the fold waits, up to
-    // FOLD_WAIT_ROUNDS rounds of 2 s, so a burst of uploads is stored at the speed it was
-    // without summaries and summarised in the pause after it (a query still folds what it
-    // needs first).
+    // Folds what units send into the fleet's summaries, so that a page or a `fleet` query
+    // folds only the last reports before it reads. A fold rewrites the summaries of the
+    // days, weeks, 13 weeks and years its reports fall in (a few MB each once full), so it
+    // folds when FOLD_BATCH reports wait or --fold-every has passed (a minute), not every
+    // report as it comes: a line's trickle would rewrite them every few seconds. Uploads
+    // come first: while one is being taken (an ingest slot in use) the fold waits, up to
+    // 10 s, so a burst is stored at the speed it was without summaries. A query folds what
+    // it needs first in any case.
     {
-        const FOLD_WAIT_ROUNDS: u32 = 5;
+        const ROUND: std::time::Duration = std::time::Duration::from_secs(2);
+        const BUSY_ROUNDS: u32 = 5;
+        let idle_rounds = (args.fold_every / 2).max(1);
         let app = app.clone();
         let slots = args.ingest_slots as usize;
         std::thread::Builder::new()
             .name("fleet-fold".into())
             .spawn(move || {
                 let mut said: Option<String> = None;
-                let mut waited = 0;
+                // The first fold is at once: it makes this build's generation when it has
+                // none, so ingest queues for it from the start.
+                let (mut busy, mut idle, mut first) = (0, idle_rounds, true);
                 loop {
-                    std::thread::sleep(std::time::Duration::from_secs(2));
-                    if app.ingest_slots.available_permits() < slots && waited < FOLD_WAIT_ROUNDS {
-                        waited += 1;
+                    if !first {
+                        std::thread::sleep(ROUND);
+                    }
+                    first = false;
+                    if app.ingest_slots.available_permits() < slots && busy < BUSY_ROUNDS {
+                        busy += 1;
                         continue;
                     }
-                    waited = 0;
+                    busy = 0;
+                    let waiting = app.store.fleet_queued().unwrap_or(u64::MAX);
+                    if waiting < FOLD_BATCH as u64 {
+                        // Little that can wait, or nothing: the generations are still
+                        // folded (a new one started, old ones dropped) every --fold-every.
+                        idle += 1;
+                        if idle < idle_rounds {
+                            continue;
+                        }
+                    }
+                    idle = 0;
                     match app.store.fleet_fold(FoldScope::All, &mut |_, _| {}) {
                         Ok(_) => said = None,
                         Err(e) => {

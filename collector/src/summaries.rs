@@ -16,10 +16,11 @@
 //! number). A build that finds no generation of its own starts one beside the others and
 //! queues every stored record for it, while the build before it still answers from its
 //! own; `fleet-rebuild` starts another of the same build the same way. Ingest queues each
-//! report for every generation kept, so one being built misses nothing stored meanwhile: a
-//! new generation is made under the exclusive side of a lock whose shared side ingest takes
-//! before it queues (PostgreSQL; SQLite has one writer), and its backlog is queued after
-//! that, skipping what ingest already queued. A generation answers once its queue has been
+//! report for every generation kept (but one a newer ready generation of its build
+//! replaced), so one being built misses nothing stored meanwhile: a new generation is made
+//! under the exclusive side of a lock whose shared side ingest takes before it queues
+//! (PostgreSQL; SQLite has one writer), and its backlog is queued after that, skipping what
+//! ingest already queued. A generation answers once its queue has been
 //! empty once (`ready`); a build's queries read its newest ready generation. A generation
 //! no collector has folded for [`RETIRE_AFTER_S`] (one superseded by a newer ready one of
 //! its build, or one whose build no longer runs) is dropped.

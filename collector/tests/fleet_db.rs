@@ -618,7 +618,10 @@ fn a_rebuild_builds_new_summaries_beside_the_ones_that_answer_until_they_are_bui
     for (i, db) in [sqlite, pg.url()].iter().enumerate() {
         let named = tmp.path().join(format!("named{i}"));
         let db = db.as_str();
-        upload_all(&Collector::start(db).url(), &reports[..30], &named);
+        // A collector whose own folder waits (an hour, or 512 reports): the queries and
+        // `fleet-rebuild` fold here, so each step is known.
+        let idle = Collector::start_with(db, &["--fold-every", "3600"]);
+        upload_all(&idle.url(), &reports[..30], &named);
         let (code, first, err) = db_fleet(db, &["--format", "json"]);
         assert_eq!(code, 0, "{db}: {err}");
         let v: serde_json::Value = serde_json::from_str(&first).unwrap();
@@ -639,15 +642,29 @@ fn a_rebuild_builds_new_summaries_beside_the_ones_that_answer_until_they_are_bui
         let (_, again, _) = db_fleet(db, &["--format", "json"]);
         same(&again, &first, &format!("{db}: during the rebuild"));
         assert_eq!(count(db, "fleet_gen_queue WHERE gen = 2"), 30, "{db}");
-        // New reports while it builds: queued for both, and the running collector's folder
-        // builds the new summaries.
-        let c = Collector::start(db);
-        upload_all(&c.url(), &reports[30..], &named);
+        // Reports stored while it builds are queued for both: the summaries that answer
+        // take them, and so will the new ones.
+        upload_all(&idle.url(), &reports[30..], &named);
+        assert_eq!(count(db, "fleet_gen_queue WHERE gen = 2"), 40, "{db}");
+        let (_, during, _) = db_fleet(db, &["--format", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&during).unwrap();
+        assert_eq!(
+            v["reports"], 40,
+            "{db}: the serving summaries take new reports"
+        );
+        assert_eq!(count(db, "fleet_gen_queue WHERE gen = 2"), 40, "{db}");
+        drop(idle);
+        // A collector's folder builds them (its first fold, at start).
+        let c = Collector::start_with(db, &["--fold-every", "2"]);
         let t0 = std::time::Instant::now();
         while count(db, "fleet_gen_queue") > 0 || count(db, "fleet_generations WHERE ready") < 2 {
             assert!(
                 t0.elapsed() < std::time::Duration::from_secs(120),
-                "{db}: the collector did not build the new summaries"
+                "{db}: the collector did not build the new summaries: {} queued, {} ready; \
+                 its log: {}",
+                count(db, "fleet_gen_queue"),
+                count(db, "fleet_generations WHERE ready"),
+                c.stderr_all()
             );
             std::thread::sleep(std::time::Duration::from_millis(200));
         }

@@ -876,7 +876,14 @@ fn the_page_from_a_read_replica_is_the_fleet_of_the_primary() {
     let page = format!("127.0.0.1:{}", free_port());
     let c = Collector::start_with(
         &pg.url(),
-        &["--page-listen", &page, "--page-db", &replica.url()],
+        &[
+            "--page-listen",
+            &page,
+            "--page-db",
+            &replica.url(),
+            "--fold-every",
+            "2",
+        ],
     );
     let out = upload_cmd(&c.url(), &c.tokens, &dir.path().join("spool"))
         .args(&reports)
@@ -887,7 +894,7 @@ fn the_page_from_a_read_replica_is_the_fleet_of_the_primary() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The primary's collector folds every 2 s; the replica follows.
+    // The primary's collector folds every 2 s here; the replica follows.
     let t0 = Instant::now();
     while count(&replica.url(), "reports") < 50
         || count(&replica.url(), "fleet_gen_queue") > 0

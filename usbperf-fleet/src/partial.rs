@@ -13,7 +13,9 @@
 //!
 //! [`Partial::finish`] gives the [`FleetSummary`] the exact fleet
 //! ([`super::aggregate::Accumulator`]) gives for the same reports, within the stated error:
-//! - every percentile and the trend's medians: within the sketches' accuracy, 0.1 %;
+//! - every percentile: within the sketches' accuracy, 0.1 %; the trend's medians within 1 %
+//!   (their own sketch, [`TREND_PPM`], kept small for the [`Trend`] rows a query over
+//!   years reads per week); the trend's counts exactly;
 //! - the learned limits' percentiles: within 1 % (the norm, within a few % of itself, decides
 //!   which passing figures are far from the others);
 //! - the histogram: a value near a bin's edge (within 0.2 %) may be counted in the next bin;

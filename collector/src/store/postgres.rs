@@ -666,7 +666,10 @@ impl Store for Postgres {
                 tx.batch_execute(GEN_SHARED)?;
                 tx.execute(
                     "INSERT INTO fleet_gen_queue (gen, report_id) \
-                     SELECT gen, $1 FROM fleet_generations ON CONFLICT DO NOTHING",
+                     SELECT gen, $1 FROM fleet_generations g WHERE NOT EXISTS \
+                     (SELECT 1 FROM fleet_generations n \
+                     WHERE n.name = g.name AND n.ready AND n.gen > g.gen) \
+                     ON CONFLICT DO NOTHING",
                     &[&r.report_id],
                 )?;
             }
@@ -834,15 +837,12 @@ impl Store for Postgres {
     }
 
     fn fleet_queued(&self) -> Result<u64, StoreError> {
-        let name = generation();
-        self.with_session(|c| {
-            let row = c.query_one(
-                "SELECT count(*) FROM fleet_gen_queue q JOIN fleet_generations g \
-                 ON g.gen = q.gen WHERE g.name = $1",
-                &[&name],
-            )?;
-            Ok(row.get::<_, i64>(0) as u64)
-        })
+        let g = self.fleet_generations()?;
+        let mut n = 0;
+        for gen in g.serving.into_iter().chain(g.building) {
+            n += self.queued_in(gen)?;
+        }
+        Ok(n)
     }
 
     fn fleet_generations(&self) -> Result<Generations, StoreError> {

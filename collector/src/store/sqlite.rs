@@ -133,11 +133,13 @@ CREATE INDEX IF NOT EXISTS fleet_gen_summaries_figures ON fleet_gen_summaries (g
 CREATE INDEX IF NOT EXISTS fleet_records_issues ON fleet_records (board, started_ns) WHERE kind <> 'record';
 ";
 
-/// A stored report queued for every generation of summaries kept (one writer: a generation
-/// made meanwhile is made before or after, never during). `WHERE true`: SQLite parses an
-/// upsert after a SELECT only behind a WHERE.
+/// A stored report queued for every generation of summaries kept but one a newer ready
+/// generation of its build replaced (one writer: a generation made meanwhile is made before
+/// or after, never during). SQLite parses an upsert after a SELECT only behind a WHERE.
 const QUEUE: &str = "INSERT INTO fleet_gen_queue (gen, report_id) \
-     SELECT gen, ?1 FROM fleet_generations WHERE true ON CONFLICT DO NOTHING";
+     SELECT gen, ?1 FROM fleet_generations g WHERE NOT EXISTS (SELECT 1 FROM \
+     fleet_generations n WHERE n.name = g.name AND n.ready AND n.gen > g.gen) \
+     ON CONFLICT DO NOTHING";
 
 /// A queue entry as a fold reads it: (seq, file, kind, record, started_ns).
 type QueueRow = (i64, String, String, Option<Vec<u8>>, i64);
@@ -818,15 +820,12 @@ impl Store for Sqlite {
     }
 
     fn fleet_queued(&self) -> Result<u64, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        conn.query_row(
-            "SELECT count(*) FROM fleet_gen_queue q JOIN fleet_generations g \
-             ON g.gen = q.gen WHERE g.name = ?1",
-            params![generation()],
-            |row| row.get::<_, i64>(0),
-        )
-        .map(|n| n as u64)
-        .map_err(|e| self.err(e))
+        let g = self.fleet_generations()?;
+        let mut n = 0;
+        for gen in g.serving.into_iter().chain(g.building) {
+            n += self.queued_in(gen)?;
+        }
+        Ok(n)
     }
 
     fn fleet_generations(&self) -> Result<Generations, StoreError> {
