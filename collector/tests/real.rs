@@ -872,7 +872,7 @@ fn the_page_from_a_read_replica_is_the_fleet_of_the_primary() {
     let pg = Pg::start();
     let replica = pg.replica();
     let dir = TempDir::new("pg-replica-page");
-    let reports = fleet(50, 29, "yaml", &dir.path().join("fleet"));
+    let reports = fleet(55, 29, "yaml", &dir.path().join("fleet"));
     let page = format!("127.0.0.1:{}", free_port());
     let c = Collector::start_with(
         &pg.url(),
@@ -885,27 +885,27 @@ fn the_page_from_a_read_replica_is_the_fleet_of_the_primary() {
             "2",
         ],
     );
-    let out = upload_cmd(&c.url(), &c.tokens, &dir.path().join("spool"))
-        .args(&reports)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let upload = |r: &[PathBuf]| {
+        let out = upload_cmd(&c.url(), &c.tokens, &dir.path().join("spool"))
+            .args(r)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+    };
     // The primary's collector folds every 2 s here; the replica follows.
-    let t0 = Instant::now();
-    while count(&replica.url(), "reports") < 50
-        || count(&replica.url(), "fleet_gen_queue") > 0
-        || count(&replica.url(), "fleet_generations WHERE ready") == 0
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the replica did not follow"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let folded = |db: &str, n: u64| {
+        let t0 = Instant::now();
+        while count(db, "reports") < n
+            || count(db, "fleet_gen_queue") > 0
+            || count(db, "fleet_generations WHERE ready") == 0
+        {
+            assert!(t0.elapsed() < Duration::from_secs(60), "{db}: not folded");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    upload(&reports[..50]);
+    folded(&replica.url(), 50);
     let get = |path: &str| -> (u16, String) {
         match ureq::get(&format!("http://{page}{path}")).call() {
             Ok(r) => (r.status(), r.into_string().unwrap()),
@@ -937,4 +937,18 @@ fn the_page_from_a_read_replica_is_the_fleet_of_the_primary() {
         .unwrap()
         .get(0);
     assert!(standby, "the page's database is a read-only standby");
+    // The page reads the replica: while it replays nothing, the page keeps the 50 reports
+    // the primary has 55 of; once it replays, the page has them (each query another
+    // `since=`, so the page's cache does not answer it).
+    r.batch_execute("SELECT pg_wal_replay_pause()").unwrap();
+    upload(&reports[50..]);
+    folded(&pg.url(), 55);
+    let reports_in = |json: &str| -> u64 {
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        v["reports"].as_u64().unwrap()
+    };
+    assert_eq!(reports_in(&get("/fleet.json?since=2000-01-01").1), 50);
+    r.batch_execute("SELECT pg_wal_replay_resume()").unwrap();
+    folded(&replica.url(), 55);
+    assert_eq!(reports_in(&get("/fleet.json?since=2000-01-02").1), 55);
 }
