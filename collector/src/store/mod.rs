@@ -148,6 +148,100 @@ pub(crate) fn now_s() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
+/// A database's steps for its generations of summaries (see `crate::summaries`); the fold,
+/// the rebuild and a query's view of them are these steps in one order for every database
+/// ([`fold`], [`rebuild`], [`queued`], [`generations`]).
+pub(crate) trait Generational {
+    /// This build's generations (`name`), oldest first.
+    fn my_generations(&self, name: &str) -> Result<Vec<GenRow>, StoreError>;
+    /// Makes a generation of `name` beside the others (ingest queues for it from its
+    /// commit on), unless `first` and one of `name` exists already (collectors, or a query
+    /// and a collector's folder, that find none at once make one); its number, if made.
+    fn new_generation(&self, name: &str, first: bool) -> Result<Option<i64>, StoreError>;
+    /// Queues for `gen` every record stored before it was made (what ingest has not
+    /// queued for it), once, before anything of it is folded; how many it holds queued.
+    fn queue_backlog(&self, gen: i64) -> Result<u64, StoreError>;
+    /// How many reports `gen` has queued.
+    fn queued_in(&self, gen: i64) -> Result<u64, StoreError>;
+    /// Whether `gen` has at most `n` reports queued, told without counting a long queue.
+    fn queued_at_most(&self, gen: i64, n: usize) -> Result<bool, StoreError>;
+    /// Folds `gen`'s queue until it is empty, then marks it ready; how many it folded.
+    /// `progress(before + folded, queued)` after each batch.
+    fn fold_generation(
+        &self,
+        gen: i64,
+        queued: u64,
+        before: u64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, StoreError>;
+    /// Drops the generations no collector has folded for `RETIRE_AFTER_S`, other than this
+    /// build's serving one and any newer (which a restart may have left unfolded); while
+    /// none of this build's serves, none of this build's.
+    fn retire(&self, name: &str) -> Result<(), StoreError>;
+}
+
+/// [`Store::fleet_fold`] on any database.
+pub(crate) fn fold(
+    g: &impl Generational,
+    scope: FoldScope,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<u64, StoreError> {
+    let name = crate::summaries::generation();
+    let mut gens = g.my_generations(&name)?;
+    if gens.is_empty() {
+        g.new_generation(&name, true)?;
+        gens = g.my_generations(&name)?;
+    }
+    for row in gens.iter().filter(|r| !r.backlog) {
+        g.queue_backlog(row.gen)?;
+    }
+    let (serving, building) = serving_and_building(&gens);
+    let max = crate::summaries::FOLD_BATCH_MAX;
+    let fold: Vec<i64> = match (scope, serving, building) {
+        (FoldScope::Query, Some(s), _) => vec![s],
+        // A first fold small enough for a query: a new or small database.
+        (FoldScope::Query, None, Some(b)) if g.queued_at_most(b, max)? => vec![b],
+        (FoldScope::Query, ..) => Vec::new(),
+        (FoldScope::All, s, b) => s.into_iter().chain(b).collect(),
+    };
+    // What these hold queued (a query's: the serving queue, not a rebuild's backlog).
+    let mut queued = 0;
+    for gen in &fold {
+        queued += g.queued_in(*gen)?;
+    }
+    let mut folded = 0u64;
+    for gen in fold {
+        folded += g.fold_generation(gen, queued, folded, progress)?;
+    }
+    if scope == FoldScope::All {
+        g.retire(&name)?;
+    }
+    Ok(folded)
+}
+
+/// [`Store::fleet_rebuild`] on any database (after its back-fill).
+pub(crate) fn rebuild(g: &impl Generational) -> Result<u64, StoreError> {
+    let gen = g.new_generation(&crate::summaries::generation(), false)?;
+    g.queue_backlog(gen.expect("made unconditionally"))
+}
+
+/// [`Store::fleet_generations`] on any database.
+pub(crate) fn generations(g: &impl Generational) -> Result<Generations, StoreError> {
+    let (serving, building) =
+        serving_and_building(&g.my_generations(&crate::summaries::generation())?);
+    Ok(Generations { serving, building })
+}
+
+/// [`Store::fleet_queued`] on any database: the serving and building generations' queues.
+pub(crate) fn queued(g: &impl Generational) -> Result<u64, StoreError> {
+    let gens = generations(g)?;
+    let mut n = 0;
+    for gen in gens.serving.into_iter().chain(gens.building) {
+        n += g.queued_in(gen)?;
+    }
+    Ok(n)
+}
+
 /// Which reports a fleet query takes: SQL filters on indexed columns.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct FleetFilter {

@@ -12,14 +12,11 @@ use std::sync::Mutex;
 use ::postgres::{Client, NoTls};
 
 use super::{
-    now_s, serving_and_building, FleetFilter, FleetRow, FoldScope, GenRow, Generations, Pending,
-    Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
+    now_s, serving_and_building, FleetFilter, FleetRow, FoldScope, GenRow, Generational,
+    Generations, Pending, Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
 };
 use crate::ingest::{Record, FLEET_RECORD_VERSION};
-use crate::summaries::{
-    fold_batch, fold_batch_size, generation, within_batch_days, FoldError, FOLD_BATCH_MAX,
-    RETIRE_AFTER_S,
-};
+use crate::summaries::{fold_batch, fold_batch_size, within_batch_days, FoldError, RETIRE_AFTER_S};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -295,7 +292,72 @@ fn lost(e: &::postgres::Error, client: &Client) -> bool {
 }
 
 impl Postgres {
-    /// This build's generations (`name`), oldest first.
+    /// Gives every stored report its fleet row of this version; how many it extracted.
+    fn backfill_now(&self) -> Result<u64, StoreError> {
+        let version = FLEET_RECORD_VERSION as i32;
+        // Nothing to do, told by two counts and the version index: the join below visits
+        // every report. A fleet row always has its report (foreign key), so equal counts
+        // mean each report has one.
+        let done: bool = self.with_session(|c| {
+            let row = c.query_one(
+                "SELECT (SELECT count(*) FROM reports) = (SELECT count(*) FROM fleet_records) \
+                 AND NOT EXISTS (SELECT 1 FROM fleet_records WHERE version < $1)",
+                &[&version],
+            )?;
+            Ok(row.get(0))
+        })?;
+        if done {
+            return Ok(0);
+        }
+        let next = || {
+            self.with_session(|c| {
+                let rows = c.query(
+                    "SELECT r.report_id, r.format, r.board, \
+                     (extract(epoch FROM r.started_at) * 1000000)::bigint, r.raw, r.signer_key \
+                     FROM reports r LEFT JOIN fleet_records f ON f.report_id = r.report_id \
+                     WHERE f.report_id IS NULL OR f.version < $1 LIMIT $2",
+                    &[&version, &(BACKFILL_BATCH as i64)],
+                )?;
+                Ok(rows
+                    .into_iter()
+                    .map(|r| Pending {
+                        report_id: r.get(0),
+                        format: r.get(1),
+                        board: r.get(2),
+                        started_ns: r.get::<_, i64>(3).saturating_mul(1000),
+                        raw: r.get(4),
+                        signer_key: r.get(5),
+                    })
+                    .collect())
+            })
+        };
+        let put = |rows: &[(Pending, crate::ingest::FleetColumns)]| {
+            self.with_session(|c| {
+                let mut tx = c.transaction()?;
+                let st = tx.prepare(PUT_FLEET)?;
+                for (p, f) in rows {
+                    tx.execute(
+                        &st,
+                        &[
+                            &p.report_id,
+                            &f.file,
+                            &p.board,
+                            &f.started_ns,
+                            &f.kind,
+                            &f.body,
+                            &version,
+                            &record_value(&f.record),
+                        ],
+                    )?;
+                }
+                tx.commit()
+            })
+        };
+        super::backfill(next, put)
+    }
+}
+
+impl Generational for Postgres {
     fn my_generations(&self, name: &str) -> Result<Vec<GenRow>, StoreError> {
         self.with_session(|c| {
             let rows = c.query(
@@ -313,9 +375,6 @@ impl Postgres {
         })
     }
 
-    /// Makes a generation of `name` beside the others (ingest queues for it from its
-    /// commit on), unless `first` and one of `name` exists already (collectors that start
-    /// together make one); its number, if made.
     fn new_generation(&self, name: &str, first: bool) -> Result<Option<i64>, StoreError> {
         self.with_session(|c| {
             let mut tx = c.transaction()?;
@@ -336,8 +395,6 @@ impl Postgres {
         })
     }
 
-    /// Queues for `gen` every record stored before it was made (what ingest has not queued
-    /// for it), once, before anything of it is folded; how many it holds queued.
     fn queue_backlog(&self, gen: i64) -> Result<u64, StoreError> {
         self.with_session(|c| {
             let mut tx = c.transaction()?;
@@ -371,8 +428,26 @@ impl Postgres {
         })
     }
 
-    /// Folds `gen`'s queue until it is empty, then marks it ready; how many it folded.
-    /// `progress(before + folded, queued)` after each batch.
+    fn queued_in(&self, gen: i64) -> Result<u64, StoreError> {
+        self.with_session(|c| {
+            let row = c.query_one(
+                "SELECT count(*) FROM fleet_gen_queue WHERE gen = $1",
+                &[&gen],
+            )?;
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+
+    fn queued_at_most(&self, gen: i64, n: usize) -> Result<bool, StoreError> {
+        self.with_session(|c| {
+            let row = c.query_one(
+                "SELECT count(*) FROM (SELECT 1 FROM fleet_gen_queue WHERE gen = $1 LIMIT $2) q",
+                &[&gen, &(n as i64 + 1)],
+            )?;
+            Ok(row.get::<_, i64>(0) as u64 <= n as u64)
+        })
+    }
+
     fn fold_generation(
         &self,
         gen: i64,
@@ -477,31 +552,6 @@ impl Postgres {
         }
     }
 
-    /// How many reports `gen` has queued.
-    fn queued_in(&self, gen: i64) -> Result<u64, StoreError> {
-        self.with_session(|c| {
-            let row = c.query_one(
-                "SELECT count(*) FROM fleet_gen_queue WHERE gen = $1",
-                &[&gen],
-            )?;
-            Ok(row.get::<_, i64>(0) as u64)
-        })
-    }
-
-    /// Whether `gen` has at most `n` reports queued, told without counting a long queue.
-    fn queued_at_most(&self, gen: i64, n: usize) -> Result<bool, StoreError> {
-        self.with_session(|c| {
-            let row = c.query_one(
-                "SELECT count(*) FROM (SELECT 1 FROM fleet_gen_queue WHERE gen = $1 LIMIT $2) q",
-                &[&gen, &(n as i64 + 1)],
-            )?;
-            Ok(row.get::<_, i64>(0) as u64 <= n as u64)
-        })
-    }
-
-    /// Drops the generations no collector has folded for `RETIRE_AFTER_S`, other than this
-    /// build's serving one and any newer (which a restart may have left unfolded); while
-    /// none of this build's serves, none of this build's.
     fn retire(&self, name: &str) -> Result<(), StoreError> {
         let keep = serving_and_building(&self.my_generations(name)?)
             .0
@@ -524,70 +574,6 @@ impl Postgres {
             tx.commit()
         })?;
         Ok(())
-    }
-
-    /// Gives every stored report its fleet row of this version; how many it extracted.
-    fn backfill_now(&self) -> Result<u64, StoreError> {
-        let version = FLEET_RECORD_VERSION as i32;
-        // Nothing to do, told by two counts and the version index: the join below visits
-        // every report. A fleet row always has its report (foreign key), so equal counts
-        // mean each report has one.
-        let done: bool = self.with_session(|c| {
-            let row = c.query_one(
-                "SELECT (SELECT count(*) FROM reports) = (SELECT count(*) FROM fleet_records) \
-                 AND NOT EXISTS (SELECT 1 FROM fleet_records WHERE version < $1)",
-                &[&version],
-            )?;
-            Ok(row.get(0))
-        })?;
-        if done {
-            return Ok(0);
-        }
-        let next = || {
-            self.with_session(|c| {
-                let rows = c.query(
-                    "SELECT r.report_id, r.format, r.board, \
-                     (extract(epoch FROM r.started_at) * 1000000)::bigint, r.raw, r.signer_key \
-                     FROM reports r LEFT JOIN fleet_records f ON f.report_id = r.report_id \
-                     WHERE f.report_id IS NULL OR f.version < $1 LIMIT $2",
-                    &[&version, &(BACKFILL_BATCH as i64)],
-                )?;
-                Ok(rows
-                    .into_iter()
-                    .map(|r| Pending {
-                        report_id: r.get(0),
-                        format: r.get(1),
-                        board: r.get(2),
-                        started_ns: r.get::<_, i64>(3).saturating_mul(1000),
-                        raw: r.get(4),
-                        signer_key: r.get(5),
-                    })
-                    .collect())
-            })
-        };
-        let put = |rows: &[(Pending, crate::ingest::FleetColumns)]| {
-            self.with_session(|c| {
-                let mut tx = c.transaction()?;
-                let st = tx.prepare(PUT_FLEET)?;
-                for (p, f) in rows {
-                    tx.execute(
-                        &st,
-                        &[
-                            &p.report_id,
-                            &f.file,
-                            &p.board,
-                            &f.started_ns,
-                            &f.kind,
-                            &f.body,
-                            &version,
-                            &record_value(&f.record),
-                        ],
-                    )?;
-                }
-                tx.commit()
-            })
-        };
-        super::backfill(next, put)
     }
 }
 
@@ -796,58 +782,20 @@ impl Store for Postgres {
             return Ok(0);
         }
         self.fleet_backfill()?;
-        let name = generation();
-        let mut gens = self.my_generations(&name)?;
-        if gens.is_empty() {
-            self.new_generation(&name, true)?;
-            gens = self.my_generations(&name)?;
-        }
-        for g in gens.iter().filter(|g| !g.backlog) {
-            self.queue_backlog(g.gen)?;
-        }
-        let (serving, building) = serving_and_building(&gens);
-        let fold: Vec<i64> = match (scope, serving, building) {
-            (FoldScope::Query, Some(s), _) => vec![s],
-            // A first fold small enough for a query: a new or small database.
-            (FoldScope::Query, None, Some(b)) if self.queued_at_most(b, FOLD_BATCH_MAX)? => {
-                vec![b]
-            }
-            (FoldScope::Query, ..) => Vec::new(),
-            (FoldScope::All, s, b) => s.into_iter().chain(b).collect(),
-        };
-        // What these hold queued (a query's: the serving queue, not a rebuild's backlog).
-        let mut queued = 0;
-        for gen in &fold {
-            queued += self.queued_in(*gen)?;
-        }
-        let mut folded = 0u64;
-        for gen in fold {
-            folded += self.fold_generation(gen, queued, folded, progress)?;
-        }
-        if scope == FoldScope::All {
-            self.retire(&name)?;
-        }
-        Ok(folded)
+        super::fold(self, scope, progress)
     }
 
     fn fleet_rebuild(&self) -> Result<u64, StoreError> {
         self.fleet_backfill()?;
-        let gen = self.new_generation(&generation(), false)?;
-        self.queue_backlog(gen.expect("made unconditionally"))
+        super::rebuild(self)
     }
 
     fn fleet_queued(&self) -> Result<u64, StoreError> {
-        let g = self.fleet_generations()?;
-        let mut n = 0;
-        for gen in g.serving.into_iter().chain(g.building) {
-            n += self.queued_in(gen)?;
-        }
-        Ok(n)
+        super::queued(self)
     }
 
     fn fleet_generations(&self) -> Result<Generations, StoreError> {
-        let (serving, building) = serving_and_building(&self.my_generations(&generation())?);
-        Ok(Generations { serving, building })
+        super::generations(self)
     }
 
     fn fleet_summary_days(

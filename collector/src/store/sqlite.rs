@@ -8,13 +8,11 @@ use std::sync::Mutex;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{
-    now_s, serving_and_building, FleetFilter, FleetRow, FoldScope, GenRow, Generations, Pending,
-    Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
+    now_s, serving_and_building, FleetFilter, FleetRow, FoldScope, GenRow, Generational,
+    Generations, Pending, Store, StoreError, Stored, SummaryFilter, BACKFILL_BATCH,
 };
 use crate::ingest::{rfc3339_ns, Record, FLEET_RECORD_VERSION};
-use crate::summaries::{
-    fold_batch, fold_batch_size, generation, within_batch_days, FOLD_BATCH_MAX, RETIRE_AFTER_S,
-};
+use crate::summaries::{fold_batch, fold_batch_size, within_batch_days, RETIRE_AFTER_S};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS reports (
@@ -233,7 +231,92 @@ impl Sqlite {
         Ok(conn)
     }
 
-    /// This build's generations (`name`), oldest first.
+    /// How many rows `table` holds.
+    fn rows_in(&self, table: &str) -> Result<u64, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+            row.get::<_, i64>(0)
+        })
+        .map(|n| n as u64)
+        .map_err(|e| self.err(e))
+    }
+
+    fn err(&self, err: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.clone(),
+            err,
+        }
+    }
+}
+
+impl Sqlite {
+    /// Gives every stored report its fleet row of this version; how many it extracted.
+    fn backfill_now(&self) -> Result<u64, StoreError> {
+        // Nothing to do, told by two counts (each over the smallest index) and the version
+        // index: the join below visits every report, a tenth of a second over 100,000.
+        // A fleet row always has its report (foreign key), so equal counts mean each
+        // report has one.
+        let done: bool = {
+            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            conn.query_row(FLEET_DONE, params![FLEET_RECORD_VERSION], |row| row.get(0))
+                .map_err(|e| self.err(e))?
+        };
+        if done {
+            return Ok(0);
+        }
+        let next = || {
+            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = conn
+                .prepare_cached(
+                    "SELECT r.report_id, r.format, r.board, r.started_at, r.raw, r.signer_key \
+                     FROM reports r \
+                     LEFT JOIN fleet_records f ON f.report_id = r.report_id \
+                     WHERE f.report_id IS NULL OR f.version < ?1 LIMIT ?2",
+                )
+                .map_err(|e| self.err(e))?;
+            let rows = st
+                .query_map(
+                    params![FLEET_RECORD_VERSION, BACKFILL_BATCH as i64],
+                    |row| {
+                        Ok(Pending {
+                            report_id: row.get(0)?,
+                            format: row.get(1)?,
+                            board: row.get(2)?,
+                            started_ns: rfc3339_ns(&row.get::<_, String>(3)?),
+                            raw: row.get(4)?,
+                            signer_key: row.get(5)?,
+                        })
+                    },
+                )
+                .map_err(|e| self.err(e))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
+        };
+        let put = |rows: &[(Pending, crate::ingest::FleetColumns)]| {
+            let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+            let tx = conn.transaction().map_err(|e| self.err(e))?;
+            {
+                let mut st = tx.prepare_cached(PUT_FLEET).map_err(|e| self.err(e))?;
+                for (p, c) in rows {
+                    st.execute(params![
+                        p.report_id,
+                        c.file,
+                        p.board,
+                        c.started_ns,
+                        c.kind,
+                        c.body,
+                        FLEET_RECORD_VERSION,
+                        record_value(&c.record)
+                    ])
+                    .map_err(|e| self.err(e))?;
+                }
+            }
+            tx.commit().map_err(|e| self.err(e))
+        };
+        super::backfill(next, put)
+    }
+}
+
+impl Generational for Sqlite {
     fn my_generations(&self, name: &str) -> Result<Vec<GenRow>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut st = conn
@@ -253,10 +336,6 @@ impl Sqlite {
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
-    /// Makes a generation of `name` beside the others (ingest queues for it from its
-    /// commit on), unless `first` and one of `name` exists already (a query and the
-    /// background fold, or two collectors, that find none at once make one); its number, if
-    /// made.
     fn new_generation(&self, name: &str, first: bool) -> Result<Option<i64>, StoreError> {
         let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let tx = conn
@@ -286,8 +365,6 @@ impl Sqlite {
         Ok(Some(gen))
     }
 
-    /// Queues for `gen` every record stored before it was made (what ingest has not queued
-    /// for it), once, before anything of it is folded; how many it holds queued.
     fn queue_backlog(&self, gen: i64) -> Result<u64, StoreError> {
         let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let tx = conn
@@ -325,7 +402,6 @@ impl Sqlite {
         Ok(n as u64)
     }
 
-    /// How many reports `gen` has queued.
     fn queued_in(&self, gen: i64) -> Result<u64, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         conn.query_row(
@@ -337,7 +413,6 @@ impl Sqlite {
         .map_err(|e| self.err(e))
     }
 
-    /// Whether `gen` has at most `n` reports queued, told without counting a long queue.
     fn queued_at_most(&self, gen: i64, n: usize) -> Result<bool, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         conn.query_row(
@@ -349,36 +424,6 @@ impl Sqlite {
         .map_err(|e| self.err(e))
     }
 
-    /// Drops the generations no collector has folded for `RETIRE_AFTER_S`, other than this
-    /// build's serving one and any newer (which a restart may have left unfolded); while
-    /// none of this build's serves, none of this build's.
-    fn retire(&self, name: &str) -> Result<(), StoreError> {
-        let keep = serving_and_building(&self.my_generations(name)?)
-            .0
-            .unwrap_or(0);
-        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.err(e))?;
-        let old = "SELECT gen FROM fleet_generations WHERE folded_at < ?1 \
-                   AND NOT (name = ?2 AND gen >= ?3)";
-        for t in [
-            "fleet_gen_queue",
-            "fleet_gen_units",
-            "fleet_gen_summaries",
-            "fleet_generations",
-        ] {
-            tx.execute(
-                &format!("DELETE FROM {t} WHERE gen IN ({old})"),
-                params![now_s() - RETIRE_AFTER_S, name, keep],
-            )
-            .map_err(|e| self.err(e))?;
-        }
-        tx.commit().map_err(|e| self.err(e))
-    }
-
-    /// Folds `gen`'s queue until it is empty, then marks it ready; how many it folded.
-    /// `progress(before + folded, queued)` after each batch.
     fn fold_generation(
         &self,
         gen: i64,
@@ -507,88 +552,29 @@ impl Sqlite {
         }
     }
 
-    /// How many rows `table` holds.
-    fn rows_in(&self, table: &str) -> Result<u64, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
-            row.get::<_, i64>(0)
-        })
-        .map(|n| n as u64)
-        .map_err(|e| self.err(e))
-    }
-
-    fn err(&self, err: rusqlite::Error) -> StoreError {
-        StoreError::Sqlite {
-            path: self.path.clone(),
-            err,
+    fn retire(&self, name: &str) -> Result<(), StoreError> {
+        let keep = serving_and_building(&self.my_generations(name)?)
+            .0
+            .unwrap_or(0);
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let old = "SELECT gen FROM fleet_generations WHERE folded_at < ?1 \
+                   AND NOT (name = ?2 AND gen >= ?3)";
+        for t in [
+            "fleet_gen_queue",
+            "fleet_gen_units",
+            "fleet_gen_summaries",
+            "fleet_generations",
+        ] {
+            tx.execute(
+                &format!("DELETE FROM {t} WHERE gen IN ({old})"),
+                params![now_s() - RETIRE_AFTER_S, name, keep],
+            )
+            .map_err(|e| self.err(e))?;
         }
-    }
-}
-
-impl Sqlite {
-    /// Gives every stored report its fleet row of this version; how many it extracted.
-    fn backfill_now(&self) -> Result<u64, StoreError> {
-        // Nothing to do, told by two counts (each over the smallest index) and the version
-        // index: the join below visits every report, a tenth of a second over 100,000.
-        // A fleet row always has its report (foreign key), so equal counts mean each
-        // report has one.
-        let done: bool = {
-            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-            conn.query_row(FLEET_DONE, params![FLEET_RECORD_VERSION], |row| row.get(0))
-                .map_err(|e| self.err(e))?
-        };
-        if done {
-            return Ok(0);
-        }
-        let next = || {
-            let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-            let mut st = conn
-                .prepare_cached(
-                    "SELECT r.report_id, r.format, r.board, r.started_at, r.raw, r.signer_key \
-                     FROM reports r \
-                     LEFT JOIN fleet_records f ON f.report_id = r.report_id \
-                     WHERE f.report_id IS NULL OR f.version < ?1 LIMIT ?2",
-                )
-                .map_err(|e| self.err(e))?;
-            let rows = st
-                .query_map(
-                    params![FLEET_RECORD_VERSION, BACKFILL_BATCH as i64],
-                    |row| {
-                        Ok(Pending {
-                            report_id: row.get(0)?,
-                            format: row.get(1)?,
-                            board: row.get(2)?,
-                            started_ns: rfc3339_ns(&row.get::<_, String>(3)?),
-                            raw: row.get(4)?,
-                            signer_key: row.get(5)?,
-                        })
-                    },
-                )
-                .map_err(|e| self.err(e))?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(|e| self.err(e))
-        };
-        let put = |rows: &[(Pending, crate::ingest::FleetColumns)]| {
-            let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-            let tx = conn.transaction().map_err(|e| self.err(e))?;
-            {
-                let mut st = tx.prepare_cached(PUT_FLEET).map_err(|e| self.err(e))?;
-                for (p, c) in rows {
-                    st.execute(params![
-                        p.report_id,
-                        c.file,
-                        p.board,
-                        c.started_ns,
-                        c.kind,
-                        c.body,
-                        FLEET_RECORD_VERSION,
-                        record_value(&c.record)
-                    ])
-                    .map_err(|e| self.err(e))?;
-                }
-            }
-            tx.commit().map_err(|e| self.err(e))
-        };
-        super::backfill(next, put)
+        tx.commit().map_err(|e| self.err(e))
     }
 }
 
@@ -779,58 +765,20 @@ impl Store for Sqlite {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<u64, StoreError> {
         self.fleet_backfill()?;
-        let name = generation();
-        let mut gens = self.my_generations(&name)?;
-        if gens.is_empty() {
-            self.new_generation(&name, true)?;
-            gens = self.my_generations(&name)?;
-        }
-        for g in gens.iter().filter(|g| !g.backlog) {
-            self.queue_backlog(g.gen)?;
-        }
-        let (serving, building) = serving_and_building(&gens);
-        let fold: Vec<i64> = match (scope, serving, building) {
-            (FoldScope::Query, Some(s), _) => vec![s],
-            // A first fold small enough for a query: a new or small database.
-            (FoldScope::Query, None, Some(b)) if self.queued_at_most(b, FOLD_BATCH_MAX)? => {
-                vec![b]
-            }
-            (FoldScope::Query, ..) => Vec::new(),
-            (FoldScope::All, s, b) => s.into_iter().chain(b).collect(),
-        };
-        // What these hold queued (a query's: the serving queue, not a rebuild's backlog).
-        let mut queued = 0;
-        for gen in &fold {
-            queued += self.queued_in(*gen)?;
-        }
-        let mut folded = 0u64;
-        for gen in fold {
-            folded += self.fold_generation(gen, queued, folded, progress)?;
-        }
-        if scope == FoldScope::All {
-            self.retire(&name)?;
-        }
-        Ok(folded)
+        super::fold(self, scope, progress)
     }
 
     fn fleet_rebuild(&self) -> Result<u64, StoreError> {
         self.fleet_backfill()?;
-        let gen = self.new_generation(&generation(), false)?;
-        self.queue_backlog(gen.expect("made unconditionally"))
+        super::rebuild(self)
     }
 
     fn fleet_queued(&self) -> Result<u64, StoreError> {
-        let g = self.fleet_generations()?;
-        let mut n = 0;
-        for gen in g.serving.into_iter().chain(g.building) {
-            n += self.queued_in(gen)?;
-        }
-        Ok(n)
+        super::queued(self)
     }
 
     fn fleet_generations(&self) -> Result<Generations, StoreError> {
-        let (serving, building) = serving_and_building(&self.my_generations(&generation())?);
-        Ok(Generations { serving, building })
+        super::generations(self)
     }
 
     fn fleet_summary_days(
