@@ -293,22 +293,7 @@ fn the_fleet_from_summaries_agrees_with_the_exact_fleet_within_the_stated_error(
     let dir = d.path().join("reports");
     // 2,500 units, each a factory report and three monthly field reports: 10,000 reports
     // over about five months (weekly trend), two boards, eMMC and USB sticks.
-    generate(
-        &dir,
-        2_500,
-        &[
-            "--schema",
-            "2",
-            "--field-months",
-            "3",
-            "--outliers",
-            "30",
-            "--builds",
-            "7.1,7.2,7.3",
-            "--regress",
-            "emmc:seq-write:-18",
-        ],
-    );
+    generate(&dir, 2_500, &fleet_gen::TEN_THOUSAND);
     let (partial, files) = summaries(&dir);
     assert_eq!(files, 10_000);
     for group_by in [

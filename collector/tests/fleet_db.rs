@@ -721,22 +721,13 @@ fn ten_thousand_reports_from_the_database_agree_with_the_directory_within_the_st
         "37",
         "--format",
         "json",
-        "--schema",
-        "2",
         "--start",
         "2025-09-01",
-        "--field-months",
-        "3",
-        "--outliers",
-        "30",
-        "--builds",
-        "7.1,7.2,7.3",
-        "--regress",
-        "emmc:seq-write:-18",
         "--out",
         gen_dir.to_str().unwrap(),
     ]
     .iter()
+    .chain(&fleet_gen::TEN_THOUSAND)
     .map(|s| s.to_string())
     .collect();
     let reports = fleet_gen::generate_args(&args).files;

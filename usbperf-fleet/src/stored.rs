@@ -297,9 +297,8 @@ fn distinct(r: &mut Reader, what: &'static str) -> Result<Distinct, StoredError>
     Distinct::decode(r.blob(what)?).map_err(|e| StoredError::Distinct(e.to_string()))
 }
 
-/// Reads what [`encode`] wrote, and nothing else: at most [`MAX_BYTES`], every count checked
-/// against the bytes left before anything is allocated for it.
-pub fn decode(bytes: &[u8]) -> Result<BoardDay, StoredError> {
+/// A reader past the format byte of stored bytes of at most [`MAX_BYTES`].
+fn reader(bytes: &[u8]) -> Result<Reader<'_>, StoredError> {
     if bytes.len() > MAX_BYTES {
         return Err(StoredError::TooLarge(bytes.len()));
     }
@@ -308,6 +307,13 @@ pub fn decode(bytes: &[u8]) -> Result<BoardDay, StoredError> {
     if format != FORMAT {
         return Err(StoredError::Format(format));
     }
+    Ok(r)
+}
+
+/// Reads what [`encode`] wrote, and nothing else: at most [`MAX_BYTES`], every count checked
+/// against the bytes left before anything is allocated for it.
+pub fn decode(bytes: &[u8]) -> Result<BoardDay, StoredError> {
+    let mut r = reader(bytes)?;
     let n = r.count(1, "the strings")?;
     let mut table = Vec::with_capacity(n);
     for _ in 0..n {
@@ -475,14 +481,7 @@ pub fn encode_trend(t: &Trend) -> Vec<u8> {
 /// Reads what [`encode_trend`] wrote, and nothing else: at most [`MAX_BYTES`], every count
 /// checked against the bytes left.
 pub fn decode_trend(bytes: &[u8]) -> Result<Trend, StoredError> {
-    if bytes.len() > MAX_BYTES {
-        return Err(StoredError::TooLarge(bytes.len()));
-    }
-    let mut r = Reader::new(bytes);
-    let format = r.byte("the format byte")?;
-    if format != FORMAT {
-        return Err(StoredError::Format(format));
-    }
+    let mut r = reader(bytes)?;
     let mut t = Trend::default();
     for _ in 0..r.count(5, "the trend's groups")? {
         let slot = [
@@ -537,11 +536,7 @@ pub fn encode_unit(u: &UnitState) -> Vec<u8> {
 }
 
 pub fn decode_unit(bytes: &[u8]) -> Result<UnitState, StoredError> {
-    let mut r = Reader::new(bytes);
-    let format = r.byte("the format byte")?;
-    if format != FORMAT {
-        return Err(StoredError::Format(format));
-    }
+    let mut r = reader(bytes)?;
     let run = |r: &mut Reader| -> Result<(DateTime<Utc>, i32, String, bool), BytesError> {
         let secs = r.i64("a run")?;
         let nanos = u32::try_from(r.u64("a run")?).map_err(|_| BytesError::Range("a run"))?;
