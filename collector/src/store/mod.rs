@@ -71,9 +71,9 @@ pub enum StoreError {
     /// This build's summaries are being built beside those of another build, and too much
     /// is left to fold in one query.
     #[error(
-        "the fleet's summaries of this collector's version are being built beside the \
-         previous version's: {folded} of {total} reports folded. Until they are, the fleet \
-         is answered by collectors of the previous version, or by `fleet --exact`; \
+        "the fleet's summaries of this collector's version are still being built: \
+         {folded} of {total} reports folded. Until they are, the collectors of the version \
+         before (if any still run) answer the fleet, and so does `fleet --exact`; \
          `usbperf-collect fleet-rebuild --db URL --resume` builds them with progress"
     )]
     Building { folded: u64, total: u64 },
