@@ -26,6 +26,7 @@ use anyhow::{bail, Context};
 use chrono::{DateTime, Duration, SecondsFormat};
 use usbperf_collect::ingest::{self, Record, FLEET_RECORD_VERSION};
 use usbperf_collect::record;
+use usbperf_report::seal;
 
 struct Copy {
     rec: Record,
@@ -214,7 +215,7 @@ fn main() -> anyhow::Result<()> {
                     text(r.fleet.kind),
                     text(&r.fleet.body),
                     FLEET_RECORD_VERSION.to_string(),
-                    record.map_or(NULL.to_string(), |b| format!("\\\\x{}", hex(&b))),
+                    record.map_or(NULL.to_string(), |b| format!("\\\\x{}", seal::hex(&b))),
                 ];
                 writeln!(w, "{}", fields.join("\t"))?;
             }
@@ -251,13 +252,4 @@ fn text(s: &str) -> String {
 
 fn opt(s: Option<&str>) -> String {
     s.map_or(NULL.to_string(), text)
-}
-
-fn hex(b: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(b.len() * 2);
-    for x in b {
-        let _ = write!(s, "{x:02x}");
-    }
-    s
 }
