@@ -5,6 +5,7 @@ use anyhow::Context;
 
 use super::{inventory, link_findings, print_findings, Format, UsageError};
 use crate::config;
+use crate::discover::mtd::RawFlash;
 use crate::discover::parse::speed_label;
 use crate::discover::{linkcheck::PortExpectation, Disk, Inventory};
 use crate::exit::Exit;
@@ -225,8 +226,92 @@ pub fn table(inv: &Inventory, plan: Option<&[DiskPlan]>, width: usize) -> String
         inv.backend,
         inv.backend_reason
     ));
+    if !inv.flash.is_empty() {
+        out.push_str(&flash_table(&inv.flash, width));
+    }
     for w in &inv.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
     out
+}
+
+/// The raw flash: an MTD device a line (its geometry, counters and users), then each UBI
+/// device with its wear and volumes.
+pub fn flash_table(flash: &RawFlash, width: usize) -> String {
+    let size = |v: Option<u64>| v.map(human_bytes).unwrap_or_else(|| "?".into());
+    let mut rows: Vec<Vec<String>> = vec![[
+        "MTD", "TYPE", "SIZE", "ERASE", "PAGE+OOB", "ECC", "LABEL", "HEALTH", "USERS",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for m in &flash.mtd {
+        let page = match (m.page_bytes, m.oob_bytes) {
+            (Some(p), Some(o)) if o > 0 => format!("{p}+{o}"),
+            (Some(p), _) => p.to_string(),
+            _ => "?".into(),
+        };
+        let ecc = match (m.ecc_strength_bits, m.ecc_step_bytes) {
+            (Some(s), Some(st)) if s > 0 => format!("{s}b/{st}"),
+            _ => "-".into(),
+        };
+        let h = &m.health;
+        let health = match (h.bad_blocks, h.corrected_bits, h.ecc_failures) {
+            (None, None, None) => "-".to_string(),
+            _ => format!(
+                "bad {} corrected {} failed {}",
+                opt(h.bad_blocks),
+                opt(h.corrected_bits),
+                opt(h.ecc_failures)
+            ),
+        };
+        let users: Vec<String> = m.users.iter().map(|u| u.short()).collect();
+        rows.push(vec![
+            m.name.clone(),
+            m.kind.as_str().to_string(),
+            size(m.size_bytes),
+            size(m.erase_block_bytes),
+            page,
+            ecc,
+            m.label.clone(),
+            health,
+            users.join(", "),
+        ]);
+    }
+    let mut out = crate::out::table(&rows, &[], width);
+    out.push_str(&format!("{} MTD device(s)\n", flash.mtd.len()));
+    for u in &flash.ubi {
+        let h = &u.health;
+        out.push_str(&format!(
+            "{} on {}: {} of {} erase blocks free, erase count max {} mean {}, bad {}, reserved for bad {}\n",
+            u.name,
+            u.mtd.as_deref().unwrap_or("?"),
+            opt(u.available_pebs),
+            opt(u.total_pebs),
+            opt(h.max_erase_count),
+            opt(h.mean_erase_count),
+            opt(h.bad_pebs),
+            opt(h.reserved_for_bad),
+        ));
+        for v in &u.volumes {
+            let mounts: Vec<String> = v.mounts.iter().map(|m| m.short()).collect();
+            out.push_str(&format!(
+                "  {} {:?} {} {}{}{}\n",
+                v.name,
+                v.label,
+                v.kind.as_deref().unwrap_or("?"),
+                size(v.size_bytes),
+                if v.corrupted { " CORRUPTED" } else { "" },
+                if mounts.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", mounts.join(", "))
+                },
+            ));
+        }
+    }
+    out
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "?".into(), |v| v.to_string())
 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod calibrate;
+mod flash;
 mod fleet;
 mod list;
 mod powercut;
@@ -87,6 +88,9 @@ pub enum Command {
     /// A power-cut test: `write` the region recording what the medium acknowledged, cut the
     /// power, and `verify` on the next boot that every acknowledged block survived.
     PowerCut(powercut::PowerCutArgs),
+    /// Raw flash (MTD NAND/NOR, UBI): health counters against the profile, a read scan
+    /// counting bitflips per erase block, and the speed test of the profile's test area.
+    Flash(flash::FlashArgs),
     /// Send reports to a collector: queue REPORT files in the spool, then deliver the spool
     /// with retries; a report leaves the spool only when the collector acknowledged it.
     Upload(upload::UploadArgs),
@@ -133,6 +137,7 @@ fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Upload(args) => upload::run(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::PowerCut(args) => powercut::run(args),
+        Command::Flash(args) => flash::run(args),
     }
 }
 

@@ -765,6 +765,53 @@ pub struct ConfigFile {
     /// `factory` (the default) or `field`: recorded in the report (`USBPERF_PHASE` overrides).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
+    /// Raw flash: the speed test's test areas and the health limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flash: Option<FlashProfile>,
+}
+
+/// Raw flash (MTD partitions and the UBI devices on them): the partitions the speed test may
+/// erase, and the limits every MTD and UBI device's health is judged by.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct FlashProfile {
+    /// MTD partitions (by partition name or `mtdN`) the erase/write/read speed test may
+    /// erase. A partition that is mounted, attached to UBI, read-only or named like a
+    /// bootloader, kernel, environment, firmware or rootfs is refused even when named here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_areas: Vec<String>,
+    /// Erase blocks the speed test uses per area (default: all of its good blocks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_blocks: Option<u64>,
+    /// Bad erase blocks an MTD device may have (factory-marked and grown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bad_blocks: Option<u64>,
+    /// ECC steps that could not be corrected, since boot (the kernel's counter) or in a scan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ecc_failures: Option<u64>,
+    /// Bits the ECC corrected, since boot or in a scan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_corrected_bits: Option<u64>,
+    /// The highest UBI erase counter (the flash's rated cycles less a margin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_erase_count: Option<u64>,
+    /// UBI erase blocks still reserved to replace bad ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_reserved_for_bad: Option<u64>,
+    /// The speed test's erase, write and read rates (MiB/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_erase_mib_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_write_mib_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_read_mib_per_s: Option<f64>,
+}
+
+impl FlashProfile {
+    pub fn is_default(&self) -> bool {
+        *self == FlashProfile::default()
+    }
 }
 
 /// The parts a board may carry in one device class (on one board revision when
@@ -1073,6 +1120,8 @@ pub struct Config {
     pub result_line: ResultLine,
     #[serde(default, skip_serializing_if = "Phase::is_default")]
     pub phase: Phase,
+    #[serde(default, skip_serializing_if = "FlashProfile::is_default")]
+    pub flash: FlashProfile,
 }
 
 fn is_zero(v: &u8) -> bool {
@@ -1349,6 +1398,7 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         board_revision: None,
         result_line: ResultLine::V2,
         phase: Phase::Factory,
+        flash: FlashProfile::default(),
     };
     for (source, l) in layers {
         c.sources.push(source);
@@ -1405,6 +1455,9 @@ pub fn resolve(layers: Vec<(String, ConfigFile)>) -> Config {
         }
         if let Some(v) = l.phase {
             c.phase = v;
+        }
+        if let Some(v) = l.flash {
+            c.flash = v;
         }
     }
     c

@@ -4,6 +4,7 @@
 mod build;
 pub mod linkcheck;
 pub mod model;
+pub mod mtd;
 pub mod parse;
 #[cfg(feature = "udev")]
 mod udev_backend;
@@ -95,6 +96,7 @@ pub fn discover(sys: &SysfsRoot, backend: Backend) -> Result<Inventory, Discover
             .collect();
     }
     inv.disks.sort_by_key(|d| natural_key(&d.name));
+    inv.flash = mtd::read(sys, &mounts);
     Ok(inv)
 }
 

@@ -14,6 +14,9 @@ pub struct Inventory {
     pub backend_reason: String,
     pub sysfs_root: String,
     pub disks: Vec<Disk>,
+    /// Raw flash (MTD and UBI devices): not block devices, so not among the disks.
+    #[serde(default, skip_serializing_if = "super::mtd::RawFlash::is_empty")]
+    pub flash: super::mtd::RawFlash,
     /// Problems that concern the whole inventory (e.g. the mount table could not be read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,

@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod cell;
 pub mod concurrent;
 pub mod env;
+pub mod flash;
 pub mod parts;
 pub mod plan;
 pub mod run;

@@ -3,6 +3,7 @@
 //! files created exclusively with free-space headroom, the run lock and signal cleanup.
 
 pub mod lock;
+pub mod mtd;
 pub mod signals;
 pub mod target;
 pub mod testfile;

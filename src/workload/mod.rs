@@ -3,6 +3,7 @@
 //! the result every workload returns.
 
 pub mod curve;
+pub mod mtd;
 pub mod overrides;
 pub mod powercut;
 pub mod target;

@@ -1,0 +1,255 @@
+//! Owns `usbperf-matrix flash`: raw flash (MTD/UBI) health against the board profile, the
+//! read scan of an MTD device and the speed test of a test area, printed as text or JSON.
+
+use anyhow::Context;
+
+use super::{inventory, Format, UsageError};
+use crate::config::{self, FlashProfile};
+use crate::discover::mtd::{mtd_index, Mtd, RawFlash};
+use crate::exit::Exit;
+use crate::matrix::flash::{judge_health, judge_scan, judge_speed, FlashCheck};
+use crate::safety::mtd::{check_flash_write, find};
+use crate::safety::signals;
+use crate::workload::mtd::{self, FlashScan, FlashSpeed, MtdDev};
+
+const AFTER_HELP: &str = "\
+Examples:
+  # the MTD and UBI devices with their counters, judged by the board profile's flash: limits
+  usbperf-matrix flash health
+  # read every page of mtd2, counting corrected bitflips and uncorrectable pages per block
+  usbperf-matrix flash scan mtd2
+  # erase/write/read speed and verify on the profile's test area (partition name or mtdN)
+  usbperf-matrix flash speed usbperf-test --config /etc/usbperf/usbperf.yaml
+
+The scan only reads (through the read-only /dev/mtdNro node). The speed test erases: it runs
+only on a partition the profile names under `flash: test_areas:`, and never on one that is
+mounted, attached to UBI, read-only, a chip with partitions, or named like a bootloader,
+its environment, kernel, device tree, firmware, calibration data or rootfs. It skips bad
+blocks (never erases them), writes with the driver's ECC, and leaves the area erased.
+Exit codes: 0 every figure within its limit; 1 a figure missed its limit (or could not be
+read where a limit asks for it); 2 usage error or a refused test area; 3 interrupted;
+4 the device could not be read or written.";
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct FlashArgs {
+    #[command(subcommand)]
+    pub what: What,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum What {
+    /// Every MTD and UBI device's health counters against the profile's limits.
+    Health(Common),
+    /// Read a whole MTD device, counting corrected bitflips and uncorrectable pages per erase
+    /// block (read-only, safe on any partition).
+    Scan(OnDevice),
+    /// Erase, write, read back and verify the profile's test area, timing each.
+    Speed(SpeedArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Common {
+    #[command(flatten)]
+    pub source: super::SourceArgs,
+    /// The configuration whose `flash:` section sets test areas and limits (default:
+    /// /etc/usbperf/usbperf.yaml when it exists).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OnDevice {
+    #[command(flatten)]
+    pub common: Common,
+    /// The MTD device: `mtd2`, `/dev/mtd2` or its partition name.
+    pub mtd: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SpeedArgs {
+    #[command(flatten)]
+    pub on: OnDevice,
+    /// Test at most this many good erase blocks (default: the profile's `test_blocks`, else
+    /// the whole area).
+    #[arg(long, value_name = "N")]
+    pub blocks: Option<u64>,
+}
+
+/// What `flash` prints as YAML or JSON.
+#[derive(serde::Serialize)]
+struct FlashDoc<'a> {
+    #[serde(skip_serializing_if = "RawFlash::is_empty")]
+    flash: &'a RawFlash,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scan: Option<&'a FlashScan>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speed: Option<&'a FlashSpeed>,
+    checks: &'a [FlashCheck],
+    pass: bool,
+}
+
+fn profile(c: &Common) -> anyhow::Result<FlashProfile> {
+    let layers =
+        config::load_layers(c.config.as_deref(), None).map_err(|e| UsageError(e.to_string()))?;
+    Ok(config::resolve(layers).flash)
+}
+
+fn device<'f>(flash: &'f RawFlash, name: &str) -> anyhow::Result<&'f Mtd> {
+    find(flash, name).map_err(|e| UsageError(e.to_string()).into())
+}
+
+fn open(m: &Mtd, write: bool) -> anyhow::Result<MtdDev> {
+    let index = mtd_index(&m.name).context("not an MTD device name")?;
+    let dev = MtdDev::open(index, write)?;
+    dev.check_geometry(m.size_bytes, m.erase_block_bytes)?;
+    Ok(dev)
+}
+
+pub fn run(args: &FlashArgs) -> anyhow::Result<Exit> {
+    let (common, scan, speed) = match &args.what {
+        What::Health(c) => (c, None, None),
+        What::Scan(on) => (&on.common, Some(on), None),
+        What::Speed(s) => (&s.on.common, None, Some(s)),
+    };
+    let p = profile(common)?;
+    let inv = inventory(&common.source)?;
+    let flash = &inv.flash;
+    let mut checks = judge_health(flash, &p);
+    let mut scanned = None;
+    let mut sped = None;
+    let flag = signals::install("the test stops after the current erase block")
+        .context("could not install the signal handlers")?;
+    if let Some(on) = scan {
+        let m = device(flash, &on.mtd)?;
+        let dev = open(m, false)?;
+        let s = mtd::scan(&dev, &m.name, &m.label, &flag)?;
+        checks.extend(judge_scan(&s, &p));
+        scanned = Some(s);
+    }
+    if let Some(sa) = speed {
+        let m = device(flash, &sa.on.mtd)?;
+        if let Err(refusals) = check_flash_write(m, flash, &p.test_areas) {
+            let why: Vec<String> = refusals.iter().map(ToString::to_string).collect();
+            return Err(
+                UsageError(format!("refusing to erase {}: {}", m.name, why.join("; "))).into(),
+            );
+        }
+        let dev = open(m, true)?;
+        let s = mtd::speed(&dev, &m.name, &m.label, sa.blocks.or(p.test_blocks), &flag)?;
+        checks.extend(judge_speed(&s, &p));
+        sped = Some(s);
+    }
+    let interrupted = scanned.as_ref().is_some_and(|s| s.interrupted)
+        || sped.as_ref().is_some_and(|s| s.interrupted);
+    let pass = checks.iter().all(|c| c.pass);
+    let doc = FlashDoc {
+        flash,
+        scan: scanned.as_ref(),
+        speed: sped.as_ref(),
+        checks: &checks,
+        pass,
+    };
+    match common.format {
+        Format::Table => print_text(&doc),
+        Format::Yaml => crate::out::data(
+            &serde_norway::to_string(&doc).context("could not encode the result as YAML")?,
+        ),
+        Format::Json => crate::out::data(
+            &(serde_json::to_string_pretty(&doc).context("could not encode the result as JSON")?
+                + "\n"),
+        ),
+    }
+    Ok(if interrupted {
+        Exit::Incomplete
+    } else if pass {
+        Exit::Pass
+    } else {
+        Exit::VerdictFailed
+    })
+}
+
+fn print_text(doc: &FlashDoc<'_>) {
+    let width = crate::out::console_width();
+    if doc.scan.is_none() && doc.speed.is_none() {
+        crate::out!("{}", super::list::flash_table(doc.flash, width));
+    }
+    if let Some(s) = doc.scan {
+        crate::outln!(
+            "{} ({:?}): {} erase blocks, {} pages read in {:.1} s ({:.1} MiB/s){}",
+            s.mtd,
+            s.label,
+            s.erase_blocks,
+            s.pages_read,
+            s.seconds,
+            s.mib_per_s,
+            if s.interrupted { ", INTERRUPTED" } else { "" }
+        );
+        crate::outln!(
+            "  bad blocks {}{}; corrected bits {}; uncorrectable pages {}",
+            s.bad_blocks.len(),
+            list_of(&s.bad_blocks),
+            s.corrected_bits,
+            s.uncorrectable_pages
+        );
+        for b in &s.blocks {
+            crate::outln!(
+                "  block {}: corrected {} bits, uncorrectable pages {}",
+                b.block,
+                b.corrected_bits,
+                if b.uncorrectable_pages.is_empty() {
+                    "none".to_string()
+                } else {
+                    list_of(&b.uncorrectable_pages).trim().to_string()
+                }
+            );
+        }
+    }
+    if let Some(s) = doc.speed {
+        let r = |x: &mtd::FlashRate| match x.ci95_percent {
+            Some(c) => format!("{:.2} MiB/s ±{c:.1} %", x.mib_per_s),
+            None => format!("{:.2} MiB/s", x.mib_per_s),
+        };
+        crate::outln!(
+            "{} ({:?}): {} blocks of {} bytes; erase {}, write {}, read {}",
+            s.mtd,
+            s.label,
+            s.blocks_tested,
+            s.bytes_per_block,
+            r(&s.erase),
+            r(&s.write),
+            r(&s.read)
+        );
+        crate::outln!(
+            "  verify: {} mismatched pages, {} erase failures, ECC corrected {} failed {}; bad blocks skipped {}; left erased: {}",
+            s.mismatched_pages,
+            s.erase_failures.len(),
+            s.corrected_bits,
+            s.ecc_failures,
+            s.bad_blocks.len(),
+            s.left_erased
+        );
+        for e in &s.erase_failures {
+            crate::outln!("  erase failed: {e}");
+        }
+    }
+    for c in doc.checks {
+        crate::outln!("{} {}", if c.pass { "PASS" } else { "FAIL" }, c.reason);
+    }
+    crate::outln!("flash: {}", if doc.pass { "PASS" } else { "FAIL" });
+}
+
+fn list_of(v: &[u64]) -> String {
+    if v.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = v.iter().take(16).map(u64::to_string).collect();
+    let more = if v.len() > 16 {
+        format!(" and {} more", v.len() - 16)
+    } else {
+        String::new()
+    };
+    format!(" ({}{more})", shown.join(", "))
+}
