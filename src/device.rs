@@ -21,6 +21,9 @@ pub enum DeviceClass {
     Virtio,
     Scsi,
     Loop,
+    /// A block device over raw flash (`mtdblock3`, `ubiblock0_1`): the flash is tested with
+    /// `usbperf-matrix flash`, never written through this device.
+    Mtd,
     #[default]
     Other,
 }
@@ -37,6 +40,7 @@ impl DeviceClass {
             DeviceClass::Virtio => "virtio",
             DeviceClass::Scsi => "scsi",
             DeviceClass::Loop => "loop",
+            DeviceClass::Mtd => "mtd",
             DeviceClass::Other => "other",
         }
     }

@@ -5,12 +5,14 @@ use anyhow::Context;
 
 use super::{inventory, Format, UsageError};
 use crate::config::{self, FlashProfile};
-use crate::discover::mtd::{mtd_index, Mtd, RawFlash};
+use crate::discover::mtd::RawFlash;
 use crate::exit::Exit;
-use crate::matrix::flash::{judge_health, judge_scan, judge_speed, FlashCheck};
+use crate::matrix;
+use crate::report::schema::FlashDeviceReport;
+use crate::report::verdict::texts;
 use crate::safety::mtd::{check_flash_write, find};
 use crate::safety::signals;
-use crate::workload::mtd::{self, FlashScan, FlashSpeed, MtdDev};
+use crate::sysfs::SysfsRoot;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -26,6 +28,7 @@ only on a partition the profile names under `flash: test_areas:`, and never on o
 mounted, attached to UBI, read-only, a chip with partitions, or named like a bootloader,
 its environment, kernel, device tree, firmware, calibration data or rootfs. It skips bad
 blocks (never erases them), writes with the driver's ECC, and leaves the area erased.
+`run` does the same for the profile's `flash: scan:` and `test_areas:` lists, in the report.
 Exit codes: 0 every figure within its limit; 1 a figure missed its limit (or could not be
 read where a limit asks for it); 2 usage error or a refused test area; 3 interrupted;
 4 the device could not be read or written.";
@@ -82,12 +85,8 @@ pub struct SpeedArgs {
 #[derive(serde::Serialize)]
 struct FlashDoc<'a> {
     #[serde(skip_serializing_if = "RawFlash::is_empty")]
-    flash: &'a RawFlash,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    scan: Option<&'a FlashScan>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    speed: Option<&'a FlashSpeed>,
-    checks: &'a [FlashCheck],
+    inventory: &'a RawFlash,
+    devices: &'a [FlashDeviceReport],
     pass: bool,
 }
 
@@ -97,59 +96,59 @@ fn profile(c: &Common) -> anyhow::Result<FlashProfile> {
     Ok(config::resolve(layers).flash)
 }
 
-fn device<'f>(flash: &'f RawFlash, name: &str) -> anyhow::Result<&'f Mtd> {
-    find(flash, name).map_err(|e| UsageError(e.to_string()).into())
-}
-
-fn open(m: &Mtd, write: bool) -> anyhow::Result<MtdDev> {
-    let index = mtd_index(&m.name).context("not an MTD device name")?;
-    let dev = MtdDev::open(index, write)?;
-    dev.check_geometry(m.size_bytes, m.erase_block_bytes)?;
-    Ok(dev)
-}
-
 pub fn run(args: &FlashArgs) -> anyhow::Result<Exit> {
-    let (common, scan, speed) = match &args.what {
-        What::Health(c) => (c, None, None),
-        What::Scan(on) => (&on.common, Some(on), None),
-        What::Speed(s) => (&s.on.common, None, Some(s)),
+    let common = match &args.what {
+        What::Health(c) => c,
+        What::Scan(on) => &on.common,
+        What::Speed(s) => &s.on.common,
     };
-    let p = profile(common)?;
+    let full = profile(common)?;
     let inv = inventory(&common.source)?;
     let flash = &inv.flash;
-    let mut checks = judge_health(flash, &p);
-    let mut scanned = None;
-    let mut sped = None;
+    let live = common.source.sysfs_root.is_none() && SysfsRoot::live().nodes_are_live();
+    // Only what the subcommand asks for: the profile's limits, and its own scan or test.
+    let mut p = FlashProfile {
+        scan: Vec::new(),
+        test_areas: Vec::new(),
+        ..full.clone()
+    };
+    let mut only = None;
+    match &args.what {
+        What::Health(_) => {}
+        What::Scan(on) => {
+            let m = find(flash, &on.mtd).map_err(|e| UsageError(e.to_string()))?;
+            p.scan = vec![m.name.clone()];
+            only = Some(m);
+        }
+        What::Speed(s) => {
+            let m = find(flash, &s.on.mtd).map_err(|e| UsageError(e.to_string()))?;
+            if let Err(refusals) = check_flash_write(m, flash, &full.test_areas) {
+                let why: Vec<String> = refusals.iter().map(ToString::to_string).collect();
+                return Err(UsageError(format!(
+                    "refusing to erase {}: {}",
+                    m.name,
+                    why.join("; ")
+                ))
+                .into());
+            }
+            p.test_areas = vec![m.name.clone()];
+            p.test_blocks = s.blocks.or(full.test_blocks);
+            only = Some(m);
+        }
+    }
     let flag = signals::install("the test stops after the current erase block")
         .context("could not install the signal handlers")?;
-    if let Some(on) = scan {
-        let m = device(flash, &on.mtd)?;
-        let dev = open(m, false)?;
-        let s = mtd::scan(&dev, &m.name, &m.label, &flag)?;
-        checks.extend(judge_scan(&s, &p));
-        scanned = Some(s);
+    let mut devices = matrix::flash::run(flash, &p, live, &flag)
+        .map(|r| r.devices)
+        .unwrap_or_default();
+    if let Some(m) = only {
+        devices.retain(|d| d.name == m.name || d.label == m.name);
     }
-    if let Some(sa) = speed {
-        let m = device(flash, &sa.on.mtd)?;
-        if let Err(refusals) = check_flash_write(m, flash, &p.test_areas) {
-            let why: Vec<String> = refusals.iter().map(ToString::to_string).collect();
-            return Err(
-                UsageError(format!("refusing to erase {}: {}", m.name, why.join("; "))).into(),
-            );
-        }
-        let dev = open(m, true)?;
-        let s = mtd::speed(&dev, &m.name, &m.label, sa.blocks.or(p.test_blocks), &flag)?;
-        checks.extend(judge_speed(&s, &p));
-        sped = Some(s);
-    }
-    let interrupted = scanned.as_ref().is_some_and(|s| s.interrupted)
-        || sped.as_ref().is_some_and(|s| s.interrupted);
-    let pass = checks.iter().all(|c| c.pass);
+    let interrupted = flag.requested();
+    let pass = !devices.is_empty() && devices.iter().all(|d| d.verdict.pass);
     let doc = FlashDoc {
-        flash,
-        scan: scanned.as_ref(),
-        speed: sped.as_ref(),
-        checks: &checks,
+        inventory: flash,
+        devices: &devices,
         pass,
     };
     match common.format {
@@ -173,70 +172,81 @@ pub fn run(args: &FlashArgs) -> anyhow::Result<Exit> {
 
 fn print_text(doc: &FlashDoc<'_>) {
     let width = crate::out::console_width();
-    if doc.scan.is_none() && doc.speed.is_none() {
-        crate::out!("{}", super::list::flash_table(doc.flash, width));
+    if doc
+        .devices
+        .iter()
+        .all(|d| d.scan.is_none() && d.speed.is_none())
+    {
+        crate::out!("{}", super::list::flash_table(doc.inventory, width));
     }
-    if let Some(s) = doc.scan {
-        crate::outln!(
-            "{} ({:?}): {} erase blocks, {} pages read in {:.1} s ({:.1} MiB/s){}",
-            s.mtd,
-            s.label,
-            s.erase_blocks,
-            s.pages_read,
-            s.seconds,
-            s.mib_per_s,
-            if s.interrupted { ", INTERRUPTED" } else { "" }
-        );
-        crate::outln!(
-            "  bad blocks {}{}; corrected bits {}; uncorrectable pages {}",
-            s.bad_blocks.len(),
-            list_of(&s.bad_blocks),
-            s.corrected_bits,
-            s.uncorrectable_pages
-        );
-        for b in &s.blocks {
+    for d in doc.devices {
+        if let Some(s) = &d.scan {
             crate::outln!(
-                "  block {}: corrected {} bits, uncorrectable pages {}",
-                b.block,
-                b.corrected_bits,
-                if b.uncorrectable_pages.is_empty() {
-                    "none".to_string()
-                } else {
-                    list_of(&b.uncorrectable_pages).trim().to_string()
-                }
+                "{} ({:?}): {} erase blocks, {} pages read in {:.1} s ({:.1} MiB/s){}",
+                s.mtd,
+                s.label,
+                s.erase_blocks,
+                s.pages_read,
+                s.seconds,
+                s.mib_per_s,
+                if s.interrupted { ", INTERRUPTED" } else { "" }
+            );
+            crate::outln!(
+                "  bad blocks {}{}; corrected bits {}; uncorrectable pages {}",
+                s.bad_blocks.len(),
+                list_of(&s.bad_blocks),
+                s.corrected_bits,
+                s.uncorrectable_pages
+            );
+            for b in &s.blocks {
+                crate::outln!(
+                    "  block {}: corrected {} bits, uncorrectable pages {}",
+                    b.block,
+                    b.corrected_bits,
+                    if b.uncorrectable_pages.is_empty() {
+                        "none".to_string()
+                    } else {
+                        list_of(&b.uncorrectable_pages).trim().to_string()
+                    }
+                );
+            }
+        }
+        if let Some(s) = &d.speed {
+            let r = |x: &crate::workload::mtd::FlashRate| match x.ci95_percent {
+                Some(c) => format!("{:.2} MiB/s ±{c:.1} %", x.mib_per_s),
+                None => format!("{:.2} MiB/s", x.mib_per_s),
+            };
+            crate::outln!(
+                "{} ({:?}): {} blocks of {} bytes; erase {}, write {}, read {}",
+                s.mtd,
+                s.label,
+                s.blocks_tested,
+                s.bytes_per_block,
+                r(&s.erase),
+                r(&s.write),
+                r(&s.read)
+            );
+            crate::outln!(
+                "  verify: {} mismatched pages, {} erase failures, ECC corrected {} failed {}; \
+                 bad blocks skipped {}; left erased: {}",
+                s.mismatched_pages,
+                s.erase_failures.len(),
+                s.corrected_bits,
+                s.ecc_failures,
+                s.bad_blocks.len(),
+                s.left_erased
             );
         }
-    }
-    if let Some(s) = doc.speed {
-        let r = |x: &mtd::FlashRate| match x.ci95_percent {
-            Some(c) => format!("{:.2} MiB/s ±{c:.1} %", x.mib_per_s),
-            None => format!("{:.2} MiB/s", x.mib_per_s),
-        };
-        crate::outln!(
-            "{} ({:?}): {} blocks of {} bytes; erase {}, write {}, read {}",
-            s.mtd,
-            s.label,
-            s.blocks_tested,
-            s.bytes_per_block,
-            r(&s.erase),
-            r(&s.write),
-            r(&s.read)
-        );
-        crate::outln!(
-            "  verify: {} mismatched pages, {} erase failures, ECC corrected {} failed {}; bad blocks skipped {}; left erased: {}",
-            s.mismatched_pages,
-            s.erase_failures.len(),
-            s.corrected_bits,
-            s.ecc_failures,
-            s.bad_blocks.len(),
-            s.left_erased
-        );
-        for e in &s.erase_failures {
-            crate::outln!("  erase failed: {e}");
+        if d.verdict.pass {
+            crate::outln!("PASS {} ({})", d.name, d.label);
+        } else {
+            crate::outln!(
+                "FAIL {} ({}): {}",
+                d.name,
+                d.label,
+                texts(&d.verdict.reasons).join("; ")
+            );
         }
-    }
-    for c in doc.checks {
-        crate::outln!("{} {}", if c.pass { "PASS" } else { "FAIL" }, c.reason);
     }
     crate::outln!("flash: {}", if doc.pass { "PASS" } else { "FAIL" });
 }

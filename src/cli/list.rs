@@ -282,13 +282,13 @@ pub fn flash_table(flash: &RawFlash, width: usize) -> String {
     for u in &flash.ubi {
         let h = &u.health;
         out.push_str(&format!(
-            "{} on {}: {} of {} erase blocks free, erase count max {} mean {}, bad {}, reserved for bad {}\n",
+            "{} on {}: {} of {} erase blocks free, erase count max {}{}, bad {}, reserved for bad {}\n",
             u.name,
             u.mtd.as_deref().unwrap_or("?"),
             opt(u.available_pebs),
             opt(u.total_pebs),
             opt(h.max_erase_count),
-            opt(h.mean_erase_count),
+            h.mean_erase_count.map(|m| format!(" mean {m}")).unwrap_or_default(),
             opt(h.bad_pebs),
             opt(h.reserved_for_bad),
         ));

@@ -781,6 +781,10 @@ pub struct FlashProfile {
     /// bootloader, kernel, environment, firmware or rootfs is refused even when named here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub test_areas: Vec<String>,
+    /// MTD devices (partition names or `mtdN`, or `all`) the run reads whole, counting
+    /// corrected bitflips and uncorrectable pages per erase block (read-only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scan: Vec<String>,
     /// Erase blocks the speed test uses per area (default: all of its good blocks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_blocks: Option<u64>,

@@ -364,7 +364,41 @@ pub fn read(sys: &SysfsRoot, mounts: &[MountEntry]) -> RawFlash {
         })
         .collect();
     mtd.sort_by_key(|m| mtd_index(&m.name));
+    let onto = partitions_onto(&mtd);
+    for (m, parts) in mtd.iter_mut().zip(onto) {
+        for p in parts {
+            if !m.partitions.contains(&p) {
+                m.partitions.push(p);
+            }
+        }
+    }
     RawFlash { mtd, ubi }
+}
+
+/// For each device that is a whole chip (it has no `offset`), the partitions that may lie
+/// on it. The kernel links a partition to its chip only with CONFIG_MTD_PARTITIONED_MASTER
+/// (then they are its children in sysfs, read with the device); otherwise a partition added
+/// to a registered chip (`mtdpart add`) is a sibling of it under the chip's parent device.
+/// So every partition under the same parent that fits in the chip counts: a chip is never
+/// taken for unpartitioned while a partition may lie on it.
+pub fn partitions_onto(mtd: &[Mtd]) -> Vec<Vec<String>> {
+    let parent = |p: &str| p.rsplit_once('/').map(|(d, _)| d.to_string());
+    mtd.iter()
+        .map(|chip| {
+            if chip.offset_bytes.is_some() {
+                return Vec::new();
+            }
+            mtd.iter()
+                .filter(|p| p.name != chip.name && parent(&p.devpath) == parent(&chip.devpath))
+                .filter(|p| match (p.offset_bytes, p.size_bytes, chip.size_bytes) {
+                    (Some(o), Some(s), Some(c)) => o.saturating_add(s) <= c,
+                    (Some(_), _, _) => true,
+                    (None, _, _) => false,
+                })
+                .map(|p| p.name.clone())
+                .collect()
+        })
+        .collect()
 }
 
 fn read_mtd(sys: &SysfsRoot, name: &str, devpath: &str, mounts: &[MountEntry], ubi: &[Ubi]) -> Mtd {

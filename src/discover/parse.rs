@@ -123,6 +123,9 @@ pub fn classify(s: &ClassSignals<'_>) -> DeviceClass {
     if s.name.starts_with("loop") {
         return DeviceClass::Loop;
     }
+    if s.name.starts_with("mtdblock") || s.name.starts_with("ubiblock") {
+        return DeviceClass::Mtd;
+    }
     if has("usb") || s.id_bus == Some("usb") {
         return DeviceClass::Usb;
     }

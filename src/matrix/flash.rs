@@ -1,247 +1,422 @@
-//! Owns the verdict on raw flash: each MTD and UBI device's health counters, a read scan's
-//! findings and a speed test's rates, each against the board profile's `flash:` limit. A
-//! figure that could not be read is never a pass where a limit asks for it.
-
-use serde::{Deserialize, Serialize};
+//! Owns the factory run's raw flash: which MTD and UBI devices are reported, the read scans
+//! and speed tests the board profile's `flash:` section asks for, each device's figures, and
+//! the verdict on them against that section's limits. A figure that could not be read where
+//! a limit asks for it, a test area that could not be tested, and a mismatched page never
+//! pass.
 
 use crate::config::FlashProfile;
-use crate::discover::mtd::RawFlash;
-use crate::workload::mtd::{FlashScan, FlashSpeed};
+use crate::discover::mtd::{Mtd, RawFlash, Ubi};
+use crate::metric::{self, Metric};
+use crate::report::schema::{FlashClass, FlashDeviceReport, FlashFigure, FlashReport};
+use crate::report::verdict::{Reason, ReasonKind, Verdict};
+use crate::safety::mtd::check_flash_write;
+use crate::safety::signals::StopFlag;
+use crate::workload::mtd::{self as ops, FlashScan, FlashSpeed, MtdDev};
 
-/// One figure of one flash device against its limit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct FlashCheck {
-    /// `mtd2`, `ubi0`.
-    pub device: String,
-    /// The figure (`bad_blocks`, `scan.uncorrectable_pages`, `speed.write_mib_per_s`).
-    pub figure: String,
-    /// `None`: the figure could not be read (the reason says why).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub value: Option<f64>,
-    /// The profile's key and its limit.
-    pub key: &'static str,
-    pub limit: f64,
-    pub pass: bool,
-    pub reason: String,
+/// A figure's name: its group, a dot, its metric's id.
+fn name(group: &str, m: &Metric) -> String {
+    format!("{group}.{}", m.id)
 }
 
-fn check(
-    out: &mut Vec<FlashCheck>,
-    device: &str,
-    figure: &str,
-    value: Option<f64>,
-    key: &'static str,
-    limit: Option<f64>,
-    minimum: bool,
-) {
-    let Some(limit) = limit else { return };
-    let (pass, reason) = match value {
-        None => (
-            false,
-            format!("{device}: {figure} could not be read, and {key} limits it: not a pass"),
-        ),
-        Some(v) if (minimum && v < limit) || (!minimum && v > limit) => (
-            false,
-            format!(
-                "{device}: {figure} {v} is {} the {} {limit} ({key})",
-                if minimum { "below" } else { "above" },
-                if minimum { "minimum" } else { "maximum" }
-            ),
-        ),
-        Some(v) => (true, format!("{device}: {figure} {v} within {key} {limit}")),
-    };
-    out.push(FlashCheck {
-        device: device.to_string(),
-        figure: figure.to_string(),
-        value,
-        key,
-        limit,
-        pass,
-        reason,
-    });
-}
-
-fn f(v: Option<u64>) -> Option<f64> {
-    v.map(|v| v as f64)
-}
-
-/// The health counters of every NAND MTD device and every UBI device against the profile.
-pub fn judge_health(flash: &RawFlash, p: &FlashProfile) -> Vec<FlashCheck> {
-    let mut out = Vec::new();
-    for m in flash.mtd.iter().filter(|m| m.kind.is_nand()) {
-        let h = &m.health;
-        let lim = |v: Option<u64>| f(v);
-        check(
-            &mut out,
-            &m.name,
-            "bad_blocks",
-            f(h.bad_blocks),
-            "max_bad_blocks",
-            lim(p.max_bad_blocks),
-            false,
-        );
-        check(
-            &mut out,
-            &m.name,
-            "ecc_failures",
-            f(h.ecc_failures),
-            "max_ecc_failures",
-            lim(p.max_ecc_failures),
-            false,
-        );
-        check(
-            &mut out,
-            &m.name,
-            "corrected_bits",
-            f(h.corrected_bits),
-            "max_corrected_bits",
-            lim(p.max_corrected_bits),
-            false,
-        );
-    }
-    for u in &flash.ubi {
-        let h = &u.health;
-        check(
-            &mut out,
-            &u.name,
-            "max_erase_count",
-            f(h.max_erase_count),
-            "max_erase_count",
-            f(p.max_erase_count),
-            false,
-        );
-        check(
-            &mut out,
-            &u.name,
-            "bad_pebs",
-            f(h.bad_pebs),
-            "max_bad_blocks",
-            f(p.max_bad_blocks),
-            false,
-        );
-        check(
-            &mut out,
-            &u.name,
-            "reserved_for_bad",
-            f(h.reserved_for_bad),
-            "min_reserved_for_bad",
-            f(p.min_reserved_for_bad),
-            true,
-        );
-    }
-    out
-}
-
-/// A read scan's findings against the profile.
-pub fn judge_scan(s: &FlashScan, p: &FlashProfile) -> Vec<FlashCheck> {
-    let mut out = Vec::new();
-    let bad = Some(s.bad_blocks.len() as f64);
-    check(
-        &mut out,
-        &s.mtd,
-        "scan.bad_blocks",
-        bad,
-        "max_bad_blocks",
-        f(p.max_bad_blocks),
-        false,
-    );
-    check(
-        &mut out,
-        &s.mtd,
-        "scan.uncorrectable_pages",
-        f(Some(s.uncorrectable_pages)),
-        "max_ecc_failures",
-        f(p.max_ecc_failures),
-        false,
-    );
-    check(
-        &mut out,
-        &s.mtd,
-        "scan.corrected_bits",
-        f(Some(s.corrected_bits)),
-        "max_corrected_bits",
-        f(p.max_corrected_bits),
-        false,
-    );
-    out
-}
-
-/// A speed test against the profile; a mismatched page or a failed erase always fails.
-pub fn judge_speed(s: &FlashSpeed, p: &FlashProfile) -> Vec<FlashCheck> {
-    let mut out = Vec::new();
-    check(
-        &mut out,
-        &s.mtd,
-        "speed.erase_mib_per_s",
-        Some(s.erase.mib_per_s),
-        "min_erase_mib_per_s",
-        p.min_erase_mib_per_s,
-        true,
-    );
-    check(
-        &mut out,
-        &s.mtd,
-        "speed.write_mib_per_s",
-        Some(s.write.mib_per_s),
-        "min_write_mib_per_s",
-        p.min_write_mib_per_s,
-        true,
-    );
-    check(
-        &mut out,
-        &s.mtd,
-        "speed.read_mib_per_s",
-        Some(s.read.mib_per_s),
-        "min_read_mib_per_s",
-        p.min_read_mib_per_s,
-        true,
-    );
-    check(
-        &mut out,
-        &s.mtd,
-        "speed.mismatched_pages",
-        f(Some(s.mismatched_pages)),
-        "verify",
-        Some(0.0),
-        false,
-    );
-    check(
-        &mut out,
-        &s.mtd,
-        "speed.erase_failures",
-        Some(s.erase_failures.len() as f64),
-        "verify",
-        Some(0.0),
-        false,
-    );
-    check(
-        &mut out,
-        &s.mtd,
-        "speed.ecc_failures",
-        f(Some(s.ecc_failures)),
-        "verify",
-        Some(0.0),
-        false,
-    );
-    if s.blocks_tested == 0 {
-        out.push(FlashCheck {
-            device: s.mtd.clone(),
-            figure: "speed.blocks_tested".into(),
-            value: Some(0.0),
-            key: "test_blocks",
-            limit: 1.0,
-            pass: false,
-            reason: format!("{}: no block was tested: not a pass", s.mtd),
+fn push(v: &mut Vec<FlashFigure>, group: &str, m: &Metric, value: Option<u64>) {
+    if let Some(value) = value {
+        v.push(FlashFigure {
+            name: name(group, m),
+            value: value as f64,
         });
     }
+}
+
+/// An MTD device's figures: the kernel's counters (NAND), a scan's and a speed test's.
+pub fn mtd_figures(
+    m: &Mtd,
+    scan: Option<&FlashScan>,
+    speed: Option<&FlashSpeed>,
+) -> Vec<FlashFigure> {
+    let mut v = Vec::new();
+    let h = &m.health;
+    push(&mut v, "flash", &metric::FLASH_BAD_BLOCKS, h.bad_blocks);
+    push(&mut v, "flash", &metric::ECC_FAILURES, h.ecc_failures);
+    push(&mut v, "flash", &metric::CORRECTED_BITS, h.corrected_bits);
+    if let Some(s) = scan {
+        push(
+            &mut v,
+            "scan",
+            &metric::FLASH_BAD_BLOCKS,
+            Some(s.bad_blocks.len() as u64),
+        );
+        push(
+            &mut v,
+            "scan",
+            &metric::UNCORRECTABLE_PAGES,
+            Some(s.uncorrectable_pages),
+        );
+        push(
+            &mut v,
+            "scan",
+            &metric::CORRECTED_BITS,
+            Some(s.corrected_bits),
+        );
+    }
+    if let Some(s) = speed.filter(|s| s.blocks_tested > 0) {
+        for (group, r) in [
+            ("flash-erase", &s.erase),
+            ("flash-write", &s.write),
+            ("flash-read", &s.read),
+        ] {
+            v.push(FlashFigure {
+                name: name(group, &metric::MIB_PER_S),
+                value: r.mib_per_s,
+            });
+        }
+    }
+    v
+}
+
+/// A UBI device's figures.
+pub fn ubi_figures(u: &Ubi) -> Vec<FlashFigure> {
+    let mut v = Vec::new();
+    let h = &u.health;
+    push(&mut v, "ubi", &metric::ERASE_COUNT, h.max_erase_count);
+    push(&mut v, "ubi", &metric::FLASH_BAD_BLOCKS, h.bad_pebs);
+    push(&mut v, "ubi", &metric::RESERVED_FOR_BAD, h.reserved_for_bad);
+    v
+}
+
+/// The limits of the profile, each with the figure names it judges and its metric. The one
+/// place a `flash:` key is tied to its figures.
+fn limits(p: &FlashProfile) -> Vec<(Vec<&'static str>, &'static Metric, f64)> {
+    let u = |v: Option<u64>| v.map(|v| v as f64);
+    [
+        (
+            vec!["flash.bad_blocks", "scan.bad_blocks", "ubi.bad_blocks"],
+            &metric::FLASH_BAD_BLOCKS,
+            u(p.max_bad_blocks),
+        ),
+        (
+            vec!["flash.ecc_failures", "scan.uncorrectable_pages"],
+            &metric::ECC_FAILURES,
+            u(p.max_ecc_failures),
+        ),
+        (
+            vec!["flash.corrected_bits", "scan.corrected_bits"],
+            &metric::CORRECTED_BITS,
+            u(p.max_corrected_bits),
+        ),
+        (
+            vec!["ubi.erase_count"],
+            &metric::ERASE_COUNT,
+            u(p.max_erase_count),
+        ),
+        (
+            vec!["ubi.reserved_for_bad"],
+            &metric::RESERVED_FOR_BAD,
+            u(p.min_reserved_for_bad),
+        ),
+        (
+            vec!["flash-erase.mib_per_s"],
+            &metric::MIB_PER_S,
+            p.min_erase_mib_per_s,
+        ),
+        (
+            vec!["flash-write.mib_per_s"],
+            &metric::MIB_PER_S,
+            p.min_write_mib_per_s,
+        ),
+        (
+            vec!["flash-read.mib_per_s"],
+            &metric::MIB_PER_S,
+            p.min_read_mib_per_s,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(names, m, l)| Some((names, m, l?)))
+    .collect()
+}
+
+/// The reasons a device's figures fail the profile. `expected` are the figures this device
+/// must have (a NAND's counters, a test's results): one without a value fails where a limit
+/// asks for it.
+pub fn judge_figures(
+    device: &str,
+    figures: &[FlashFigure],
+    expected: &[&str],
+    p: &FlashProfile,
+) -> Vec<Reason> {
+    let mut out = Vec::new();
+    for (names, m, limit) in limits(p) {
+        for n in names.iter().filter(|n| expected.contains(n)) {
+            let value = figures.iter().find(|f| f.name == *n).map(|f| f.value);
+            let key = m.key();
+            let (kind, group) = if m.id == metric::MIB_PER_S.id {
+                (ReasonKind::Threshold, n.split('.').next().unwrap_or(n))
+            } else {
+                (ReasonKind::Health, *n)
+            };
+            let text = match value {
+                None => format!(
+                    "{device}: {n} could not be read, and `{}` limits it",
+                    limit_key(n, key)
+                ),
+                Some(v) if m.misses(v, limit) => format!(
+                    "{device}: {group} {} is {} the {} {} (flash: {})",
+                    m.show(v),
+                    if m.better == metric::Better::Higher {
+                        "below"
+                    } else {
+                        "above"
+                    },
+                    m.bound(),
+                    m.show(limit),
+                    limit_key(n, key)
+                ),
+                Some(_) => continue,
+            };
+            out.push(
+                Reason::new(kind, text)
+                    .figure(m, value, limit)
+                    .device(device)
+                    .rule(format!("flash.{}", limit_key(n, key))),
+            );
+        }
+    }
     out
+}
+
+/// The profile key that limits figure `n` (the rates have one key per operation).
+fn limit_key(n: &str, key: &'static str) -> &'static str {
+    match n {
+        "flash-erase.mib_per_s" => "min_erase_mib_per_s",
+        "flash-write.mib_per_s" => "min_write_mib_per_s",
+        "flash-read.mib_per_s" => "min_read_mib_per_s",
+        _ => key,
+    }
+}
+
+/// The verify's reasons: a page read back wrong, an erase that failed, an ECC failure while
+/// reading back what was just written, no block tested, a test cut short.
+pub fn judge_speed(device: &str, s: &FlashSpeed) -> Vec<Reason> {
+    let mut out = Vec::new();
+    if s.mismatched_pages > 0 {
+        out.push(
+            Reason::new(
+                ReasonKind::Verify,
+                format!(
+                    "{device}: {} pages read back different from what was written",
+                    s.mismatched_pages
+                ),
+            )
+            .device(device),
+        );
+    }
+    for e in &s.erase_failures {
+        out.push(
+            Reason::new(
+                ReasonKind::Verify,
+                format!("{device}: erase failed at {e}: a block going bad"),
+            )
+            .device(device),
+        );
+    }
+    if s.ecc_failures > 0 {
+        out.push(
+            Reason::new(
+                ReasonKind::Verify,
+                format!(
+                    "{device}: {} ECC steps uncorrectable reading back fresh data",
+                    s.ecc_failures
+                ),
+            )
+            .device(device),
+        );
+    }
+    if s.blocks_tested == 0 {
+        out.push(
+            Reason::new(
+                ReasonKind::NoTest,
+                format!("{device}: no erase block was tested"),
+            )
+            .device(device),
+        );
+    }
+    if s.interrupted {
+        out.push(
+            Reason::new(
+                ReasonKind::Interrupted,
+                format!("{device}: the speed test was interrupted"),
+            )
+            .device(device),
+        );
+    }
+    out
+}
+
+/// Whether `m` is named by a list of the profile (`all` names every device).
+fn named(list: &[String], m: &Mtd) -> bool {
+    list.iter()
+        .any(|a| a == "all" || *a == m.name || *a == m.label)
+}
+
+/// What the run does with the raw flash: every NAND MTD device's counters and every UBI
+/// device, judged; the scans of the profile's `scan` list; the speed test of each
+/// `test_areas` device. `live`: the devices are this system's (a recorded tree's `/dev` is
+/// not), so the tests may open them. `None` when the unit has no raw flash and the profile
+/// asks for none.
+pub fn run(flash: &RawFlash, p: &FlashProfile, live: bool, stop: &StopFlag) -> Option<FlashReport> {
+    if flash.is_empty() && p.is_default() {
+        return None;
+    }
+    let mut devices = Vec::new();
+    for m in &flash.mtd {
+        let scan_it = named(&p.scan, m);
+        let speed_it = p.test_areas.iter().any(|a| *a == m.name || *a == m.label);
+        if !m.kind.is_nand() && !scan_it && !speed_it {
+            continue;
+        }
+        let mut reasons = Vec::new();
+        let mut scan = None;
+        let mut speed = None;
+        let index = crate::discover::mtd::mtd_index(&m.name).unwrap_or(u32::MAX);
+        let open = |write: bool| -> Result<MtdDev, String> {
+            if !live {
+                return Err("a recorded tree: its devices cannot be opened".into());
+            }
+            let dev = MtdDev::open(index, write).map_err(|e| e.to_string())?;
+            dev.check_geometry(m.size_bytes, m.erase_block_bytes)
+                .map_err(|e| e.to_string())?;
+            Ok(dev)
+        };
+        if scan_it && !stop.requested() {
+            match open(false)
+                .and_then(|d| ops::scan(&d, &m.name, &m.label, stop).map_err(|e| e.to_string()))
+            {
+                Ok(s) => scan = Some(s),
+                Err(e) => reasons.push(
+                    Reason::new(
+                        ReasonKind::IoError,
+                        format!("{}: the read scan could not run: {e}", m.name),
+                    )
+                    .device(&m.name),
+                ),
+            }
+        }
+        if speed_it && !stop.requested() {
+            match check_flash_write(m, flash, &p.test_areas) {
+                Err(refusals) => {
+                    let why: Vec<String> = refusals.iter().map(ToString::to_string).collect();
+                    reasons.push(
+                        Reason::new(
+                            ReasonKind::Refused,
+                            format!(
+                                "{}: the profile names it a test area, and it cannot be tested: {}",
+                                m.name,
+                                why.join("; ")
+                            ),
+                        )
+                        .device(&m.name),
+                    );
+                }
+                Ok(()) => match open(true).and_then(|d| {
+                    ops::speed(&d, &m.name, &m.label, p.test_blocks, stop)
+                        .map_err(|e| e.to_string())
+                }) {
+                    Ok(s) => {
+                        reasons.extend(judge_speed(&m.name, &s));
+                        speed = Some(s);
+                    }
+                    Err(e) => reasons.push(
+                        Reason::new(
+                            ReasonKind::IoError,
+                            format!("{}: the speed test could not run: {e}", m.name),
+                        )
+                        .device(&m.name),
+                    ),
+                },
+            }
+        }
+        let figures = mtd_figures(m, scan.as_ref(), speed.as_ref());
+        let mut expected: Vec<&str> = Vec::new();
+        if m.kind.is_nand() {
+            expected.extend([
+                "flash.bad_blocks",
+                "flash.ecc_failures",
+                "flash.corrected_bits",
+            ]);
+        }
+        if scan_it {
+            expected.extend([
+                "scan.bad_blocks",
+                "scan.uncorrectable_pages",
+                "scan.corrected_bits",
+            ]);
+        }
+        if speed_it {
+            expected.extend([
+                "flash-erase.mib_per_s",
+                "flash-write.mib_per_s",
+                "flash-read.mib_per_s",
+            ]);
+        }
+        reasons.extend(judge_figures(&m.name, &figures, &expected, p));
+        devices.push(FlashDeviceReport {
+            name: m.name.clone(),
+            class: FlashClass::Mtd,
+            label: m.label.clone(),
+            mtd: Some(m.clone()),
+            ubi: None,
+            figures,
+            scan,
+            speed,
+            verdict: Verdict::from_reasons(reasons),
+        });
+    }
+    for u in &flash.ubi {
+        let figures = ubi_figures(u);
+        let expected = ["ubi.erase_count", "ubi.bad_blocks", "ubi.reserved_for_bad"];
+        let reasons = judge_figures(&u.name, &figures, &expected, p);
+        devices.push(FlashDeviceReport {
+            name: u.name.clone(),
+            class: FlashClass::Ubi,
+            label: u.mtd.clone().unwrap_or_default(),
+            mtd: None,
+            ubi: Some(u.clone()),
+            figures,
+            scan: None,
+            speed: None,
+            verdict: Verdict::from_reasons(reasons),
+        });
+    }
+    // A scan or test area the profile names that is on no device is a test that did not run.
+    for area in p.scan.iter().filter(|a| *a != "all").chain(&p.test_areas) {
+        if !flash
+            .mtd
+            .iter()
+            .any(|m| m.name == *area || m.label == *area)
+        {
+            devices.push(FlashDeviceReport {
+                name: area.clone(),
+                class: FlashClass::Mtd,
+                label: area.clone(),
+                mtd: None,
+                ubi: None,
+                figures: Vec::new(),
+                scan: None,
+                speed: None,
+                verdict: Verdict::from_reasons(vec![Reason::new(
+                    ReasonKind::MissingDevice,
+                    format!("flash: {area:?} is named by the profile and is on no MTD device: not tested"),
+                )
+                .device(area)]),
+            });
+        }
+    }
+    Some(FlashReport { devices })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::mtd::{FlashType, Mtd, MtdHealth, Ubi, UbiHealth};
+    use crate::discover::mtd::{FlashType, MtdHealth, UbiHealth};
     use crate::workload::mtd::FlashRate;
 
     fn nand(health: MtdHealth) -> Mtd {
@@ -259,7 +434,7 @@ mod tests {
             ecc_strength_bits: None,
             ecc_step_bytes: None,
             bitflip_threshold: None,
-            offset_bytes: None,
+            offset_bytes: Some(0),
             writable: Some(true),
             health,
             users: Vec::new(),
@@ -268,8 +443,45 @@ mod tests {
         }
     }
 
+    fn ubi() -> Ubi {
+        Ubi {
+            name: "ubi0".into(),
+            mtd: Some("mtd1".into()),
+            total_pebs: None,
+            available_pebs: None,
+            erase_block_bytes: None,
+            min_io_bytes: None,
+            read_only: None,
+            health: UbiHealth {
+                max_erase_count: Some(5),
+                mean_erase_count: None,
+                bad_pebs: Some(0),
+                reserved_for_bad: Some(9),
+            },
+            volumes: Vec::new(),
+            missing: Vec::new(),
+        }
+    }
+
+    fn failed(r: &FlashReport) -> Vec<(String, Vec<String>)> {
+        r.devices
+            .iter()
+            .filter(|d| !d.verdict.pass)
+            .map(|d| {
+                (
+                    d.name.clone(),
+                    d.verdict
+                        .reasons
+                        .iter()
+                        .map(|r| r.text.split(": ").nth(1).unwrap_or("").to_string())
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
     #[test]
-    fn health_limits_and_unread_counters() {
+    fn counters_judged_and_unread_ones_never_pass() {
         let p = FlashProfile {
             max_bad_blocks: Some(2),
             max_ecc_failures: Some(0),
@@ -283,38 +495,68 @@ mod tests {
                 corrected_bits: Some(7),
                 ecc_failures: None,
             })],
-            ubi: vec![Ubi {
-                name: "ubi0".into(),
-                mtd: Some("mtd1".into()),
-                total_pebs: None,
-                available_pebs: None,
-                erase_block_bytes: None,
-                min_io_bytes: None,
-                read_only: None,
-                health: UbiHealth {
-                    max_erase_count: Some(5),
-                    mean_erase_count: Some(1),
-                    bad_pebs: Some(0),
-                    reserved_for_bad: Some(9),
-                },
-                volumes: Vec::new(),
-                missing: Vec::new(),
-            }],
+            ubi: vec![ubi()],
         };
-        let got: Vec<(String, bool)> = judge_health(&flash, &p)
-            .into_iter()
-            .map(|c| (format!("{}:{}", c.device, c.figure), c.pass))
+        let r = run(&flash, &p, false, &StopFlag::new()).unwrap();
+        assert_eq!(
+            failed(&r),
+            vec![
+                (
+                    "mtd1".to_string(),
+                    vec![
+                        "flash.bad_blocks 3 blocks is above the maximum 2 blocks (flash".to_string(),
+                        "flash.ecc_failures could not be read, and `max_ecc_failures` limits it"
+                            .to_string()
+                    ]
+                ),
+                (
+                    "ubi0".to_string(),
+                    vec!["ubi.reserved_for_bad 9 blocks reserved is below the minimum 10 blocks reserved (flash".to_string()]
+                )
+            ]
+        );
+        let names: Vec<&str> = r.devices[0]
+            .figures
+            .iter()
+            .map(|f| f.name.as_str())
             .collect();
-        let want: Vec<(String, bool)> = [
-            ("mtd1:bad_blocks", false),
-            ("mtd1:ecc_failures", false),
-            ("ubi0:bad_pebs", true),
-            ("ubi0:reserved_for_bad", false),
-        ]
-        .iter()
-        .map(|(a, b)| (a.to_string(), *b))
-        .collect();
-        assert_eq!(got, want);
+        assert_eq!(names, ["flash.bad_blocks", "flash.corrected_bits"]);
+    }
+
+    #[test]
+    fn named_areas_that_do_not_run_fail() {
+        let p = FlashProfile {
+            test_areas: vec!["data".into(), "gone".into()],
+            scan: vec!["mtd1".into()],
+            ..FlashProfile::default()
+        };
+        let flash = RawFlash {
+            mtd: vec![nand(MtdHealth::default())],
+            ubi: Vec::new(),
+        };
+        // A recorded tree: nothing can be opened, so the scan and the speed test fail.
+        let r = run(&flash, &p, false, &StopFlag::new()).unwrap();
+        let f = failed(&r);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0]
+            .1
+            .iter()
+            .any(|t| t.starts_with("the read scan could not run")));
+        assert!(f[0]
+            .1
+            .iter()
+            .any(|t| t.starts_with("the speed test could not run")));
+        assert!(f[1].1[0].contains("is on no MTD device"), "{f:?}");
+        // Nothing to report, nothing asked: no section.
+        assert_eq!(
+            run(
+                &RawFlash::default(),
+                &FlashProfile::default(),
+                true,
+                &StopFlag::new()
+            ),
+            None
+        );
     }
 
     #[test]
@@ -339,18 +581,23 @@ mod tests {
             left_erased: true,
             interrupted: false,
         };
-        let p = FlashProfile {
-            min_write_mib_per_s: Some(4.0),
-            ..FlashProfile::default()
-        };
-        assert!(judge_speed(&s, &p).iter().all(|c| c.pass));
+        assert!(judge_speed("mtd3", &s).is_empty());
         s.mismatched_pages = 1;
-        assert!(!judge_speed(&s, &p).iter().all(|c| c.pass));
+        assert_eq!(judge_speed("mtd3", &s).len(), 1);
         s.mismatched_pages = 0;
         s.blocks_tested = 0;
-        assert!(!judge_speed(&s, &p).iter().all(|c| c.pass));
+        assert_eq!(judge_speed("mtd3", &s).len(), 1);
         s.blocks_tested = 4;
-        s.write.mib_per_s = 3.0;
-        assert!(!judge_speed(&s, &p).iter().all(|c| c.pass));
+        s.erase_failures = vec!["block 5: EIO".into()];
+        assert_eq!(judge_speed("mtd3", &s).len(), 1);
+        let p = FlashProfile {
+            min_write_mib_per_s: Some(6.0),
+            ..FlashProfile::default()
+        };
+        let m = nand(MtdHealth::default());
+        let figs = mtd_figures(&m, None, Some(&s));
+        let r = judge_figures("mtd3", &figs, &["flash-write.mib_per_s"], &p);
+        assert_eq!(r.len(), 1);
+        assert!(r[0].text.contains("below the minimum"), "{}", r[0].text);
     }
 }

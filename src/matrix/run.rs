@@ -274,6 +274,7 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
             lanes: lanes.clone(),
             alone: Vec::new(),
         }),
+        flash: None,
     };
     let json = cfg.report_format == ReportFormat::Json;
     let mut book = Book {
@@ -353,6 +354,30 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
     });
     let mut book = shared.book.into_inner().unwrap_or_else(|e| e.into_inner());
 
+    // The raw flash: counters, and the scans and speed tests the profile asks for, after the
+    // block devices (it shares no lane with them, and a signal stops it between blocks).
+    let flash = super::flash::run(
+        &inv.flash,
+        &cfg.flash,
+        env.sysfs.nodes_are_live(),
+        &env.stop,
+    );
+    if let Some(f) = &flash {
+        for d in &f.devices {
+            env.progress.line(&format!(
+                "usbperf-matrix: flash {} ({}): {}",
+                d.name,
+                d.label,
+                if d.verdict.pass {
+                    "pass".to_string()
+                } else {
+                    verdict::texts(&d.verdict.reasons).join("; ")
+                }
+            ));
+        }
+    }
+    book.report.flash = flash;
+
     // Verdicts.
     let interrupted = env.stop.requested();
     for (di, c) in chosen.iter().enumerate() {
@@ -369,6 +394,7 @@ pub fn run(mut env: Env<'_>, settings: RunSettings) -> Result<RunOutcome, RunErr
     }
     book.report.verdict = verdict::judge_unit(
         &book.report.devices,
+        book.report.flash.as_ref(),
         &missing_reasons,
         interrupted.then(|| env.stop.signal_name()),
     );

@@ -11,7 +11,7 @@ use crate::discover::linkcheck::{self, check_links, PortExpectation};
 use crate::discover::parse::speed_label;
 use crate::discover::Disk;
 use crate::metric;
-use crate::report::schema::{Cell, CellStatus, DeviceReport};
+use crate::report::schema::{Cell, CellStatus, DeviceReport, FlashReport};
 pub use crate::report::verdict::{texts, Reason, ReasonKind, Verdict};
 use crate::safety::SystemFacts;
 use crate::units::format_size;
@@ -693,22 +693,28 @@ pub fn retest_budget(cell: &Cell, cfg: &crate::config::Config) -> u8 {
 /// is known).
 pub fn judge_unit(
     devices: &[DeviceReport],
+    flash: Option<&FlashReport>,
     missing: &[Reason],
     interrupted: Option<Option<String>>,
 ) -> Verdict {
     let mut reasons: Vec<Reason> = missing.to_vec();
-    for d in devices {
-        if !d.verdict.pass {
-            reasons.push(
-                Reason::new(
-                    ReasonKind::DeviceFailed,
-                    format!("{}: {}", d.name, texts(&d.verdict.reasons).join("; ")),
-                )
-                .device(&d.name),
-            );
-        }
+    let flash = flash.map_or(&[][..], |f| &f.devices[..]);
+    let failed = devices
+        .iter()
+        .map(|d| (&d.name, &d.verdict))
+        .chain(flash.iter().map(|d| (&d.name, &d.verdict)));
+    for (name, verdict) in failed.filter(|(_, v)| !v.pass) {
+        reasons.push(
+            Reason::new(
+                ReasonKind::DeviceFailed,
+                format!("{name}: {}", texts(&verdict.reasons).join("; ")),
+            )
+            .device(name),
+        );
     }
-    if devices.is_empty() {
+    // Raw flash that was scanned or speed-tested counts as tested; its counters alone do not.
+    let flash_tested = flash.iter().any(|d| d.scan.is_some() || d.speed.is_some());
+    if devices.is_empty() && !flash_tested {
         reasons.push(Reason::new(ReasonKind::NoTest, NO_DEVICE_TESTED));
     }
     if let Some(signal) = interrupted {

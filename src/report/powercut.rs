@@ -164,6 +164,7 @@ pub fn report(v: &powercut::Verdict, facts: Facts<'_>) -> Report {
         verdict: unit_verdict,
         warnings: Vec::new(),
         schedule: None,
+        flash: None,
     }
 }
 

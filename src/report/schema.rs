@@ -105,6 +105,71 @@ pub struct Report {
     /// Which devices could have been tested together (their lanes) and how they were run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Schedule>,
+    /// The raw flash (MTD and UBI devices): their counters, scans and speed tests, judged by
+    /// the profile's `flash:` section. Absent on a unit without raw flash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flash: Option<FlashReport>,
+}
+
+/// The raw flash of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FlashReport {
+    #[serde(
+        deserialize_with = "crate::report::decode::capped::<_, _, { crate::report::decode::MAX_DEVICES }>"
+    )]
+    pub devices: Vec<FlashDeviceReport>,
+}
+
+/// `mtd` (an MTD device: a flash chip or a partition) or `ubi` (a UBI device on one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum FlashClass {
+    Mtd,
+    Ubi,
+}
+
+impl FlashClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlashClass::Mtd => "mtd",
+            FlashClass::Ubi => "ubi",
+        }
+    }
+}
+
+/// One figure of a flash device: its name (`flash.bad_blocks`, `scan.uncorrectable_pages`,
+/// `ubi.erase_count`, `flash-write.mib_per_s`; the part after the dot is its metric) and
+/// value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FlashFigure {
+    pub name: String,
+    pub value: f64,
+}
+
+/// One MTD or UBI device of the run: what it is, its figures, the tests run on it, and the
+/// verdict on them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FlashDeviceReport {
+    /// `mtd2`, `ubi0`.
+    pub name: String,
+    pub class: FlashClass,
+    /// The partition's or chip's name (`mtd`), or the MTD device it is on (`ubi`).
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtd: Option<crate::discover::mtd::Mtd>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ubi: Option<crate::discover::mtd::Ubi>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub figures: Vec<FlashFigure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<crate::workload::mtd::FlashScan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<crate::workload::mtd::FlashSpeed>,
+    pub verdict: Verdict,
 }
 
 /// The run's schedule: the lanes of the tested devices (what each shares that limits its

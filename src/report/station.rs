@@ -355,6 +355,7 @@ pub(crate) mod tests {
             )]),
             warnings: Vec::new(),
             schedule: None,
+            flash: None,
         }
     }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::discover::parse::{self, MountEntry};
-use crate::discover::{Disk, EmmcArea, Inventory};
+use crate::discover::{DeviceClass, Disk, EmmcArea, Inventory};
 use crate::sysfs::SysfsRoot;
 
 /// Mount points whose filesystems make a disk a system disk.
@@ -106,6 +106,11 @@ pub enum Refusal {
          so it will not write to it"
     )]
     Unknown(String, String),
+    #[error(
+        "{0} is a block device over raw flash (MTD/UBI): writing it bypasses the bad-block \
+         handling and the wear levelling; test the flash with `usbperf-matrix flash speed`"
+    )]
+    RawFlash(String),
     #[error("{0} is not a disk in the inventory (unplugged, or not a block device)")]
     NotFound(String),
     #[error("{0} is a symbolic link: test directories must be real directories")]
@@ -171,6 +176,9 @@ pub fn system_reasons(disk: &Disk, facts: &SystemFacts) -> Vec<Refusal> {
         if !p.holders.is_empty() {
             out.push(Refusal::Held(p.name.clone(), p.holders.join(",")));
         }
+    }
+    if disk.class == DeviceClass::Mtd {
+        out.push(Refusal::RawFlash(disk.name.clone()));
     }
     if let Some(area) = disk.mmc.as_ref().and_then(|m| m.area) {
         if area != EmmcArea::User {

@@ -30,8 +30,8 @@ pub enum FlashRefusal {
     #[error("{0} is read-only (the MTD has no MTD_WRITEABLE flag)")]
     ReadOnly(String),
     #[error(
-        "{0} is a whole chip with partitions registered on it ({1}): name one partition as \
-         the test area"
+        "{0} is a whole chip with partitions registered on it or possibly on it ({1}): name \
+         one partition as the test area"
     )]
     HasPartitions(String, String),
     #[error("{0} is {1} flash, which this test does not erase (NAND, NOR or RAM only)")]

@@ -833,7 +833,7 @@ fn judge(cfg: &Config, devices: &mut [DeviceReport]) -> Verdict {
         let required = cfg.devices.get(d.rule).is_some_and(|r| r.required);
         judge_device(d, &rules, None, required);
     }
-    judge_unit(devices, &[], None)
+    judge_unit(devices, None, &[], None)
 }
 
 fn report(
@@ -866,6 +866,7 @@ fn report(
         verdict,
         warnings: Vec::new(),
         schedule: None,
+        flash: None,
     }
 }
 

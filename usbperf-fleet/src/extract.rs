@@ -493,7 +493,47 @@ pub fn extract(file: u32, path: &Path, r: wire::Report) -> UnitRecord {
                 part,
             }
         })
-        .collect();
+        .collect::<Vec<DeviceRecord>>();
+    // The raw flash: a device per MTD partition and UBI device, its figures judged by the
+    // unit's own verdict on it (a figure a reason names failed, the others passed).
+    let mut devices = devices;
+    for d in r.flash.map(|f| f.devices).unwrap_or_default() {
+        let class = clean(&d.class).unwrap_or_else(|| "mtd".into());
+        let part = clean(&d.label).unwrap_or_else(|| d.name.clone());
+        let label = format!("{} [{part}]", d.name);
+        let reasons: Vec<FleetReason> = d
+            .verdict
+            .reasons
+            .into_iter()
+            .map(FleetReason::from_wire)
+            .collect();
+        let mut values = Vec::with_capacity(d.figures.len());
+        for f in d.figures {
+            let fig = f.name.rsplit('.').next().unwrap_or(&f.name).to_string();
+            let group = f.name.split('.').next().unwrap_or("").to_string();
+            let ok = !reasons.iter().any(|r| {
+                r.text.contains(&f.name) || (r.key.contains(&fig) && r.text.contains(&group))
+            });
+            let (max, unit) = limit_of(&f.name);
+            match refuse(f.value, max, unit) {
+                None => values.push((f.name, f.value, ok)),
+                Some(why) => reject(&label, f.name, f.value, why),
+            }
+        }
+        devices.push(DeviceRecord {
+            label,
+            class,
+            port: d.name,
+            model: part,
+            pass: d.verdict.pass,
+            retests: 0,
+            marginal: d.verdict.marginal,
+            reasons,
+            values,
+            curve: None,
+            part: None,
+        });
+    }
     let mut thresholds = r.config.thresholds;
     for (i, t) in thresholds.iter_mut().enumerate() {
         for (m, slot) in t.limits_mut() {

@@ -357,8 +357,103 @@ pub const CPU_BUSY_PERCENT: Metric = Metric {
     said_as: "",
 };
 
+/// Raw flash (MTD): erase blocks marked bad, factory-marked and grown (its limit is a
+/// board profile's `flash:` key).
+pub const FLASH_BAD_BLOCKS: Metric = Metric {
+    id: "bad_blocks",
+    unit: "blocks",
+    label: "bad blocks",
+    better: Better::Lower,
+    workloads: &[],
+    max: 1e9,
+    limit: Some(Limit {
+        key: "max_bad_blocks",
+        hint: "a number of erase blocks, such as 20",
+    }),
+    decimals: 0,
+    said_as: "",
+};
+
+/// Raw flash: ECC steps that could not be corrected (data lost), counted by the kernel since
+/// boot or by a read scan.
+pub const ECC_FAILURES: Metric = Metric {
+    id: "ecc_failures",
+    unit: "ECC failures",
+    label: "ECC failures",
+    better: Better::Lower,
+    workloads: &[],
+    max: 1e12,
+    limit: Some(Limit {
+        key: "max_ecc_failures",
+        hint: "a number of uncorrectable ECC steps, such as 0",
+    }),
+    decimals: 0,
+    said_as: "",
+};
+
+/// Raw flash: bits the ECC corrected.
+pub const CORRECTED_BITS: Metric = Metric {
+    id: "corrected_bits",
+    unit: "bits",
+    label: "corrected",
+    better: Better::Lower,
+    workloads: &[],
+    max: 1e15,
+    limit: Some(Limit {
+        key: "max_corrected_bits",
+        hint: "a number of corrected bits, such as 1000",
+    }),
+    decimals: 0,
+    said_as: "corrected ",
+};
+
+/// Raw flash: pages a read scan found uncorrectable.
+pub const UNCORRECTABLE_PAGES: Metric = Metric {
+    id: "uncorrectable_pages",
+    unit: "pages",
+    label: "bad pages",
+    better: Better::Lower,
+    workloads: &[],
+    max: 1e12,
+    limit: None,
+    decimals: 0,
+    said_as: "uncorrectable ",
+};
+
+/// UBI: the highest erase counter of any block (wear).
+pub const ERASE_COUNT: Metric = Metric {
+    id: "erase_count",
+    unit: "erase cycles",
+    label: "max EC",
+    better: Better::Lower,
+    workloads: &[],
+    max: 1e9,
+    limit: Some(Limit {
+        key: "max_erase_count",
+        hint: "a number of erase cycles, such as 3000",
+    }),
+    decimals: 0,
+    said_as: "",
+};
+
+/// UBI: erase blocks still reserved to replace bad ones.
+pub const RESERVED_FOR_BAD: Metric = Metric {
+    id: "reserved_for_bad",
+    unit: "blocks reserved",
+    label: "reserved",
+    better: Better::Higher,
+    workloads: &[],
+    max: 1e9,
+    limit: Some(Limit {
+        key: "min_reserved_for_bad",
+        hint: "a number of erase blocks, such as 10",
+    }),
+    decimals: 0,
+    said_as: "",
+};
+
 /// Every metric, in the order the fleet lists a workload's figures.
-pub const ALL: [&Metric; 20] = [
+pub const ALL: [&Metric; 26] = [
     &MIB_PER_S,
     &IOPS,
     &P99_LATENCY_MS,
@@ -379,6 +474,12 @@ pub const ALL: [&Metric; 20] = [
     &BLOCK_BYTES,
     &CPU_PERCENT,
     &CPU_BUSY_PERCENT,
+    &FLASH_BAD_BLOCKS,
+    &ECC_FAILURES,
+    &CORRECTED_BITS,
+    &UNCORRECTABLE_PAGES,
+    &ERASE_COUNT,
+    &RESERVED_FOR_BAD,
 ];
 
 /// The metric a name spells, if any.

@@ -86,6 +86,39 @@ pub struct Report {
     #[serde(default, deserialize_with = "capped::<_, _, MAX_DEVICES>")]
     pub missing_devices: Vec<String>,
     pub verdict: Verdict,
+    /// The raw flash (MTD and UBI devices), where the unit has some.
+    #[serde(default)]
+    pub flash: Option<Flash>,
+}
+
+/// The raw flash of a run: its MTD and UBI devices.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct Flash {
+    #[serde(default, deserialize_with = "capped::<_, _, MAX_DEVICES>")]
+    pub devices: Vec<FlashDevice>,
+}
+
+/// One MTD or UBI device: its figures and verdict.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct FlashDevice {
+    pub name: String,
+    /// `mtd` or `ubi`, or a newer word.
+    #[serde(default)]
+    pub class: Option<String>,
+    /// The partition's name (`mtd`), the MTD device it is on (`ubi`).
+    #[serde(default)]
+    pub label: Option<String>,
+    /// `flash.bad_blocks`, `scan.uncorrectable_pages`, `flash-write.mib_per_s`: the part
+    /// after the dot is the metric.
+    #[serde(default, deserialize_with = "capped::<_, _, MAX_CELLS>")]
+    pub figures: Vec<FlashFigure>,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct FlashFigure {
+    pub name: String,
+    pub value: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
