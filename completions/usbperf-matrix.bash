@@ -22,6 +22,9 @@ _usbperf-matrix() {
             usbperf__matrix,calibrate)
                 cmd="usbperf__matrix__calibrate"
                 ;;
+            usbperf__matrix,flash)
+                cmd="usbperf__matrix__flash"
+                ;;
             usbperf__matrix,fleet)
                 cmd="usbperf__matrix__fleet"
                 ;;
@@ -46,11 +49,38 @@ _usbperf-matrix() {
             usbperf__matrix,upload)
                 cmd="usbperf__matrix__upload"
                 ;;
+            usbperf__matrix__flash,health)
+                cmd="usbperf__matrix__flash__health"
+                ;;
+            usbperf__matrix__flash,help)
+                cmd="usbperf__matrix__flash__help"
+                ;;
+            usbperf__matrix__flash,scan)
+                cmd="usbperf__matrix__flash__scan"
+                ;;
+            usbperf__matrix__flash,speed)
+                cmd="usbperf__matrix__flash__speed"
+                ;;
+            usbperf__matrix__flash__help,health)
+                cmd="usbperf__matrix__flash__help__health"
+                ;;
+            usbperf__matrix__flash__help,help)
+                cmd="usbperf__matrix__flash__help__help"
+                ;;
+            usbperf__matrix__flash__help,scan)
+                cmd="usbperf__matrix__flash__help__scan"
+                ;;
+            usbperf__matrix__flash__help,speed)
+                cmd="usbperf__matrix__flash__help__speed"
+                ;;
             usbperf__matrix__help,bench)
                 cmd="usbperf__matrix__help__bench"
                 ;;
             usbperf__matrix__help,calibrate)
                 cmd="usbperf__matrix__help__calibrate"
+                ;;
+            usbperf__matrix__help,flash)
+                cmd="usbperf__matrix__help__flash"
                 ;;
             usbperf__matrix__help,fleet)
                 cmd="usbperf__matrix__help__fleet"
@@ -75,6 +105,15 @@ _usbperf-matrix() {
                 ;;
             usbperf__matrix__help,upload)
                 cmd="usbperf__matrix__help__upload"
+                ;;
+            usbperf__matrix__help__flash,health)
+                cmd="usbperf__matrix__help__flash__health"
+                ;;
+            usbperf__matrix__help__flash,scan)
+                cmd="usbperf__matrix__help__flash__scan"
+                ;;
+            usbperf__matrix__help__flash,speed)
+                cmd="usbperf__matrix__help__flash__speed"
                 ;;
             usbperf__matrix__help__power__cut,verify)
                 cmd="usbperf__matrix__help__power__cut__verify"
@@ -107,7 +146,7 @@ _usbperf-matrix() {
 
     case "${cmd}" in
         usbperf__matrix)
-            opts="-h -V --help --version list run tree bench fleet show calibrate power-cut upload help"
+            opts="-h -V --help --version list run tree bench fleet show calibrate power-cut flash upload help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -252,6 +291,184 @@ _usbperf-matrix() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        usbperf__matrix__flash)
+            opts="-h -V --help --version health scan speed help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__flash__health)
+            opts="-h -V --sysfs-root --backend --config --format --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --sysfs-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "auto udev sysfs" -- "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__flash__help)
+            opts="health scan speed help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__flash__help__health)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__flash__help__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__flash__help__scan)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__flash__help__speed)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__flash__scan)
+            opts="-h -V --sysfs-root --backend --config --format --help --version <MTD>"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --sysfs-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "auto udev sysfs" -- "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__flash__speed)
+            opts="-h -V --sysfs-root --backend --config --format --blocks --help --version <MTD>"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --sysfs-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "auto udev sysfs" -- "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    return 0
+                    ;;
+                --blocks)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         usbperf__matrix__fleet)
             opts="-h -V --group-by --format --out --since --board --suggest-thresholds --margin-percent --threads --compare-builds --wear --help --version <DIR|FILE>..."
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -295,7 +512,7 @@ _usbperf-matrix() {
             return 0
             ;;
         usbperf__matrix__help)
-            opts="list run tree bench fleet show calibrate power-cut upload help"
+            opts="list run tree bench fleet show calibrate power-cut flash upload help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -325,6 +542,62 @@ _usbperf-matrix() {
         usbperf__matrix__help__calibrate)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__help__flash)
+            opts="health scan speed"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__help__flash__health)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__help__flash__scan)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        usbperf__matrix__help__flash__speed)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -130,13 +130,21 @@ if [ "${USBPERF_SKIP_VM:-0}" != 1 ]; then
     scripts/vm-e2e.sh --arch armv7 --qemu 10
     step "scripts/vm-e2e.sh --kernel 6.12 --qemu 10 (x86_64 guest + NVMe + UFS, Debian's 6.12)"
     scripts/vm-e2e.sh --kernel 6.12 --qemu 10
+    # Raw flash on the kernel's nandsim (and mtdram where the kernel has it) with planted bad
+    # blocks, grave pages, bitflips and a weak block; UBI, UBIFS and JFFS2 on it.
+    for k in 6.1 5.10 6.12; do
+        step "scripts/ci/vm-mtd.sh --kernel $k (x86_64: nandsim, mtdram, UBI, UBIFS, JFFS2)"
+        scripts/ci/vm-mtd.sh --kernel "$k"
+    done
+    step "scripts/ci/vm-mtd.sh --arch armv7 (armmp 6.1: nandsim, UBI, UBIFS, JFFS2)"
+    scripts/ci/vm-mtd.sh --arch armv7
 else
-    echo "scripts/test.sh: USBPERF_SKIP_VM=1: cross-build, vm-e2e and vm-power-cut NOT run (not a full run)" >&2
+    echo "scripts/test.sh: USBPERF_SKIP_VM=1: cross-build, vm-e2e, vm-power-cut and vm-mtd NOT run (not a full run)" >&2
 fi
 passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$TEST_LOG" | awk '{s += $4} END {print s + 0}')
 echo
 if [ "${USBPERF_SKIP_VM:-0}" != 1 ]; then
-    echo "scripts/test.sh: every step passed (fmt, layers, vm checks, clippy x2, cargo tests, fuzz, collector, check-yocto-layer, cross-build, vm-e2e x86_64 6.1 and 5.10, vm-power-cut x86_64 6.1, armv7 6.1, QEMU 10 eMMC board and x86_64 6.12 NVMe/UFS)"
+    echo "scripts/test.sh: every step passed (fmt, layers, vm checks, clippy x2, cargo tests, fuzz, collector, check-yocto-layer, cross-build, vm-e2e x86_64 6.1 and 5.10, vm-power-cut x86_64 6.1, armv7 6.1, QEMU 10 eMMC board and x86_64 6.12 NVMe/UFS, vm-mtd x86_64 6.1, 5.10, 6.12 and armv7)"
 else
     echo "scripts/test.sh: every step run passed (cross-build, vm-e2e and vm-power-cut skipped: USBPERF_SKIP_VM=1)"
 fi

@@ -148,6 +148,9 @@ pub fn judge_figures(
         for n in names.iter().filter(|n| expected.contains(n)) {
             let value = figures.iter().find(|f| f.name == *n).map(|f| f.value);
             let key = m.key();
+            // The figure in its own unit (a scan's uncorrectable pages are pages), against
+            // the limit its key sets.
+            let shown = n.rsplit('.').next().and_then(metric::by_id).unwrap_or(m);
             let (kind, group) = if m.id == metric::MIB_PER_S.id {
                 (ReasonKind::Threshold, n.split('.').next().unwrap_or(n))
             } else {
@@ -155,19 +158,19 @@ pub fn judge_figures(
             };
             let text = match value {
                 None => format!(
-                    "{device}: {n} could not be read, and `{}` limits it",
+                    "{n} could not be read, and `flash: {}` limits it",
                     limit_key(n, key)
                 ),
                 Some(v) if m.misses(v, limit) => format!(
-                    "{device}: {group} {} is {} the {} {} (flash: {})",
-                    m.show(v),
+                    "{group} {} is {} the {} {} (flash: {})",
+                    shown.show(v),
                     if m.better == metric::Better::Higher {
                         "below"
                     } else {
                         "above"
                     },
                     m.bound(),
-                    m.show(limit),
+                    shown.show(limit),
                     limit_key(n, key)
                 ),
                 Some(_) => continue,
@@ -202,7 +205,7 @@ pub fn judge_speed(device: &str, s: &FlashSpeed) -> Vec<Reason> {
             Reason::new(
                 ReasonKind::Verify,
                 format!(
-                    "{device}: {} pages read back different from what was written",
+                    "{} pages read back different from what was written",
                     s.mismatched_pages
                 ),
             )
@@ -213,7 +216,7 @@ pub fn judge_speed(device: &str, s: &FlashSpeed) -> Vec<Reason> {
         out.push(
             Reason::new(
                 ReasonKind::Verify,
-                format!("{device}: erase failed at {e}: a block going bad"),
+                format!("erase failed at {e}: a block going bad"),
             )
             .device(device),
         );
@@ -223,7 +226,7 @@ pub fn judge_speed(device: &str, s: &FlashSpeed) -> Vec<Reason> {
             Reason::new(
                 ReasonKind::Verify,
                 format!(
-                    "{device}: {} ECC steps uncorrectable reading back fresh data",
+                    "{} ECC steps uncorrectable reading back fresh data",
                     s.ecc_failures
                 ),
             )
@@ -232,18 +235,14 @@ pub fn judge_speed(device: &str, s: &FlashSpeed) -> Vec<Reason> {
     }
     if s.blocks_tested == 0 {
         out.push(
-            Reason::new(
-                ReasonKind::NoTest,
-                format!("{device}: no erase block was tested"),
-            )
-            .device(device),
+            Reason::new(ReasonKind::NoTest, "no erase block was tested".to_string()).device(device),
         );
     }
     if s.interrupted {
         out.push(
             Reason::new(
                 ReasonKind::Interrupted,
-                format!("{device}: the speed test was interrupted"),
+                "the speed test was interrupted".to_string(),
             )
             .device(device),
         );
@@ -294,7 +293,7 @@ pub fn run(flash: &RawFlash, p: &FlashProfile, live: bool, stop: &StopFlag) -> O
                 Err(e) => reasons.push(
                     Reason::new(
                         ReasonKind::IoError,
-                        format!("{}: the read scan could not run: {e}", m.name),
+                        format!("the read scan could not run: {e}"),
                     )
                     .device(&m.name),
                 ),
@@ -308,8 +307,7 @@ pub fn run(flash: &RawFlash, p: &FlashProfile, live: bool, stop: &StopFlag) -> O
                         Reason::new(
                             ReasonKind::Refused,
                             format!(
-                                "{}: the profile names it a test area, and it cannot be tested: {}",
-                                m.name,
+                                "the profile names it a test area, and it cannot be tested: {}",
                                 why.join("; ")
                             ),
                         )
@@ -327,7 +325,7 @@ pub fn run(flash: &RawFlash, p: &FlashProfile, live: bool, stop: &StopFlag) -> O
                     Err(e) => reasons.push(
                         Reason::new(
                             ReasonKind::IoError,
-                            format!("{}: the speed test could not run: {e}", m.name),
+                            format!("the speed test could not run: {e}"),
                         )
                         .device(&m.name),
                     ),
@@ -470,11 +468,7 @@ mod tests {
             .map(|d| {
                 (
                     d.name.clone(),
-                    d.verdict
-                        .reasons
-                        .iter()
-                        .map(|r| r.text.split(": ").nth(1).unwrap_or("").to_string())
-                        .collect(),
+                    d.verdict.reasons.iter().map(|r| r.text.clone()).collect(),
                 )
             })
             .collect()
@@ -504,14 +498,14 @@ mod tests {
                 (
                     "mtd1".to_string(),
                     vec![
-                        "flash.bad_blocks 3 blocks is above the maximum 2 blocks (flash".to_string(),
-                        "flash.ecc_failures could not be read, and `max_ecc_failures` limits it"
+                        "flash.bad_blocks 3 blocks is above the maximum 2 blocks (flash: max_bad_blocks)".to_string(),
+                        "flash.ecc_failures could not be read, and `flash: max_ecc_failures` limits it"
                             .to_string()
                     ]
                 ),
                 (
                     "ubi0".to_string(),
-                    vec!["ubi.reserved_for_bad 9 blocks reserved is below the minimum 10 blocks reserved (flash".to_string()]
+                    vec!["ubi.reserved_for_bad 9 blocks reserved is below the minimum 10 blocks reserved (flash: min_reserved_for_bad)".to_string()]
                 )
             ]
         );

@@ -99,11 +99,19 @@ pub fn result_line(
         .filter(|x| x.kind == super::verdict::ReasonKind::MissingDevice)
         .filter_map(|x| x.rule.as_deref())
         .map(encode_value);
+    // Raw flash devices (MTD partitions, UBI devices) count among the devices.
+    let flash = r.flash.as_ref().map_or(&[][..], |f| &f.devices[..]);
     let failed = name_list(
         r.devices
             .iter()
             .filter(|d| !d.verdict.pass)
             .map(|d| encode_value(&d.name))
+            .chain(
+                flash
+                    .iter()
+                    .filter(|d| !d.verdict.pass)
+                    .map(|d| encode_value(&d.name)),
+            )
             .chain(missing),
     );
     let report = report_path
@@ -116,7 +124,7 @@ pub fn result_line(
         encode_value(&unit_label(r)),
         encode_value(r.report_id.as_deref().unwrap_or("")),
         verdict_word(exit_code, report_path),
-        r.devices.len(),
+        r.devices.len() + flash.len(),
     );
     if version == ResultLine::V2 {
         // A marginal device passed or failed within its band; a retested one was measured
