@@ -150,7 +150,7 @@ fn table() -> Vec<(&'static str, Vec<Want>)> {
     ];
     let mut vesta = emmc4();
     for n in ["mtdblock0", "mtdblock1", "mtdblock2", "mtdblock3"] {
-        vesta.push(d(n, "other"));
+        vesta.push(d(n, "mtd"));
     }
     let mut crypto = vec![d("dm-0", "other"), d("dm-1", "other")];
     crypto.extend(emmc4().into_iter().filter(|w| w.name != "mmcblk0rpmb"));

@@ -170,6 +170,11 @@ def main():
         code, _ = speed("nor-test")
         check(code == 0, f"speed on nor-test passes (exit {code})")
 
+    # The speed tests left every bad-block marker as it was, and marked none.
+    after = {m["name"]: m.get("health", {}).get("bad_blocks") for m in doc(out, "list-after").get("flash", {}).get("mtd", [])}
+    before = {m["name"]: m.get("health", {}).get("bad_blocks") for m in flash.get("mtd", [])}
+    check(after == before, f"bad-block counts unchanged by the speed tests ({after} vs {before})")
+
     # Health.
     h = doc(out, "health")
     devs = {d["name"]: d for d in h.get("devices", [])}

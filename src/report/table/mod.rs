@@ -416,6 +416,35 @@ impl MatrixTable {
             for d in &r.devices {
                 rows.push(row(ri, d, &columns, judged, &status));
             }
+            // Raw flash: a row per MTD partition and UBI device, with its verdict (its
+            // figures are in the report's `flash` section, not in the matrix's columns).
+            for d in r.flash.iter().flat_map(|f| &f.devices) {
+                rows.push(Row {
+                    report: ri,
+                    device: d.name.clone(),
+                    label: d.label.clone().unwrap_or_else(|| "-".into()),
+                    class: d.class.clone().unwrap_or_else(|| "-".into()),
+                    link: "-".into(),
+                    values: columns
+                        .iter()
+                        .map(|_| Value::Word(NOT_IN_MATRIX.into()))
+                        .collect(),
+                    raw: columns
+                        .iter()
+                        .map(|_| (NOT_IN_MATRIX.to_string(), None))
+                        .collect(),
+                    verdict: match (judged, d.verdict.pass) {
+                        (true, true) => "PASS".into(),
+                        (true, false) => "FAIL".into(),
+                        (false, _) => status.clone(),
+                    },
+                    reasons: if judged {
+                        d.verdict.texts()
+                    } else {
+                        Vec::new()
+                    },
+                });
+            }
         }
         MatrixTable {
             reports: lines,
