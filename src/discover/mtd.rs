@@ -143,6 +143,34 @@ pub struct Mtd {
     pub missing: Vec<Missing>,
 }
 
+impl Mtd {
+    /// A writable NAND partition of which only the names are known (the rest empty): where a
+    /// table of cases starts.
+    pub fn named(name: &str, label: &str) -> Mtd {
+        Mtd {
+            name: name.into(),
+            label: label.into(),
+            dev_node: format!("/dev/{name}"),
+            devpath: format!("/devices/virtual/mtd/{name}"),
+            kind: FlashType::Nand,
+            size_bytes: None,
+            erase_block_bytes: None,
+            page_bytes: None,
+            subpage_bytes: None,
+            oob_bytes: None,
+            ecc_strength_bits: None,
+            ecc_step_bytes: None,
+            bitflip_threshold: None,
+            offset_bytes: Some(0),
+            writable: Some(true),
+            health: MtdHealth::default(),
+            users: Vec::new(),
+            partitions: Vec::new(),
+            missing: Vec::new(),
+        }
+    }
+}
+
 /// An MTD device's counters, as the kernel kept them since boot.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -224,6 +252,24 @@ pub struct Ubi {
     pub volumes: Vec<UbiVolume>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<Missing>,
+}
+
+impl Ubi {
+    /// A UBI device on `mtd` of which nothing else is known.
+    pub fn on(name: &str, mtd: &str) -> Ubi {
+        Ubi {
+            name: name.into(),
+            mtd: Some(mtd.into()),
+            total_pebs: None,
+            available_pebs: None,
+            erase_block_bytes: None,
+            min_io_bytes: None,
+            read_only: None,
+            health: UbiHealth::default(),
+            volumes: Vec::new(),
+            missing: Vec::new(),
+        }
+    }
 }
 
 /// UBI's view of the flash's wear.

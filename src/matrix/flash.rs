@@ -414,50 +414,25 @@ pub fn run(flash: &RawFlash, p: &FlashProfile, live: bool, stop: &StopFlag) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::mtd::{FlashType, MtdHealth, UbiHealth};
+    use crate::discover::mtd::{MtdHealth, UbiHealth};
     use crate::workload::mtd::FlashRate;
 
     fn nand(health: MtdHealth) -> Mtd {
         Mtd {
-            name: "mtd1".into(),
-            label: "data".into(),
-            dev_node: "/dev/mtd1".into(),
-            devpath: "/devices/virtual/mtd/mtd1".into(),
-            kind: FlashType::Nand,
-            size_bytes: None,
-            erase_block_bytes: None,
-            page_bytes: None,
-            subpage_bytes: None,
-            oob_bytes: None,
-            ecc_strength_bits: None,
-            ecc_step_bytes: None,
-            bitflip_threshold: None,
-            offset_bytes: Some(0),
-            writable: Some(true),
             health,
-            users: Vec::new(),
-            partitions: Vec::new(),
-            missing: Vec::new(),
+            ..Mtd::named("mtd1", "data")
         }
     }
 
     fn ubi() -> Ubi {
         Ubi {
-            name: "ubi0".into(),
-            mtd: Some("mtd1".into()),
-            total_pebs: None,
-            available_pebs: None,
-            erase_block_bytes: None,
-            min_io_bytes: None,
-            read_only: None,
             health: UbiHealth {
                 max_erase_count: Some(5),
                 mean_erase_count: None,
                 bad_pebs: Some(0),
                 reserved_for_bad: Some(9),
             },
-            volumes: Vec::new(),
-            missing: Vec::new(),
+            ..Ubi::on("ubi0", "mtd1")
         }
     }
 

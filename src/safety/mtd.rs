@@ -176,29 +176,13 @@ pub fn find<'f>(flash: &'f RawFlash, name: &str) -> Result<&'f Mtd, FlashRefusal
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::mtd::{MtdHealth, Ubi, UbiHealth};
+    use crate::discover::mtd::Ubi;
 
     fn mtd(name: &str, label: &str) -> Mtd {
         Mtd {
-            name: name.into(),
-            label: label.into(),
-            dev_node: format!("/dev/{name}"),
-            devpath: format!("/devices/virtual/mtd/{name}"),
-            kind: FlashType::Nand,
             size_bytes: Some(16 << 20),
             erase_block_bytes: Some(128 << 10),
-            page_bytes: Some(2048),
-            subpage_bytes: None,
-            oob_bytes: Some(64),
-            ecc_strength_bits: Some(1),
-            ecc_step_bytes: Some(512),
-            bitflip_threshold: Some(1),
-            offset_bytes: None,
-            writable: Some(true),
-            health: MtdHealth::default(),
-            users: Vec::new(),
-            partitions: Vec::new(),
-            missing: Vec::new(),
+            ..Mtd::named(name, label)
         }
     }
 
@@ -287,18 +271,7 @@ mod tests {
         );
 
         // UBI attached, seen only through the UBI device's mtd_num.
-        flash.ubi.push(Ubi {
-            name: "ubi0".into(),
-            mtd: Some("mtd1".into()),
-            total_pebs: None,
-            available_pebs: None,
-            erase_block_bytes: None,
-            min_io_bytes: None,
-            read_only: None,
-            health: UbiHealth::default(),
-            volumes: Vec::new(),
-            missing: Vec::new(),
-        });
+        flash.ubi.push(Ubi::on("ubi0", "mtd1"));
         assert_eq!(
             rules(check_flash_write(&flash.mtd[1], &flash, &area)),
             ["in-use"]
