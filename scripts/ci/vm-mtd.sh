@@ -77,8 +77,8 @@ done
 HAS_MTDRAM=; find "$KCACHE/k/$DA/lib/modules/$KV" -name 'mtdram.ko*' | grep -q . && HAS_MTDRAM=1
 
 # mtd-utils of the guest's architecture (Debian 12): ubimkvol for the UBI volume, mtdpart for
-# the named partitions of mtdram, nandwrite to fill the scan target. Its programs link only
-# libc.
+# the named partitions of mtdram, nandwrite to fill the scan target, nanddump the peer of the
+# scan. Its programs link only libc.
 MU=$CACHE/mtd-utils/$DA
 if [ ! -x "$MU/root/usr/sbin/ubimkvol" ]; then
     step "mtd-utils ($DA)"
@@ -97,7 +97,7 @@ rm -rf "$BASE"; mkdir -p "$BASE"
 T=$BASE/tree
 mkdir -p "$T/bin" "$T/etc/usbperf"
 cp scripts/vm/mtd-init.sh "$T/init"; chmod +x "$T/init"
-for b in ubimkvol mtdpart nandwrite; do cp "$MU/root/usr/sbin/$b" "$T/bin/"; done
+for b in ubimkvol mtdpart nandwrite nanddump; do cp "$MU/root/usr/sbin/$b" "$T/bin/"; done
 # The board profile: every partition named a test area, so that only the rules, never the
 # profile, keep the protected and busy ones from being erased.
 cat > "$T/etc/usbperf/usbperf.yaml" <<'EOF'
@@ -162,6 +162,8 @@ cp "$WORK/console.txt" "$WORK/out/e2e/console.txt"
 step "checking (scripts/vm/check_mtd.py)"
 python3 scripts/vm/check_mtd.py --out "$WORK/out/e2e" ${HAS_MTDRAM:+--mtdram} \
     || fail "raw flash assertions failed (see above)"
+# The factory run's report, flash section and all, against the report's JSON Schema.
+python3 scripts/ci/validate-report.py "$WORK"/out/run/*.yaml || fail "the factory run's report is not valid"
 if [ -n "$RECORD" ]; then
     D=$RECORD/$(cat "$WORK/out/e2e/kernel.txt")-$ARCH
     rm -rf "$D"; mkdir -p "$D"

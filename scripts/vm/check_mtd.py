@@ -11,6 +11,7 @@ Exit 0 when every assertion held, 1 with one line per failed one.
 import argparse
 import json
 import os
+import re
 import sys
 
 KIB = 1024
@@ -128,7 +129,7 @@ def main():
     bad = set(s.get("bad_blocks", []))
     check(PLANTED_BAD <= bad, f"scan finds the planted bad blocks {sorted(PLANTED_BAD)} ({sorted(bad)})")
     if all(parts):
-        check(len(bad) == parts[1]["health"].get("bad_blocks"),
+        check(len(bad) == s.get("bad_block_count") == parts[1]["health"].get("bad_blocks"),
               f"scan's bad blocks are the kernel's count ({len(bad)} vs {parts[1]['health'].get('bad_blocks')})")
     check(s.get("pages_read") == (SCAN_BLOCKS - len(bad)) * PAGES_PER_BLOCK, f"scan read every page of the good blocks ({s.get('pages_read')})")
     unc = {(b["block"], p) for b in s.get("blocks", []) for p in b.get("uncorrectable_pages", [])}
@@ -139,6 +140,28 @@ def main():
     check(s.get("corrected_bits", 0) > 0, "the random bitflips were seen and corrected")
     check(after[1] - before[1] >= len(GRAVE), f"the kernel counted failed ECC steps ({after[1] - before[1]})")
     check(rc(out, "scan-text") in (0, 1) and "uncorrectable pages" in read(out, "scan-text.out"), "scan's text output")
+    # The peer, nanddump, over the same partition: the grave pages fail its reads as they
+    # failed the scan's (the random bitflips differ from read to read, so only the failures
+    # are compared), and its read rate beside the scan's.
+    try:
+        peer = read(out, "nanddump.err")
+        # nanddump prints the counters' change page by page: "ECC: N uncorrectable
+        # bitflip(s) at offset 0x..." (mtd-utils nand-utils/nanddump.c).
+        bad_pages = {}
+        for m in re.finditer(r"ECC: (\d+) uncorrectable bitflip\(s\) at offset 0x([0-9a-fA-F]+)", peer):
+            page = int(m.group(2), 16) // 2048
+            bad_pages[(page // PAGES_PER_BLOCK, page % PAGES_PER_BLOCK)] = int(m.group(1))
+        check(set(bad_pages) == GRAVE,
+              f"nanddump finds the same uncorrectable pages ({sorted(bad_pages)}; its output: {peer.strip()[:300]!r})")
+        check(sum(bad_pages.values()) == after[1] - before[1],
+              f"and the same uncorrectable ECC steps ({sum(bad_pages.values())} vs the scan's {after[1] - before[1]})")
+        u0, u1 = (float(x) for x in read(out, "nanddump-uptime.txt").split())
+        if u1 > u0 and s.get("mib_per_s"):
+            peer_rate = SCAN_BLOCKS * 128 / 1024 / (u1 - u0)
+            print(f"info scan {s['mib_per_s']:.1f} MiB/s, nanddump {peer_rate:.1f} MiB/s "
+                  f"(ratio {s['mib_per_s'] / peer_rate:.2f}; nanddump's time to 10 ms)")
+    except (OSError, IndexError, ValueError) as e:
+        check(False, f"nanddump's output readable ({e})")
 
     # The speed test.
     def speed(name):
@@ -148,7 +171,7 @@ def main():
     check(code == 0, f"speed on mtd2 (a test area) passes (exit {code})")
     if code == 0:
         sp = device(doc(out, "speed-NAND_simulator_partition_2"), "mtd2").get("speed", {})
-        check(sp["blocks_tested"] + len(sp.get("bad_blocks", [])) == 64, f"mtd2: every good block tested ({sp['blocks_tested']})")
+        check(sp["blocks_tested"] + sp["bad_block_count"] == 64, f"mtd2: every good block tested ({sp['blocks_tested']})")
         check(sp["mismatched_pages"] == 0 and not sp.get("erase_failures"), "mtd2: verify clean")
         check(all(sp[k]["mib_per_s"] > 0 for k in ("erase", "write", "read")), "mtd2: erase, write, read rates")
         check(all(sp[k].get("ci95_percent") is not None for k in ("erase", "write", "read")), "mtd2: each rate with its CI")

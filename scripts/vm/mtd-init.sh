@@ -105,6 +105,12 @@ cat "$P1/corrected_bits" "$P1/ecc_failures" > "$E/scan-before.txt"
 rc scan-json usbperf-matrix flash scan "$SCAN_MTD" --format json
 cat "$P1/corrected_bits" "$P1/ecc_failures" > "$E/scan-after.txt"
 rc scan-text usbperf-matrix flash scan "$SCAN_MTD"
+# The peer: mtd-utils' nanddump reads the same partition and prints the kernel's ECC counters'
+# change over its dump; its time from /proc/uptime (busybox's date has no nanoseconds).
+u0=$(cut -d' ' -f1 /proc/uptime)
+nanddump -f /dev/null "/dev/$SCAN_MTD" > "$E/nanddump.out" 2> "$E/nanddump.err"
+u1=$(cut -d' ' -f1 /proc/uptime)
+echo "$u0 $u1" > "$E/nanddump-uptime.txt"
 rc list-json usbperf-matrix list --format json
 rc list-text usbperf-matrix list
 rc health usbperf-matrix flash health --format json

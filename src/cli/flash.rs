@@ -193,11 +193,19 @@ fn print_text(doc: &FlashDoc<'_>) {
             );
             crate::outln!(
                 "  bad blocks {}{}; corrected bits {}; uncorrectable pages {}",
-                s.bad_blocks.len(),
-                list_of(&s.bad_blocks),
+                s.bad_block_count,
+                list_of(&s.bad_blocks, s.bad_block_count),
                 s.corrected_bits,
                 s.uncorrectable_pages
             );
+            let unlisted = s.blocks_with_findings.saturating_sub(s.blocks.len() as u64);
+            if unlisted > 0 {
+                crate::outln!(
+                    "  {} blocks with corrected bits or uncorrectable pages; the worst {} follow",
+                    s.blocks_with_findings,
+                    s.blocks.len()
+                );
+            }
             for b in &s.blocks {
                 crate::outln!(
                     "  block {}: corrected {} bits, uncorrectable pages {}",
@@ -206,7 +214,9 @@ fn print_text(doc: &FlashDoc<'_>) {
                     if b.uncorrectable_pages.is_empty() {
                         "none".to_string()
                     } else {
-                        list_of(&b.uncorrectable_pages).trim().to_string()
+                        list_of(&b.uncorrectable_pages, b.uncorrectable_pages.len() as u64)
+                            .trim()
+                            .to_string()
                     }
                 );
             }
@@ -230,10 +240,10 @@ fn print_text(doc: &FlashDoc<'_>) {
                 "  verify: {} mismatched pages, {} erase failures, ECC corrected {} failed {}; \
                  bad blocks skipped {}; left erased: {}",
                 s.mismatched_pages,
-                s.erase_failures.len(),
+                s.erase_failure_count,
                 s.corrected_bits,
                 s.ecc_failures,
-                s.bad_blocks.len(),
+                s.bad_block_count,
                 s.left_erased
             );
         }
@@ -251,13 +261,15 @@ fn print_text(doc: &FlashDoc<'_>) {
     crate::outln!("flash: {}", if doc.pass { "PASS" } else { "FAIL" });
 }
 
-fn list_of(v: &[u64]) -> String {
+/// The first 16 numbers of a list of `count` (the list itself may be cut short).
+fn list_of(v: &[u64], count: u64) -> String {
     if v.is_empty() {
         return String::new();
     }
     let shown: Vec<String> = v.iter().take(16).map(u64::to_string).collect();
-    let more = if v.len() > 16 {
-        format!(" and {} more", v.len() - 16)
+    let more = count.saturating_sub(shown.len() as u64);
+    let more = if more > 0 {
+        format!(" and {more} more")
     } else {
         String::new()
     };

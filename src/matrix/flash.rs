@@ -43,7 +43,7 @@ pub fn mtd_figures(
             &mut v,
             "scan",
             &metric::FLASH_BAD_BLOCKS,
-            Some(s.bad_blocks.len() as u64),
+            Some(s.bad_block_count),
         );
         push(
             &mut v,
@@ -212,6 +212,18 @@ pub fn judge_speed(device: &str, s: &FlashSpeed) -> Vec<Reason> {
             .device(device),
         );
     }
+    let unlisted = s
+        .erase_failure_count
+        .saturating_sub(s.erase_failures.len() as u64);
+    if unlisted > 0 {
+        out.push(
+            Reason::new(
+                ReasonKind::Verify,
+                format!("{unlisted} more erase failures than listed"),
+            )
+            .device(device),
+        );
+    }
     for e in &s.erase_failures {
         out.push(
             Reason::new(
@@ -280,7 +292,7 @@ pub fn run(flash: &RawFlash, p: &FlashProfile, live: bool, stop: &StopFlag) -> O
             if !live {
                 return Err("a recorded tree: its devices cannot be opened".into());
             }
-            let dev = MtdDev::open(index, write).map_err(|e| e.to_string())?;
+            let mut dev = MtdDev::open(index, write).map_err(|e| e.to_string())?;
             dev.check_geometry(m.size_bytes, m.erase_block_bytes)
                 .map_err(|e| e.to_string())?;
             Ok(dev)
@@ -539,11 +551,13 @@ mod tests {
             label: "test".into(),
             blocks_tested: 4,
             bytes_per_block: 131_072,
+            bad_block_count: 0,
             bad_blocks: vec![],
             erase: rate,
             write: rate,
             read: rate,
             mismatched_pages: 0,
+            erase_failure_count: 0,
             erase_failures: vec![],
             corrected_bits: 0,
             ecc_failures: 0,
@@ -558,6 +572,7 @@ mod tests {
         assert_eq!(judge_speed("mtd3", &s).len(), 1);
         s.blocks_tested = 4;
         s.erase_failures = vec!["block 5: EIO".into()];
+        s.erase_failure_count = 1;
         assert_eq!(judge_speed("mtd3", &s).len(), 1);
         let p = FlashProfile {
             min_write_mib_per_s: Some(6.0),

@@ -101,6 +101,9 @@ pub enum FlashError {
 pub struct MtdDev {
     file: File,
     node: String,
+    /// The device's size: `MEMGETINFO`'s is 32 bits, so a larger device's comes from sysfs
+    /// (`check_geometry`).
+    size: u64,
     pub info: MtdInfoUser,
 }
 
@@ -140,7 +143,13 @@ impl MtdDev {
             node: node.clone(),
             err,
         })?;
-        Ok(MtdDev { file, node, info })
+        let size = u64::from(info.size);
+        Ok(MtdDev {
+            file,
+            node,
+            info,
+            size,
+        })
     }
 
     pub fn node(&self) -> &str {
@@ -204,9 +213,15 @@ impl MtdDev {
     }
 
     /// Checks the kernel's geometry against what the inventory read from sysfs.
-    pub fn check_geometry(&self, size: Option<u64>, erase: Option<u64>) -> Result<(), FlashError> {
+    pub fn check_geometry(
+        &mut self,
+        size: Option<u64>,
+        erase: Option<u64>,
+    ) -> Result<(), FlashError> {
+        let kernel = full_size(self.info.size, size);
+        self.size = kernel;
         for (what, got, want) in [
-            ("size", u64::from(self.info.size), size),
+            ("size", kernel, size),
             ("erase block", u64::from(self.info.erasesize), erase),
         ] {
             if let Some(want) = want {
@@ -232,6 +247,21 @@ impl MtdDev {
     }
 }
 
+/// How many block numbers, findings or failures a scan or speed test lists: the worst
+/// ones, with the counts of all. A report stays within the readers' bounds
+/// (`usbperf_report::bounds`: 4,096 items a list, 32,768 values in all) however bad the
+/// flash.
+pub const MAX_LISTED: usize = 64;
+
+/// A device's size from `MEMGETINFO`'s 32-bit one and sysfs's: a device of 4 GiB or more
+/// has only its low 32 bits there, and sysfs's size is taken when those bits agree.
+pub fn full_size(memgetinfo: u32, sysfs: Option<u64>) -> u64 {
+    match sysfs {
+        Some(s) if s > u64::from(u32::MAX) && s & u64::from(u32::MAX) == u64::from(memgetinfo) => s,
+        _ => u64::from(memgetinfo),
+    }
+}
+
 /// What a read scan found in one erase block that was not clean.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -254,12 +284,17 @@ pub struct FlashScan {
     pub erase_blocks: u64,
     pub page_bytes: u64,
     pub pages_read: u64,
-    /// Erase blocks marked bad (skipped, their numbers).
+    /// Erase blocks marked bad (skipped).
+    pub bad_block_count: u64,
+    /// Their numbers, the first [`MAX_LISTED`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bad_blocks: Vec<u64>,
     pub corrected_bits: u64,
     pub uncorrectable_pages: u64,
-    /// Only the blocks with a corrected bit or an uncorrectable page.
+    /// Blocks with a corrected bit or an uncorrectable page.
+    pub blocks_with_findings: u64,
+    /// The worst [`MAX_LISTED`] of them (uncorrectable pages first, then corrected bits), in
+    /// block order; each lists at most [`MAX_LISTED`] pages.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocks: Vec<BlockFinding>,
     pub seconds: f64,
@@ -277,7 +312,7 @@ pub fn scan(
     stop: &StopFlag,
 ) -> Result<FlashScan, FlashError> {
     let eb = u64::from(dev.info.erasesize.max(1));
-    let size = u64::from(dev.info.size);
+    let size = dev.size;
     let page = dev.page();
     let mut buf = vec![0u8; page as usize];
     let mut out = FlashScan {
@@ -286,14 +321,17 @@ pub fn scan(
         erase_blocks: size / eb,
         page_bytes: page,
         pages_read: 0,
+        bad_block_count: 0,
         bad_blocks: Vec::new(),
         corrected_bits: 0,
         uncorrectable_pages: 0,
+        blocks_with_findings: 0,
         blocks: Vec::new(),
         seconds: 0.0,
         mib_per_s: 0.0,
         interrupted: false,
     };
+    let mut findings: Vec<(u64, BlockFinding)> = Vec::new();
     let t0 = Instant::now();
     for block in 0..size / eb {
         if stop.requested() {
@@ -302,7 +340,10 @@ pub fn scan(
         }
         let base = block * eb;
         if dev.is_bad(base)? {
-            out.bad_blocks.push(block);
+            out.bad_block_count += 1;
+            if out.bad_blocks.len() < MAX_LISTED {
+                out.bad_blocks.push(block);
+            }
             continue;
         }
         let mut finding = BlockFinding {
@@ -310,6 +351,7 @@ pub fn scan(
             corrected_bits: 0,
             uncorrectable_pages: Vec::new(),
         };
+        let mut uncorrectable = 0u64;
         for p in 0..eb / page {
             let before = dev.ecc_stats()?;
             dev.read_at(&mut buf, base + p * page)?;
@@ -317,18 +359,40 @@ pub fn scan(
             out.pages_read += 1;
             finding.corrected_bits += u64::from(after.corrected.wrapping_sub(before.corrected));
             if after.failed != before.failed {
-                finding.uncorrectable_pages.push(p);
+                uncorrectable += 1;
+                if finding.uncorrectable_pages.len() < MAX_LISTED {
+                    finding.uncorrectable_pages.push(p);
+                }
             }
         }
         out.corrected_bits += finding.corrected_bits;
-        out.uncorrectable_pages += finding.uncorrectable_pages.len() as u64;
-        if finding.corrected_bits > 0 || !finding.uncorrectable_pages.is_empty() {
-            out.blocks.push(finding);
+        out.uncorrectable_pages += uncorrectable;
+        if finding.corrected_bits > 0 || uncorrectable > 0 {
+            out.blocks_with_findings += 1;
+            findings.push((uncorrectable, finding));
         }
     }
+    out.blocks = worst_blocks(findings);
     out.seconds = t0.elapsed().as_secs_f64();
     out.mib_per_s = rate(out.pages_read * page, out.seconds);
     Ok(out)
+}
+
+/// The [`MAX_LISTED`] worst of a scan's findings (each with its count of uncorrectable
+/// pages): most uncorrectable pages first, then most corrected bits; in block order.
+pub fn worst_blocks(mut findings: Vec<(u64, BlockFinding)>) -> Vec<BlockFinding> {
+    findings.sort_by(|(ua, a), (ub, b)| {
+        ub.cmp(ua)
+            .then(b.corrected_bits.cmp(&a.corrected_bits))
+            .then(a.block.cmp(&b.block))
+    });
+    let mut out: Vec<BlockFinding> = findings
+        .into_iter()
+        .take(MAX_LISTED)
+        .map(|(_, f)| f)
+        .collect();
+    out.sort_by_key(|f| f.block);
+    out
 }
 
 fn rate(bytes: u64, seconds: f64) -> f64 {
@@ -359,7 +423,9 @@ pub struct FlashSpeed {
     pub label: String,
     pub blocks_tested: u64,
     pub bytes_per_block: u64,
-    /// Bad blocks skipped, never erased (their numbers).
+    /// Bad blocks skipped, never erased.
+    pub bad_block_count: u64,
+    /// Their numbers, the first [`MAX_LISTED`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bad_blocks: Vec<u64>,
     pub erase: FlashRate,
@@ -367,8 +433,10 @@ pub struct FlashSpeed {
     pub read: FlashRate,
     /// Pages read back different from what was written.
     pub mismatched_pages: u64,
-    /// Blocks the erase failed on, with the error (a block going bad: the driver leaves its
-    /// marking to the filesystem that owns the area).
+    /// Blocks the erase failed on (a block going bad: the driver leaves its marking to the
+    /// filesystem that owns the area).
+    pub erase_failure_count: u64,
+    /// The first [`MAX_LISTED`] of them, with the error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub erase_failures: Vec<String>,
     /// Bits the ECC corrected while reading back, and steps it could not.
@@ -404,12 +472,16 @@ pub fn speed(
 ) -> Result<FlashSpeed, FlashError> {
     let eb = u64::from(dev.info.erasesize.max(1));
     let page = dev.page();
-    let blocks = u64::from(dev.info.size) / eb;
+    let blocks = dev.size / eb;
     let mut good = Vec::new();
     let mut bad = Vec::new();
+    let mut bad_count = 0u64;
     for b in 0..blocks {
         if dev.is_bad(b * eb)? {
-            bad.push(b);
+            bad_count += 1;
+            if bad.len() < MAX_LISTED {
+                bad.push(b);
+            }
         } else if max_blocks.map_or(true, |m| (good.len() as u64) < m) {
             good.push(b);
         }
@@ -421,6 +493,7 @@ pub fn speed(
     }
     let (mut erase_s, mut write_s, mut read_s) = (Vec::new(), Vec::new(), Vec::new());
     let mut failures = Vec::new();
+    let mut failure_count = 0u64;
     let mut mismatched = 0;
     let mut tested = Vec::new();
     let mut wbuf = vec![0u8; eb as usize];
@@ -435,7 +508,10 @@ pub fn speed(
         let off = b * eb;
         let t = Instant::now();
         if let Err(e) = dev.erase(off, eb) {
-            failures.push(format!("block {b}: {e}"));
+            failure_count += 1;
+            if failures.len() < MAX_LISTED {
+                failures.push(format!("block {b}: {e}"));
+            }
             continue;
         }
         erase_s.push(t.elapsed().as_secs_f64());
@@ -486,11 +562,13 @@ pub fn speed(
         label: label.to_string(),
         blocks_tested: tested.len() as u64,
         bytes_per_block: eb,
+        bad_block_count: bad_count,
         bad_blocks: bad,
         erase: figure(&erase_s),
         write: figure(&write_s),
         read: figure(&read_s),
         mismatched_pages: mismatched,
+        erase_failure_count: failure_count,
         erase_failures: failures,
         corrected_bits: u64::from(after.corrected.wrapping_sub(before.corrected)),
         ecc_failures: u64::from(after.failed.wrapping_sub(before.failed)),
@@ -525,6 +603,53 @@ mod tests {
             nix::request_code_write!(b'M', 20, std::mem::size_of::<EraseInfoUser64>()) as u32,
             0x4010_4d14
         );
+    }
+
+    #[test]
+    fn a_flash_bad_everywhere_lists_its_worst_blocks_only() {
+        // Every one of 8,192 blocks has a corrected bit; three have uncorrectable pages.
+        let findings: Vec<(u64, BlockFinding)> = (0..8192u64)
+            .map(|b| {
+                let unc = if [7, 4000, 8000].contains(&b) {
+                    b % 3 + 1
+                } else {
+                    0
+                };
+                (
+                    unc,
+                    BlockFinding {
+                        block: b,
+                        corrected_bits: b % 100,
+                        uncorrectable_pages: (0..unc).collect(),
+                    },
+                )
+            })
+            .collect();
+        let w = worst_blocks(findings);
+        assert_eq!(w.len(), MAX_LISTED);
+        assert!(w.windows(2).all(|p| p[0].block < p[1].block));
+        for b in [7, 4000, 8000] {
+            assert!(w.iter().any(|f| f.block == b), "block {b} kept");
+        }
+        // The rest are those with the most corrected bits (99, 98, ...).
+        assert!(w
+            .iter()
+            .filter(|f| f.uncorrectable_pages.is_empty())
+            .all(|f| f.corrected_bits >= 97));
+    }
+
+    #[test]
+    fn sizes_of_4_gib_and_more() {
+        for (info, sysfs, want) in [
+            (128 << 20, Some(128 << 20), 128 << 20),
+            (0, Some(4 << 30), 4 << 30),
+            (1 << 30, Some(5 << 30), 5 << 30),
+            // A sysfs size whose low bits disagree is not taken: the check then refuses it.
+            (1 << 20, Some(5 << 30), 1 << 20),
+            (1 << 20, None, 1 << 20),
+        ] {
+            assert_eq!(full_size(info, sysfs), want, "{info} {sysfs:?}");
+        }
     }
 
     #[test]
