@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::device::Missing;
+use crate::health::Gaps;
 use crate::sysfs::parse::MountEntry;
 use crate::sysfs::{AttrError, SysfsRoot};
 
@@ -378,22 +379,12 @@ pub fn mount_uses_mtd(m: &MountEntry, index: u32, label: &str) -> bool {
         || src.strip_prefix("mtd:") == Some(label)
 }
 
-fn take<T>(
-    missing: &mut Vec<Missing>,
-    field: &str,
-    r: Result<T, AttrError>,
-    want: bool,
-) -> Option<T> {
+/// An attribute's value, its failure noted in `gaps`; an absent one is no failure unless
+/// `want`ed (another kernel, or another kind of flash, has none).
+fn take<T>(gaps: &mut Gaps, field: &str, r: Result<T, AttrError>, want: bool) -> Option<T> {
     match r {
-        Ok(v) => Some(v),
         Err(AttrError::Absent) if !want => None,
-        Err(e) => {
-            missing.push(Missing {
-                field: field.to_string(),
-                reason: e.to_string(),
-            });
-            None
-        }
+        r => gaps.take(field, r),
     }
 }
 
@@ -449,39 +440,39 @@ pub fn partitions_onto(mtd: &[Mtd]) -> Vec<Vec<String>> {
 
 fn read_mtd(sys: &SysfsRoot, name: &str, devpath: &str, mounts: &[MountEntry], ubi: &[Ubi]) -> Mtd {
     let index = mtd_index(name).unwrap_or(u32::MAX);
-    let mut missing = Vec::new();
+    let mut gaps = Gaps::default();
     let num = |attr: &str| sys.attr_parse(devpath, attr, number);
-    let label = take(&mut missing, "label", sys.attr(devpath, "name"), true).unwrap_or_default();
-    let kind = take(&mut missing, "type", sys.attr(devpath, "type"), true)
+    let label = take(&mut gaps, "label", sys.attr(devpath, "name"), true).unwrap_or_default();
+    let kind = take(&mut gaps, "type", sys.attr(devpath, "type"), true)
         .map_or(FlashType::Unknown, |t| FlashType::parse(&t));
-    let flags = take(&mut missing, "flags", num("flags"), true);
+    let flags = take(&mut gaps, "flags", num("flags"), true);
     let nand = kind.is_nand();
     let mut m = Mtd {
         name: name.to_string(),
         dev_node: format!("/dev/{name}"),
         devpath: devpath.to_string(),
         kind,
-        size_bytes: take(&mut missing, "size_bytes", num("size"), true),
-        erase_block_bytes: take(&mut missing, "erase_block_bytes", num("erasesize"), true),
-        page_bytes: take(&mut missing, "page_bytes", num("writesize"), true),
-        subpage_bytes: take(&mut missing, "subpage_bytes", num("subpagesize"), false),
-        oob_bytes: take(&mut missing, "oob_bytes", num("oobsize"), nand),
-        ecc_strength_bits: take(&mut missing, "ecc_strength_bits", num("ecc_strength"), nand),
-        ecc_step_bytes: take(&mut missing, "ecc_step_bytes", num("ecc_step_size"), nand),
+        size_bytes: take(&mut gaps, "size_bytes", num("size"), true),
+        erase_block_bytes: take(&mut gaps, "erase_block_bytes", num("erasesize"), true),
+        page_bytes: take(&mut gaps, "page_bytes", num("writesize"), true),
+        subpage_bytes: take(&mut gaps, "subpage_bytes", num("subpagesize"), false),
+        oob_bytes: take(&mut gaps, "oob_bytes", num("oobsize"), nand),
+        ecc_strength_bits: take(&mut gaps, "ecc_strength_bits", num("ecc_strength"), nand),
+        ecc_step_bytes: take(&mut gaps, "ecc_step_bytes", num("ecc_step_size"), nand),
         bitflip_threshold: take(
-            &mut missing,
+            &mut gaps,
             "bitflip_threshold",
             num("bitflip_threshold"),
             false,
         ),
         // The partition's offset is kernel 4.19 and later.
-        offset_bytes: take(&mut missing, "offset_bytes", num("offset"), false),
+        offset_bytes: take(&mut gaps, "offset_bytes", num("offset"), false),
         writable: flags.map(|f| f & MTD_WRITEABLE != 0),
         health: MtdHealth {
-            bad_blocks: take(&mut missing, "bad_blocks", num("bad_blocks"), nand),
-            bbt_blocks: take(&mut missing, "bbt_blocks", num("bbt_blocks"), nand),
-            corrected_bits: take(&mut missing, "corrected_bits", num("corrected_bits"), nand),
-            ecc_failures: take(&mut missing, "ecc_failures", num("ecc_failures"), nand),
+            bad_blocks: take(&mut gaps, "bad_blocks", num("bad_blocks"), nand),
+            bbt_blocks: take(&mut gaps, "bbt_blocks", num("bbt_blocks"), nand),
+            corrected_bits: take(&mut gaps, "corrected_bits", num("corrected_bits"), nand),
+            ecc_failures: take(&mut gaps, "ecc_failures", num("ecc_failures"), nand),
         },
         users: Vec::new(),
         partitions: sys
@@ -490,7 +481,7 @@ fn read_mtd(sys: &SysfsRoot, name: &str, devpath: &str, mounts: &[MountEntry], u
             .filter(|c| mtd_index(c).is_some() && sys.exists(devpath, &format!("{c}/name")))
             .collect(),
         label,
-        missing,
+        missing: gaps.0,
     };
     let mtd_num = index.to_string();
     for u in ubi {
@@ -535,7 +526,7 @@ fn read_ubi(sys: &SysfsRoot, mounts: &[MountEntry]) -> Vec<Ubi> {
 }
 
 fn read_one_ubi(sys: &SysfsRoot, name: &str, devpath: &str, mounts: &[MountEntry]) -> Ubi {
-    let mut missing = Vec::new();
+    let mut gaps = Gaps::default();
     let num = |attr: &str| sys.attr_parse(devpath, attr, number);
     let dev: u32 = name[3..].parse().unwrap_or(u32::MAX);
     let mut volumes: Vec<UbiVolume> = sys
@@ -584,35 +575,20 @@ fn read_one_ubi(sys: &SysfsRoot, name: &str, devpath: &str, mounts: &[MountEntry
     volumes.sort_by_key(|v| v.name[name.len() + 1..].parse::<u32>().unwrap_or(u32::MAX));
     Ubi {
         name: name.to_string(),
-        mtd: take(&mut missing, "mtd", num("mtd_num"), true).map(|n| format!("mtd{n}")),
-        total_pebs: take(&mut missing, "total_pebs", num("total_eraseblocks"), true),
-        available_pebs: take(
-            &mut missing,
-            "available_pebs",
-            num("avail_eraseblocks"),
-            true,
-        ),
-        erase_block_bytes: take(
-            &mut missing,
-            "erase_block_bytes",
-            num("eraseblock_size"),
-            true,
-        ),
-        min_io_bytes: take(&mut missing, "min_io_bytes", num("min_io_size"), true),
-        read_only: take(&mut missing, "read_only", num("ro_mode"), false).map(|v| v == 1),
+        mtd: take(&mut gaps, "mtd", num("mtd_num"), true).map(|n| format!("mtd{n}")),
+        total_pebs: take(&mut gaps, "total_pebs", num("total_eraseblocks"), true),
+        available_pebs: take(&mut gaps, "available_pebs", num("avail_eraseblocks"), true),
+        erase_block_bytes: take(&mut gaps, "erase_block_bytes", num("eraseblock_size"), true),
+        min_io_bytes: take(&mut gaps, "min_io_bytes", num("min_io_size"), true),
+        read_only: take(&mut gaps, "read_only", num("ro_mode"), false).map(|v| v == 1),
         health: UbiHealth {
-            max_erase_count: take(&mut missing, "max_erase_count", num("max_ec"), true),
-            mean_erase_count: take(&mut missing, "mean_erase_count", num("mean_ec"), false),
-            bad_pebs: take(&mut missing, "bad_pebs", num("bad_peb_count"), true),
-            reserved_for_bad: take(
-                &mut missing,
-                "reserved_for_bad",
-                num("reserved_for_bad"),
-                true,
-            ),
+            max_erase_count: take(&mut gaps, "max_erase_count", num("max_ec"), true),
+            mean_erase_count: take(&mut gaps, "mean_erase_count", num("mean_ec"), false),
+            bad_pebs: take(&mut gaps, "bad_pebs", num("bad_peb_count"), true),
+            reserved_for_bad: take(&mut gaps, "reserved_for_bad", num("reserved_for_bad"), true),
         },
         volumes,
-        missing,
+        missing: gaps.0,
     }
 }
 

@@ -9,7 +9,7 @@ use crate::discover::mtd::{Mtd, RawFlash, Ubi};
 use crate::metric::{self, Metric};
 use crate::report::schema::{FlashClass, FlashDeviceReport, FlashFigure, FlashReport};
 use crate::report::verdict::{Reason, ReasonKind, Verdict};
-use crate::safety::mtd::check_flash_write;
+use crate::safety::mtd::{check_flash_write, is_named, names};
 use crate::safety::signals::StopFlag;
 use crate::workload::mtd::{self as ops, FlashScan, FlashSpeed, MtdDev};
 
@@ -83,54 +83,63 @@ pub fn ubi_figures(u: &Ubi) -> Vec<FlashFigure> {
     v
 }
 
-/// The limits of the profile, each with the figure names it judges and its metric. The one
-/// place a `flash:` key is tied to its figures.
-fn limits(p: &FlashProfile) -> Vec<(Vec<&'static str>, &'static Metric, f64)> {
+/// The limits of the profile, each with the figure names it judges, its metric and its
+/// `flash:` key (the rates have one key per operation). The one place a key is tied to its
+/// figures.
+fn limits(p: &FlashProfile) -> Vec<(Vec<&'static str>, &'static Metric, &'static str, f64)> {
     let u = |v: Option<u64>| v.map(|v| v as f64);
     [
         (
             vec!["flash.bad_blocks", "scan.bad_blocks", "ubi.bad_blocks"],
             &metric::FLASH_BAD_BLOCKS,
+            metric::FLASH_BAD_BLOCKS.key(),
             u(p.max_bad_blocks),
         ),
         (
             vec!["flash.ecc_failures", "scan.uncorrectable_pages"],
             &metric::ECC_FAILURES,
+            metric::ECC_FAILURES.key(),
             u(p.max_ecc_failures),
         ),
         (
             vec!["flash.corrected_bits", "scan.corrected_bits"],
             &metric::CORRECTED_BITS,
+            metric::CORRECTED_BITS.key(),
             u(p.max_corrected_bits),
         ),
         (
             vec!["ubi.erase_count"],
             &metric::ERASE_COUNT,
+            metric::ERASE_COUNT.key(),
             u(p.max_erase_count),
         ),
         (
             vec!["ubi.reserved_for_bad"],
             &metric::RESERVED_FOR_BAD,
+            metric::RESERVED_FOR_BAD.key(),
             u(p.min_reserved_for_bad),
         ),
         (
             vec!["flash-erase.mib_per_s"],
             &metric::MIB_PER_S,
+            "min_erase_mib_per_s",
             p.min_erase_mib_per_s,
         ),
         (
             vec!["flash-write.mib_per_s"],
             &metric::MIB_PER_S,
+            "min_write_mib_per_s",
             p.min_write_mib_per_s,
         ),
         (
             vec!["flash-read.mib_per_s"],
             &metric::MIB_PER_S,
+            "min_read_mib_per_s",
             p.min_read_mib_per_s,
         ),
     ]
     .into_iter()
-    .filter_map(|(names, m, l)| Some((names, m, l?)))
+    .filter_map(|(names, m, key, l)| Some((names, m, key, l?)))
     .collect()
 }
 
@@ -144,10 +153,9 @@ pub fn judge_figures(
     p: &FlashProfile,
 ) -> Vec<Reason> {
     let mut out = Vec::new();
-    for (names, m, limit) in limits(p) {
+    for (names, m, key, limit) in limits(p) {
         for n in names.iter().filter(|n| expected.contains(n)) {
             let value = figures.iter().find(|f| f.name == *n).map(|f| f.value);
-            let key = m.key();
             // The figure in its own unit (a scan's uncorrectable pages are pages), against
             // the limit its key sets.
             let shown = n.rsplit('.').next().and_then(metric::by_id).unwrap_or(m);
@@ -157,10 +165,7 @@ pub fn judge_figures(
                 (ReasonKind::Health, *n)
             };
             let text = match value {
-                None => format!(
-                    "{n} could not be read, and `flash: {}` limits it",
-                    limit_key(n, key)
-                ),
+                None => format!("{n} could not be read, and `flash: {key}` limits it"),
                 Some(v) if m.misses(v, limit) => format!(
                     "{group} {} is {} the {} {} (flash: {})",
                     shown.show(v),
@@ -171,7 +176,7 @@ pub fn judge_figures(
                     },
                     m.bound(),
                     shown.show(limit),
-                    limit_key(n, key)
+                    key
                 ),
                 Some(_) => continue,
             };
@@ -179,21 +184,11 @@ pub fn judge_figures(
                 Reason::new(kind, text)
                     .figure(m, value, limit)
                     .device(device)
-                    .rule(format!("flash.{}", limit_key(n, key))),
+                    .rule(format!("flash.{key}")),
             );
         }
     }
     out
-}
-
-/// The profile key that limits figure `n` (the rates have one key per operation).
-fn limit_key(n: &str, key: &'static str) -> &'static str {
-    match n {
-        "flash-erase.mib_per_s" => "min_erase_mib_per_s",
-        "flash-write.mib_per_s" => "min_write_mib_per_s",
-        "flash-read.mib_per_s" => "min_read_mib_per_s",
-        _ => key,
-    }
 }
 
 /// The verify's reasons: a page read back wrong, an erase that failed, an ECC failure while
@@ -262,10 +257,9 @@ pub fn judge_speed(device: &str, s: &FlashSpeed) -> Vec<Reason> {
     out
 }
 
-/// Whether `m` is named by a list of the profile (`all` names every device).
-fn named(list: &[String], m: &Mtd) -> bool {
-    list.iter()
-        .any(|a| a == "all" || *a == m.name || *a == m.label)
+/// Whether `m` is named by the profile's `scan` list (`all` names every device).
+fn scanned(list: &[String], m: &Mtd) -> bool {
+    list.iter().any(|a| a == "all") || is_named(list, m)
 }
 
 /// What the run does with the raw flash: every NAND MTD device's counters and every UBI
@@ -279,8 +273,8 @@ pub fn run(flash: &RawFlash, p: &FlashProfile, live: bool, stop: &StopFlag) -> O
     }
     let mut devices = Vec::new();
     for m in &flash.mtd {
-        let scan_it = named(&p.scan, m);
-        let speed_it = p.test_areas.iter().any(|a| *a == m.name || *a == m.label);
+        let scan_it = scanned(&p.scan, m);
+        let speed_it = is_named(&p.test_areas, m);
         if !m.kind.is_nand() && !scan_it && !speed_it {
             continue;
         }
@@ -398,11 +392,7 @@ pub fn run(flash: &RawFlash, p: &FlashProfile, live: bool, stop: &StopFlag) -> O
     }
     // A scan or test area the profile names that is on no device is a test that did not run.
     for area in p.scan.iter().filter(|a| *a != "all").chain(&p.test_areas) {
-        if !flash
-            .mtd
-            .iter()
-            .any(|m| m.name == *area || m.label == *area)
-        {
+        if !flash.mtd.iter().any(|m| names(area, m)) {
             devices.push(FlashDeviceReport {
                 name: area.clone(),
                 class: FlashClass::Mtd,

@@ -130,15 +130,6 @@ pub enum FlashClass {
     Ubi,
 }
 
-impl FlashClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FlashClass::Mtd => "mtd",
-            FlashClass::Ubi => "ubi",
-        }
-    }
-}
-
 /// One figure of a flash device: its name (`flash.bad_blocks`, `scan.uncorrectable_pages`,
 /// `ubi.erase_count`, `flash-write.mib_per_s`; the part after the dot is its metric) and
 /// value.

@@ -81,6 +81,16 @@ pub fn protected_part(label: &str) -> Option<&'static str> {
     PROTECTED_NAME_PARTS.iter().copied().find(|p| l.contains(p))
 }
 
+/// Whether a profile's entry names `mtd`: by kernel name (`mtd3`) or partition name.
+pub fn names(entry: &str, mtd: &Mtd) -> bool {
+    entry == mtd.name || entry == mtd.label
+}
+
+/// Whether a list of the profile (its test areas, its scans) names `mtd`.
+pub fn is_named(list: &[String], mtd: &Mtd) -> bool {
+    list.iter().any(|a| names(a, mtd))
+}
+
 /// Whether `mtd` may be erased and written as a test area, given everything on the system
 /// and the board profile's test areas (MTD names or partition names). Every reason is
 /// returned, not only the first.
@@ -90,20 +100,14 @@ pub fn check_flash_write(
     test_areas: &[String],
 ) -> Result<(), Vec<FlashRefusal>> {
     let mut out = Vec::new();
-    let named = test_areas
-        .iter()
-        .find(|a| **a == mtd.name || **a == mtd.label);
+    let named = test_areas.iter().find(|a| names(a, mtd));
     match named {
         None => out.push(FlashRefusal::NotTestArea(
             mtd.name.clone(),
             mtd.label.clone(),
         )),
         Some(a) => {
-            let n = flash
-                .mtd
-                .iter()
-                .filter(|m| m.name == *a || m.label == *a)
-                .count();
+            let n = flash.mtd.iter().filter(|m| names(a, m)).count();
             if n > 1 {
                 out.push(FlashRefusal::Ambiguous(mtd.name.clone(), a.clone()));
             }

@@ -20,6 +20,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::safety::signals::StopFlag;
+use crate::units::mib_per_s;
 
 /// The major number of MTD character devices; `/dev/mtdN` is minor 2N, `/dev/mtdNro` 2N+1.
 pub const MTD_CHAR_MAJOR: u64 = 90;
@@ -150,10 +151,6 @@ impl MtdDev {
             info,
             size,
         })
-    }
-
-    pub fn node(&self) -> &str {
-        &self.node
     }
 
     fn nand(&self) -> bool {
@@ -352,8 +349,10 @@ pub fn scan(
             uncorrectable_pages: Vec::new(),
         };
         let mut uncorrectable = 0u64;
+        // One ECCGETSTATS a page: a page's "after" is the next one's "before". Read afresh
+        // at each block, after its bad-block check (which may read the spare area).
+        let mut before = dev.ecc_stats()?;
         for p in 0..eb / page {
-            let before = dev.ecc_stats()?;
             dev.read_at(&mut buf, base + p * page)?;
             let after = dev.ecc_stats()?;
             out.pages_read += 1;
@@ -364,6 +363,7 @@ pub fn scan(
                     finding.uncorrectable_pages.push(p);
                 }
             }
+            before = after;
         }
         out.corrected_bits += finding.corrected_bits;
         out.uncorrectable_pages += uncorrectable;
@@ -374,7 +374,7 @@ pub fn scan(
     }
     out.blocks = worst_blocks(findings);
     out.seconds = t0.elapsed().as_secs_f64();
-    out.mib_per_s = rate(out.pages_read * page, out.seconds);
+    out.mib_per_s = mib_per_s(out.pages_read * page, out.seconds);
     Ok(out)
 }
 
@@ -393,14 +393,6 @@ pub fn worst_blocks(mut findings: Vec<(u64, BlockFinding)>) -> Vec<BlockFinding>
         .collect();
     out.sort_by_key(|f| f.block);
     out
-}
-
-fn rate(bytes: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        bytes as f64 / seconds / (1024.0 * 1024.0)
-    } else {
-        0.0
-    }
 }
 
 /// One figure of the speed test: its rate over the blocks and half its 95 % confidence
@@ -549,9 +541,9 @@ pub fn speed(
     }
     let figure = |times: &[f64]| {
         let total: f64 = times.iter().sum();
-        let rates: Vec<f64> = times.iter().map(|t| rate(eb, *t)).collect();
+        let rates: Vec<f64> = times.iter().map(|t| mib_per_s(eb, *t)).collect();
         FlashRate {
-            mib_per_s: rate(eb * times.len() as u64, total),
+            mib_per_s: mib_per_s(eb * times.len() as u64, total),
             ci95_percent: crate::stats::mean_ci95(&rates)
                 .filter(|(m, _)| *m > 0.0)
                 .map(|(m, h)| h / m * 100.0),
