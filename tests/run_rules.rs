@@ -85,6 +85,9 @@ fn recorded(pick: &str) -> Vec<String> {
 enum Act {
     /// The kernel logs these lines while the cell runs; the workload itself completes.
     Log(Vec<String>),
+    /// The kernel logs these lines as the cell ends: the run's read after the cell does not
+    /// see them yet (a filesystem's error often comes just after the write that caused it).
+    LogAfter(Vec<String>),
     /// The workload fails with EIO and the kernel logs these lines.
     IoError(Vec<String>),
     /// The disk leaves: the kernel logs these lines and its sysfs entry is removed.
@@ -119,23 +122,42 @@ struct Figures {
     seconds: Option<f64>,
 }
 
-/// The kernel log the fake engine writes to and the run drains.
+/// The kernel log the fake engine writes to and the run drains: the lines logged, and those
+/// the next read does not see yet.
 #[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<KmsgRecord>>>);
+struct Log(Arc<Mutex<(Vec<KmsgRecord>, Vec<KmsgRecord>)>>);
 
 impl Log {
     fn push(&self, lines: &[String]) {
-        let mut v = self.0.lock().unwrap();
+        self.push_to(lines, false)
+    }
+
+    fn push_late(&self, lines: &[String]) {
+        self.push_to(lines, true)
+    }
+
+    fn push_to(&self, lines: &[String], late: bool) {
+        let mut g = self.0.lock().unwrap();
+        let (now, later) = &mut *g;
         for l in lines {
-            let seq = 1000 + v.len() as u64;
-            v.push(parse_record(&format!("3,{seq},0,-;{l}")).unwrap());
+            let seq = 1000 + (now.len() + later.len()) as u64;
+            let r = parse_record(&format!("3,{seq},0,-;{l}")).unwrap();
+            if late {
+                later.push(r)
+            } else {
+                now.push(r)
+            }
         }
     }
 }
 
 impl KernelLog for Log {
     fn drain(&mut self) -> Result<Vec<KmsgRecord>, EventsError> {
-        Ok(std::mem::take(&mut *self.0.lock().unwrap()))
+        let mut g = self.0.lock().unwrap();
+        let (now, later) = &mut *g;
+        let out = std::mem::take(now);
+        *now = std::mem::take(later);
+        Ok(out)
     }
 }
 
@@ -249,6 +271,7 @@ impl CellEngine for FakeEngine {
         }
         match &act {
             Some(Act::Log(l)) => self.log.push(l),
+            Some(Act::LogAfter(l)) => self.log.push_late(l),
             Some(Act::IoError(l)) => {
                 self.log.push(l);
                 return Err(WorkloadError::Engine(EngineError::Io {
@@ -538,6 +561,14 @@ fn cell_status_after_kernel_events_vanishing_disks_and_signals() {
         Row {
             what: "the kernel logs I/O errors while the test completes: failed",
             act: ("sdh", SeqWrite, Act::Log(io_lines.clone())),
+            want: [Passed, Failed],
+            reason: "seq-write: kernel: Buffer I/O error on dev sdh",
+            kinds: &[ReasonKind::KernelEvent],
+            exit: Exit::VerdictFailed,
+        },
+        Row {
+            what: "the kernel logs I/O errors just after a test ended: the next test's",
+            act: ("sdh", SeqRead, Act::LogAfter(io_lines.clone())),
             want: [Passed, Failed],
             reason: "seq-write: kernel: Buffer I/O error on dev sdh",
             kinds: &[ReasonKind::KernelEvent],

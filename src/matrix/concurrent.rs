@@ -1,8 +1,9 @@
 //! Owns what the lanes of a run share while they run at the same time: the one
-//! kernel log, read by whoever asks and handed to every running cell from the moment it
-//! started ([`KmsgHub`]); the gate that lets a CPU-bound cell run alone ([`Gate`]); and who
-//! ran beside whom ([`Overlap`]). With one lane (`schedule: serial`) they reduce to the serial
-//! run's behaviour: each cell sees the kernel lines logged while it ran, and nothing waits.
+//! kernel log, read by whoever asks and handed to each device's tests from the moment the
+//! first started ([`KmsgHub`], [`Window`]); the gate that lets a CPU-bound cell run alone
+//! ([`Gate`]); and who ran beside whom ([`Overlap`]). With one lane (`schedule: serial`) they
+//! reduce to the serial run's behaviour: each cell sees the kernel lines logged since the
+//! cell before it ended, and nothing waits.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +20,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The kernel log shared by the running cells. `/dev/kmsg` has one reader position per open
 /// file, and records read are gone: each cell draining it itself would take lines from the
-/// cell beside it. Here the records read are kept until every cell that was running when
+/// cell beside it. Here the records read are kept until every window that was open when
 /// they were logged has taken them.
 pub struct KmsgHub<'a> {
     state: Mutex<HubState<'a>>,
@@ -31,13 +32,9 @@ struct HubState<'a> {
     buf: Vec<KmsgRecord>,
     /// The position of `buf[0]` in the run's stream of records.
     base: usize,
-    /// Where each running cell started, in that stream.
+    /// Where each open window takes from next, in that stream.
     open: Vec<usize>,
 }
-
-/// A running cell's place in the kernel log.
-#[derive(Debug)]
-pub struct Cursor(usize);
 
 impl HubState<'_> {
     fn pull(&mut self) -> Result<(), String> {
@@ -79,29 +76,59 @@ impl<'a> KmsgHub<'a> {
         }
     }
 
-    /// A cell starts: records logged before now belong to no test of it. The error is why
-    /// the log could not be read just now.
-    pub fn begin(&self) -> (Cursor, Option<String>) {
+    /// A device's tests start: records logged before now belong to none of them. The window
+    /// stays open until it is dropped.
+    pub fn open(&self) -> Window<'_, 'a> {
         let mut s = lock(&self.state);
-        let err = s.pull().err();
+        let error = s.pull().err();
         let at = s.base + s.buf.len();
         s.open.push(at);
         s.trim();
-        (Cursor(at), err)
+        Window {
+            hub: self,
+            at,
+            error,
+        }
     }
+}
 
-    /// The cell ended: every record logged since it began (other devices' lines among them:
-    /// attribution picks its own).
-    pub fn end(&self, c: Cursor) -> Result<Vec<KmsgRecord>, String> {
-        let mut s = lock(&self.state);
-        let pulled = s.pull();
-        let from = c.0.saturating_sub(s.base).min(s.buf.len());
+/// A device's place in the kernel log, from its first test to its last. Each take hands
+/// over every record logged since the one before, so a line logged between two tests (while
+/// the next test file is made, or just after a test ended, as a filesystem's error often is)
+/// goes to the next test instead of to none.
+pub struct Window<'h, 'a> {
+    hub: &'h KmsgHub<'a>,
+    at: usize,
+    /// Why the log could not be read when the window opened, for the first take to say.
+    error: Option<String>,
+}
+
+impl Window<'_, '_> {
+    /// Every record logged since the previous take (other devices' lines among them:
+    /// attribution picks its own), and why the log could not be read, if it could not: the
+    /// records read before that are still handed over.
+    pub fn take(&mut self) -> (Vec<KmsgRecord>, Option<String>) {
+        let mut s = lock(&self.hub.state);
+        let error = s.pull().err();
+        let from = self.at.saturating_sub(s.base).min(s.buf.len());
         let out = s.buf[from..].to_vec();
-        if let Some(i) = s.open.iter().position(|&p| p == c.0) {
+        let now = s.base + s.buf.len();
+        if let Some(p) = s.open.iter_mut().find(|p| **p == self.at) {
+            *p = now;
+        }
+        self.at = now;
+        s.trim();
+        (out, self.error.take().or(error))
+    }
+}
+
+impl Drop for Window<'_, '_> {
+    fn drop(&mut self) {
+        let mut s = lock(&self.hub.state);
+        if let Some(i) = s.open.iter().position(|&p| p == self.at) {
             s.open.swap_remove(i);
         }
         s.trim();
-        pulled.map(|()| out)
     }
 }
 
@@ -380,36 +407,78 @@ mod tests {
     }
 
     #[test]
-    fn each_running_cell_gets_every_line_logged_while_it_ran() {
+    fn each_device_gets_every_line_logged_while_its_window_was_open() {
         let feed = Arc::new(Mutex::new(vec![rec(1, "before anything")]));
         let hub = KmsgHub::new(Ok(Box::new(Fed(feed.clone()))));
-        let (a, err) = hub.begin();
-        assert!(err.is_none());
+        let mut a = hub.open();
         lock(&feed).push(rec(2, "during a"));
-        let (b, _) = hub.begin();
+        let mut b = hub.open();
         lock(&feed).push(rec(3, "during a and b"));
+        let (got, err) = a.take();
+        assert!(err.is_none());
         assert_eq!(
-            msgs(&hub.end(a).unwrap()),
+            msgs(&got),
             ["during a", "during a and b"],
             "a sees what was logged from its start, not before"
         );
-        lock(&feed).push(rec(4, "during b only"));
+        lock(&feed).push(rec(4, "between a's tests, during b"));
         assert_eq!(
-            msgs(&hub.end(b).unwrap()),
-            ["during a and b", "during b only"]
+            msgs(&b.take().0),
+            ["during a and b", "between a's tests, during b"]
         );
+        drop(b);
+        // A line logged after a's test ended and before the next one began goes to the next.
+        assert_eq!(msgs(&a.take().0), ["between a's tests, during b"]);
+        assert!(a.take().0.is_empty(), "a take hands a record over once");
+        drop(a);
         // Nobody is running: everything read is forgotten.
-        let (c, _) = hub.begin();
-        assert!(hub.end(c).unwrap().is_empty());
+        let mut c = hub.open();
+        assert!(c.take().0.is_empty());
+        drop(c);
         assert!(lock(&hub.state).buf.is_empty());
+        assert!(lock(&hub.state).open.is_empty());
+    }
+
+    /// A kernel log that fails on its second read.
+    struct FailsOnce(usize);
+
+    impl KernelLog for FailsOnce {
+        fn drain(&mut self) -> Result<Vec<KmsgRecord>, EventsError> {
+            self.0 += 1;
+            if self.0 == 2 {
+                return Err(EventsError::Read {
+                    path: "/dev/kmsg".into(),
+                    source: std::io::Error::from_raw_os_error(libc::EIO),
+                });
+            }
+            Ok(vec![rec(self.0 as u64, &format!("read {}", self.0))])
+        }
+    }
+
+    #[test]
+    fn a_failed_read_is_said_once_and_keeps_what_was_read() {
+        let hub = KmsgHub::new(Ok(Box::new(FailsOnce(0))));
+        let mut a = hub.open();
+        let mut b = hub.open();
+        // The second read (b's opening) failed: b's first take says so, with what the third
+        // read brought.
+        let (got, err) = b.take();
+        assert!(err.is_some());
+        assert_eq!(msgs(&got), ["read 3"]);
+        let (got, err) = a.take();
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(msgs(&got), ["read 3", "read 4"], "all since a opened");
+        let (got, err) = b.take();
+        assert!(err.is_none(), "said once");
+        assert_eq!(msgs(&got), ["read 4", "read 5"]);
     }
 
     #[test]
     fn an_unreadable_log_gives_no_lines_and_no_error_per_cell() {
         let hub = KmsgHub::new(Err("/dev/kmsg: Permission denied".into()));
-        let (c, err) = hub.begin();
-        assert!(err.is_none());
-        assert!(hub.end(c).unwrap().is_empty());
+        let mut c = hub.open();
+        let (got, err) = c.take();
+        assert!(got.is_empty() && err.is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::cell::{self, Aftermath, CellPlan};
-use super::concurrent::{Entry, Gate, KmsgHub, Overlap};
+use super::concurrent::{Entry, Gate, KmsgHub, Overlap, Window};
 use super::env::Env;
 use super::plan::{self, Plan};
 use super::schedule::{self, AloneCell, AloneRule, ScheduleMode};
@@ -494,6 +494,10 @@ fn run_device(
     // Runtime autosuspend resets a USB device on resume with the same kernel lines as an
     // error-recovery reset; keep the device and its hubs awake while they are tested.
     let _awake = UsbAwake::pin(r.sysfs, &c.disk);
+    // The kernel's lines about the device from its first test to its last, each test taking
+    // those logged since the one before: a filesystem's error logged just after a test ended
+    // is the next test's, whose failure it explains.
+    let mut window = r.kmsg.open();
     for (ci, spec) in cfg.tests.iter().enumerate() {
         if r.stop.requested() {
             return;
@@ -515,7 +519,7 @@ fn run_device(
             ScheduleMode::Auto => Some(None),
         };
         let ran = loop {
-            let ran = run_cell(r, &cell, alone);
+            let ran = run_cell(r, &cell, &mut window, alone);
             if alone != Some(None) || !ran.clean {
                 break ran;
             }
@@ -559,7 +563,7 @@ fn run_device(
             }
             break ran;
         };
-        let ran = retest_marginal(r, &cell, ran, alone);
+        let ran = retest_marginal(r, &cell, &mut window, ran, alone);
         if ran.vanished {
             let mut b = r.book();
             cell::not_run_vanished(&mut b.report.devices[di].cells[ci + 1..], &c.disk.name);
@@ -575,6 +579,7 @@ fn run_device(
 fn retest_marginal(
     r: &Lanes<'_, '_>,
     at: &CellAt<'_>,
+    window: &mut Window<'_, '_>,
     mut ran: Ran,
     alone: Option<Option<(AloneRule, Option<f64>)>>,
 ) -> Ran {
@@ -606,7 +611,7 @@ fn retest_marginal(
             at.c.disk.name,
             at.spec.workload.as_str()
         ));
-        ran = run_cell(r, at, alone);
+        ran = run_cell(r, at, window, alone);
         let mut b = r.book();
         let cell = &mut b.report.devices[di].cells[ci];
         earlier.append(&mut cell.attempts);
@@ -646,6 +651,7 @@ struct Ran {
 fn run_cell(
     r: &Lanes<'_, '_>,
     at: &CellAt<'_>,
+    window: &mut Window<'_, '_>,
     alone: Option<Option<(AloneRule, Option<f64>)>>,
 ) -> Ran {
     let (c, di, ci, spec) = (at.c, at.di, at.ci, at.spec);
@@ -659,10 +665,19 @@ fn run_cell(
     };
     let plan = match cell::place_cell(spec, at.cfg.engine, at.placement, &c.disk, r.engine) {
         CellPlan::NotRun { status, reason } => {
+            // The kernel may say why (a filesystem gone read-only, a reset while the test
+            // file was made).
+            let (recs, kernel_log_error) = window.take();
+            let after = Aftermath {
+                kernel: events::attribute(&recs, at.keys),
+                kernel_log_error,
+                ..Aftermath::default()
+            };
             let mut b = r.book();
             let cell = &mut b.report.devices[di].cells[ci];
             cell.status = status;
             cell.reasons = vec![reason];
+            cell::judge_aftermath(cell, &c.disk.name, after);
             b.save();
             return skipped;
         }
@@ -759,10 +774,7 @@ fn run_cell(
         sysfs_root: r.sysfs.path().to_path_buf(),
         stop: r.stop.stop.clone(),
     };
-    // Records logged before this cell belong to no test of this device.
     let mut after = Aftermath::default();
-    let (cursor, err) = r.kmsg.begin();
-    after.kernel_log_error = err;
     let ticket = r.overlap.start(&c.disk.name);
     let engine = r.engine;
     let params = &plan.params;
@@ -778,10 +790,9 @@ fn run_cell(
         .file
         .and_then(|t| t.remove().err())
         .map(|e| e.to_string());
-    match r.kmsg.end(cursor) {
-        Ok(recs) => after.kernel = events::attribute(&recs, at.keys),
-        Err(e) => after.kernel_log_error = Some(e),
-    }
+    let (recs, kernel_log_error) = window.take();
+    after.kernel = events::attribute(&recs, at.keys);
+    after.kernel_log_error = kernel_log_error;
     let removed = events::removal_event(&r.sysfs.path().join("class/block"), at.keys);
     after.shrunk = cell::shrunk(r.sysfs.block_size_bytes(&c.disk.name), c.disk.size_bytes);
     after.vanished = cell::vanished(removed.as_ref(), &after.kernel);

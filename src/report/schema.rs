@@ -250,8 +250,9 @@ pub struct Cell {
     pub params: Option<WorkloadParams>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<BenchResult>,
-    /// Kernel messages attributed to this device while the cell ran, verbatim; a `fatal`
-    /// one fails the cell.
+    /// Kernel messages attributed to this device while the cell ran or since its previous
+    /// cell ended (a filesystem's error logged just after a write is the next cell's),
+    /// verbatim; a `fatal` one fails the cell.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernel_events: Vec<KernelEvent>,
     /// The other devices whose cells ran while this one did (`schedule: auto`).
