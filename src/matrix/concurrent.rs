@@ -28,37 +28,55 @@ pub struct KmsgHub<'a> {
 
 struct HubState<'a> {
     log: Result<Box<dyn KernelLog + 'a>, String>,
-    /// Records read and not yet taken by every open cursor.
+    /// Records read and not yet taken by every open window.
     buf: Vec<KmsgRecord>,
     /// The position of `buf[0]` in the run's stream of records.
     base: usize,
-    /// Where each open window takes from next, in that stream.
-    open: Vec<usize>,
+    /// Reads of the log so far.
+    reads: u64,
+    /// The reads that failed (their number, and why) that an open window has not yet been
+    /// told of: records may be missing from every window open then.
+    failed: Vec<(u64, String)>,
+    /// Where each open window takes from next.
+    open: Vec<Mark>,
+}
+
+/// A window's place: the position in the stream of records it takes from next, and the last
+/// read whose failure it has been told of.
+#[derive(Clone, Copy, PartialEq)]
+struct Mark {
+    pos: usize,
+    read: u64,
 }
 
 impl HubState<'_> {
-    fn pull(&mut self) -> Result<(), String> {
-        match &mut self.log {
-            Ok(log) => {
-                let recs = log.drain().map_err(|e| e.to_string())?;
-                self.buf.extend(recs);
-                Ok(())
+    fn pull(&mut self) {
+        if let Ok(log) = &mut self.log {
+            self.reads += 1;
+            match log.drain() {
+                Ok(recs) => self.buf.extend(recs),
+                Err(e) => self.failed.push((self.reads, e.to_string())),
             }
-            Err(_) => Ok(()),
         }
     }
 
-    /// Forgets the records no open cursor still needs.
+    /// Where a window opened or taken from now stands.
+    fn now(&self) -> Mark {
+        Mark {
+            pos: self.base + self.buf.len(),
+            read: self.reads,
+        }
+    }
+
+    /// Forgets the records and failures no open window still needs.
     fn trim(&mut self) {
-        let keep_from = self
-            .open
-            .iter()
-            .copied()
-            .min()
-            .unwrap_or(self.base + self.buf.len());
+        let now = self.now();
+        let keep_from = self.open.iter().map(|m| m.pos).min().unwrap_or(now.pos);
         let drop = keep_from.saturating_sub(self.base).min(self.buf.len());
         self.buf.drain(..drop);
         self.base += drop;
+        let told = self.open.iter().map(|m| m.read).min().unwrap_or(now.read);
+        self.failed.retain(|(n, _)| *n > told);
     }
 }
 
@@ -71,24 +89,27 @@ impl<'a> KmsgHub<'a> {
                 log,
                 buf: Vec::new(),
                 base: 0,
+                reads: 0,
+                failed: Vec::new(),
                 open: Vec::new(),
             }),
         }
     }
 
     /// A device's tests start: records logged before now belong to none of them. The window
-    /// stays open until it is dropped.
+    /// stays open until it is dropped; a failure of the read that opens it is its first
+    /// take's to say.
     pub fn open(&self) -> Window<'_, 'a> {
         let mut s = lock(&self.state);
-        let error = s.pull().err();
-        let at = s.base + s.buf.len();
+        let read = s.reads;
+        s.pull();
+        let at = Mark {
+            pos: s.now().pos,
+            read,
+        };
         s.open.push(at);
         s.trim();
-        Window {
-            hub: self,
-            at,
-            error,
-        }
+        Window { hub: self, at }
     }
 }
 
@@ -98,34 +119,40 @@ impl<'a> KmsgHub<'a> {
 /// goes to the next test instead of to none.
 pub struct Window<'h, 'a> {
     hub: &'h KmsgHub<'a>,
-    at: usize,
-    /// Why the log could not be read when the window opened, for the first take to say.
-    error: Option<String>,
+    at: Mark,
 }
 
 impl Window<'_, '_> {
     /// Every record logged since the previous take (other devices' lines among them:
-    /// attribution picks its own), and why the log could not be read, if it could not: the
-    /// records read before that are still handed over.
+    /// attribution picks its own), and why the log could not be read meanwhile, if a read
+    /// failed while this window was open (whoever's read it was): the records read around
+    /// it are still handed over.
     pub fn take(&mut self) -> (Vec<KmsgRecord>, Option<String>) {
         let mut s = lock(&self.hub.state);
-        let error = s.pull().err();
-        let from = self.at.saturating_sub(s.base).min(s.buf.len());
+        s.pull();
+        let from = self.at.pos.saturating_sub(s.base).min(s.buf.len());
         let out = s.buf[from..].to_vec();
-        let now = s.base + s.buf.len();
-        if let Some(p) = s.open.iter_mut().find(|p| **p == self.at) {
-            *p = now;
+        let mut why: Vec<&str> = Vec::new();
+        for (_, e) in s.failed.iter().filter(|(n, _)| *n > self.at.read) {
+            if !why.contains(&e.as_str()) {
+                why.push(e);
+            }
+        }
+        let error = (!why.is_empty()).then(|| why.join("; "));
+        let now = s.now();
+        if let Some(m) = s.open.iter_mut().find(|m| **m == self.at) {
+            *m = now;
         }
         self.at = now;
         s.trim();
-        (out, self.error.take().or(error))
+        (out, error)
     }
 }
 
 impl Drop for Window<'_, '_> {
     fn drop(&mut self) {
         let mut s = lock(&self.hub.state);
-        if let Some(i) = s.open.iter().position(|&p| p == self.at) {
+        if let Some(i) = s.open.iter().position(|m| *m == self.at) {
             s.open.swap_remove(i);
         }
         s.trim();
@@ -456,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_read_is_said_once_and_keeps_what_was_read() {
+    fn a_failed_read_is_said_once_to_every_window_open_then_and_keeps_what_was_read() {
         let hub = KmsgHub::new(Ok(Box::new(FailsOnce(0))));
         let mut a = hub.open();
         let mut b = hub.open();
@@ -465,12 +492,18 @@ mod tests {
         let (got, err) = b.take();
         assert!(err.is_some());
         assert_eq!(msgs(&got), ["read 3"]);
+        // a was open when it failed: its lines may be missing too.
         let (got, err) = a.take();
-        assert!(err.is_none(), "{err:?}");
+        assert!(err.is_some(), "a was open when the read failed");
         assert_eq!(msgs(&got), ["read 3", "read 4"], "all since a opened");
         let (got, err) = b.take();
-        assert!(err.is_none(), "said once");
+        assert!(err.is_none(), "said once: {err:?}");
         assert_eq!(msgs(&got), ["read 4", "read 5"]);
+        assert!(a.take().1.is_none(), "said once");
+        // A window opened after the failure is not told of it, and nobody keeps it.
+        let mut c = hub.open();
+        assert!(c.take().1.is_none());
+        assert!(lock(&hub.state).failed.is_empty());
     }
 
     #[test]
