@@ -173,9 +173,8 @@ mod tests {
 
 /// How repeatable a result's figure is, from its rate in windows of about equal length while
 /// it ran, each timed at its last completion where the completions pause (whole I/Os over the
-/// time they took, a burst never cut): the first
-/// window (warm-up) and the last (the drain, the I/O in flight at the bound completing with
-/// nothing after it) are dropped; the rest give the mean rate, the 95 % confidence interval of
+/// time they took, a burst never cut): the first window (warm-up) and the last (the drain,
+/// the I/O in flight at the bound completing with nothing after it) are dropped; the rest give the mean rate, the 95 % confidence interval of
 /// that mean (Student's t over batch means of the windows, see [`batched`]), and the trend
 /// (the least-squares line's change over the run, as fio's steady-state `bw_slope` reads it).
 /// It holds for MiB/s and IOPS alike (a test's I/Os have one size). A device's own rhythm can
@@ -302,10 +301,11 @@ impl Precision {
         // MiB/s throttle whose windows all read 30. The slope rests on every edge, where bytes
         // over time rest on the first and the last, and the median of the slopes leaves out
         // the few edges a hiccup moved (the host late to submit for a window, a point taken
-        // inside a burst), which move a least-squares line: on 76 recorded runs of the quick
-        // profile on a throttled stick the figure's spread (one sigma) went from 0.4-1.1 % to
-        // 0.3-0.6 % for random reads, from 0.2 % to 0.03 % for read-buffered, and a
-        // sequential write's 0.17 % low reading went away; a 70/30 mix stayed at 0.3-0.5 %.
+        // inside a burst), which move a least-squares line: on 30 recorded runs of the quick
+        // profile on a throttled stick the figure's spread (one sigma) went from 1.06 % to
+        // 0.62 % for random reads and from 0.19 % to 0.02 % for read-buffered, a sequential
+        // write's 0.17 % low reading went away, and a 70/30 mix went from 0.37 % to 0.46 %
+        // (0.27-0.50 % on 46 more runs with edges where the completions pause).
         let whole = steady_rate(&spans);
         let round = |v: f64| (v * 1000.0).round() / 1000.0;
         let hundredths = |v: f64| (v * 100.0).round() / 100.0;
@@ -315,10 +315,10 @@ impl Precision {
             .map(|(k, before, after)| (k + 1, before, after))
             .or_else(|| find_drop(&with_warm_up, 1..=1));
         // After a drop the sustained rate is measured as the steady rate is, over the windows
-        // after it (the same median of slopes, the same batches for its interval): a burst that fits in the warm-up (64
-        // random I/Os landing at once before a throttle queues them) leaves the same windows,
-        // and a mean of window rates there moved 1.1 % (one sigma) from run to run on a 70/30
-        // mix where the slope moved 0.8 %.
+        // after it (the same median of slopes, the same batches for its interval): a burst
+        // that fits in the warm-up (64 random I/Os landing at once before a throttle queues
+        // them) leaves the same windows, and a mean of window rates there moved 1.1 % (one
+        // sigma) from run to run on a 70/30 mix where the slope moved 0.8 %.
         let after = found.map(|(k, _, _)| steady_rate(&spans[k - 1..]));
         let drop = found
             .zip(after.as_ref())
@@ -370,7 +370,7 @@ struct SteadyRate {
 fn steady_rate(spans: &[(f64, f64)]) -> SteadyRate {
     let batch_spans = batched(spans);
     let mut out = SteadyRate {
-        slope: batch_spans.as_ref().and_then(|_| theil_sen(spans)),
+        slope: theil_sen(spans).filter(|_| spans.len() >= MIN_WINDOWS),
         ci95_percent: None,
         trend_percent: None,
     };
@@ -427,10 +427,9 @@ fn rates_of(spans: &[(f64, f64)]) -> Vec<f64> {
 }
 
 /// The windows as batches `(seconds, MiB)` and how many windows each holds, for the interval
-/// and the trend: neighbouring windows are merged, two by two,
-/// while the batches' rates still follow each other (their lag-1 autocorrelation beyond what
-/// chance gives), as long as [`MIN_WINDOWS`] batches remain; `None` with fewer than
-/// [`MIN_WINDOWS`] windows.
+/// and the trend: neighbouring windows are merged, two by two, while the batches' rates still
+/// follow each other (their lag-1 autocorrelation beyond what chance gives), as long as
+/// [`MIN_WINDOWS`] batches remain; `None` with fewer than [`MIN_WINDOWS`] windows.
 /// A device that completes I/O in bursts (a throttle's time slices, a controller's rhythm)
 /// alternates fast and slow windows around a steady rate; counted as independent they would
 /// overstate the spread of the rate many times.

@@ -830,7 +830,7 @@ const SETTLE_MAX_NS: u64 = 20_000_000;
 /// A device that completes I/O in bursts (a throttle releasing a time slice's worth at once, a
 /// controller flushing a batch) leaves a staircase of bytes over time, and a point taken in
 /// the first moments of a burst sits a whole step below the line through the others: on a
-/// throttled stick whose slices kept pace with the 100 ms windows, up to a quarter of a run's
+/// throttled stick whose slices kept pace with the 100 ms windows, up to a third of a run's
 /// points fell there and moved its random reads' figure by up to 3 %. Waiting until the
 /// completions pause for [`SETTLE_GAP_NS`] takes the point at the step's top; a device that
 /// completes without pause gives its point after at most [`SETTLE_MAX_NS`].
