@@ -174,9 +174,10 @@ mod tests {
 /// How repeatable a result's figure is, from its rate in windows of about equal length while
 /// it ran, each timed at its last completion where the completions pause (whole I/Os over the
 /// time they took, a burst never cut): the first window (warm-up) and the last (the drain,
-/// the I/O in flight at the bound completing with nothing after it) are dropped; the rest give the mean rate, the 95 % confidence interval of
-/// that mean (Student's t over batch means of the windows, see [`batched`]), and the trend
-/// (the least-squares line's change over the run, as fio's steady-state `bw_slope` reads it).
+/// the I/O in flight at the bound completing with nothing after it) are dropped; the rest
+/// give the mean rate, the 95 % confidence interval of that mean (Student's t over batch
+/// means of the windows, see [`batched`]), and the trend (the least-squares line's change over
+/// the run, as fio's steady-state `bw_slope` reads it).
 /// It holds for MiB/s and IOPS alike (a test's I/Os have one size). A device's own rhythm can
 /// be slower than the batches, so the interval is a lower bound of the spread between runs;
 /// `calibrate`'s repeated runs measure that.

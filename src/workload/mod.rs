@@ -822,8 +822,10 @@ fn run_sampled(
 /// shorter naps help is not established): on a throttled stick (random reads, 64 I/Os in
 /// flight, a 2-core host), with naps of up to 20 ms the random reads' figures spread 1.3-3.0 %
 /// over 8 runs (four benchmarks, the last stating ±6.8 % a run); with naps of up to 2 ms
-/// 0.6-1.5 % (six, stating ±3.4-5.8 %), the other tests as before. The cost: 500 wake-ups a
-/// second while a test runs, and a run's end is seen within 2 ms instead of 20.
+/// 0.6-1.5 % (six, stating ±3.4-5.8 %). The 70/30 mix spread 0.8-1.5 % before and 1.2-1.8 %
+/// after (2.6 % once, in a run that also recorded every point): if anything a little wider,
+/// within 2 %; the other tests within 0.4 % throughout. The cost: 500 wake-ups a second
+/// while a test runs, and a run's end is seen within 2 ms instead of 20.
 const SAMPLER_NAP: Duration = Duration::from_millis(2);
 
 /// How long completions must have paused for a point to be taken between two bursts (a
